@@ -1,0 +1,216 @@
+"""The fabric configuration: one frozen, validated value for RTL, model and testbench.
+
+A configuration comes from a preset (``tiny``, ``default``, ``large``), from a
+TOML file, and from ``section.key=value`` overrides, in that order. Every
+value is checked when the configuration is built; a bad value, an unknown key
+or a wrong type raises :class:`ConfigError` whose message names the field,
+the value and what is allowed, in one line. The configuration serialises to
+JSON so the testbench and the model receive exactly the values the Verilog
+was generated from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "SwitchConfig", "FabricConfig", "PRESETS"]
+
+PRESETS = ("tiny", "default", "large")
+
+
+class ConfigError(ValueError):
+    """A configuration value a user supplied is not allowed.
+
+    The message is one line: the field, the value, and what is allowed.
+    """
+
+
+def _ranged(lo: int, hi: int, doc: str):
+    return field(metadata={"range": (lo, hi), "doc": doc})
+
+
+def _choice(choices: tuple[str, ...], doc: str):
+    return field(metadata={"choices": choices, "doc": doc})
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """The ``[switch]`` section: the crossbar and its input buffers."""
+
+    ports: int = _ranged(2, 32, "switch ports (inputs = outputs)")
+    data_width: int = _ranged(8, 1024, "bits per flit")
+    priorities: int = _ranged(1, 8, "traffic classes; a higher number is served first")
+    max_packet_flits: int = _ranged(1, 256, "longest packet, in flits")
+    buffer_flits: int = _ranged(1, 65536, "input buffer per port, in flits")
+    scheduler: str = _choice(("fifo", "islip"), "one FIFO per input, or virtual output queues with iSLIP")
+    islip_iterations: int = _ranged(1, 32, "iSLIP request-grant-accept iterations per cycle")
+    ingress_full: str = _choice(("backpressure", "drop"), "what ingress does when a packet does not fit")
+    tag_width: int = _ranged(8, 32, "bits of the opaque per-packet tag")
+
+    def _check(self) -> None:
+        if self.buffer_flits < self.max_packet_flits:
+            raise ConfigError(
+                f"switch.buffer_flits = {self.buffer_flits}: must be at least "
+                f"switch.max_packet_flits ({self.max_packet_flits}) so the longest packet fits")
+        if self.islip_iterations > self.ports:
+            raise ConfigError(
+                f"switch.islip_iterations = {self.islip_iterations}: must be in 1..{self.ports} "
+                f"(switch.ports); more iterations cannot add matches")
+
+
+@dataclass(frozen=True)
+class FabricConfig:
+    """The whole fabric configuration. Sections are frozen dataclasses."""
+
+    switch: SwitchConfig
+
+    # -- construction -----------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: Any, *, source: str = "config") -> "FabricConfig":
+        """Build and validate a configuration from nested dicts (TOML or JSON shape).
+
+        Every section and key must be present; use :meth:`load` to start from
+        a preset and override only some keys.
+        """
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: must be a table of sections, got {type(data).__name__}")
+        sections = {f.name: f.type for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(sections))
+        if unknown:
+            raise ConfigError(f"{unknown[0]}: unknown section (allowed: {', '.join(sections)})")
+        built = {}
+        for name in sections:
+            if name not in data:
+                raise ConfigError(f"{name}: section missing")
+            built[name] = _build_section(name, _SECTIONS[name], data[name])
+        return cls(**built)
+
+    @classmethod
+    def load(cls, *, preset: str | None = None, path: str | Path | None = None,
+             overrides: tuple[str, ...] | list[str] = ()) -> "FabricConfig":
+        """Start from ``preset`` (default ``default``), merge the TOML file at
+        ``path`` over it, then apply ``section.key=value`` overrides."""
+        data = preset_dict(preset or "default")
+        if path is not None:
+            _merge(data, read_toml(path), str(path))
+        for item in overrides:
+            section, key, value = parse_override(item)
+            _merge(data, {section: {key: value}}, "--set")
+        return cls.from_dict(data)
+
+    # -- serialisation ----------------------------------------------------
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """The configuration as nested plain dicts, JSON and TOML friendly."""
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        """A canonical JSON text (sorted keys), equal for equal configurations."""
+        return json.dumps(self.to_dict(), sort_keys=True, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "FabricConfig":
+        """Inverse of :meth:`to_json`."""
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config JSON: {e.msg} at line {e.lineno}") from None
+        return cls.from_dict(data, source="config JSON")
+
+    def replace(self, **sections: Any) -> "FabricConfig":
+        """A copy with whole sections replaced (validated again)."""
+        return FabricConfig.from_dict({**self.to_dict(), **{
+            k: dataclasses.asdict(v) if dataclasses.is_dataclass(v) else v
+            for k, v in sections.items()}})
+
+    @property
+    def key(self) -> str:
+        """A short stable digest of the configuration, for build directories."""
+        import hashlib
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+
+_SECTIONS = {"switch": SwitchConfig}
+
+
+def _build_section(name: str, cls: type, values: Any):
+    if not isinstance(values, dict):
+        raise ConfigError(f"{name}: must be a table of keys, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{name}.{unknown[0]}: unknown key (allowed: {', '.join(fields)})")
+    kwargs = {}
+    for fname, f in fields.items():
+        where = f"{name}.{fname}"
+        if fname not in values:
+            raise ConfigError(f"{where}: missing")
+        kwargs[fname] = _check_value(where, f, values[fname])
+    section = cls(**kwargs)
+    section._check()
+    return section
+
+
+def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
+    meta = f.metadata
+    if "range" in meta:
+        lo, hi = meta["range"]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise ConfigError(f"{where} = {value!r}: must be an integer in {lo}..{hi} ({meta['doc']})")
+    elif "choices" in meta:
+        if value not in meta["choices"]:
+            allowed = " or ".join(repr(c) for c in meta["choices"])
+            raise ConfigError(f"{where} = {value!r}: must be {allowed} ({meta['doc']})")
+    return value
+
+
+def _merge(base: dict, extra: Any, source: str) -> None:
+    if not isinstance(extra, dict):
+        raise ConfigError(f"{source}: must be a table of sections")
+    for section, values in extra.items():
+        if section not in base:
+            raise ConfigError(f"{section}: unknown section (allowed: {', '.join(base)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{section}: must be a table of keys, got {values!r}")
+        base[section].update(values)
+
+
+def read_toml(path: str | Path) -> dict:
+    """Read a TOML file; a missing file or a syntax error is a :class:`ConfigError`."""
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: TOML syntax error: {e}") from None
+
+
+def preset_dict(name: str) -> dict:
+    """The nested dict of a built-in preset."""
+    if name not in PRESETS:
+        raise ConfigError(f"preset = {name!r}: must be one of {', '.join(PRESETS)}")
+    text = resources.files("superfabric").joinpath("presets", f"{name}.toml").read_text()
+    return tomllib.loads(text)
+
+
+def parse_override(item: str) -> tuple[str, str, Any]:
+    """Split ``section.key=value``; the value is read as TOML, else taken as a string."""
+    lhs, sep, rhs = item.partition("=")
+    section, dot, key = lhs.strip().partition(".")
+    if not sep or not dot or not section or not key:
+        raise ConfigError(f"--set {item!r}: must look like section.key=value")
+    rhs = rhs.strip()
+    try:
+        value = tomllib.loads(f"v = {rhs}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = rhs
+    return section, key, value

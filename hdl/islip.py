@@ -1,0 +1,162 @@
+"""iSLIP: the request-grant-accept matching of an input-queued crossbar."""
+
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["ISLIP", "round_robin_pick"]
+
+
+def round_robin_pick(m, mask, ptr, n, name):
+    """Index of the first set bit of ``mask`` at or after ``ptr``, wrapping.
+
+    Returns ``(found, index)``. The index is only meaningful when ``found``.
+    """
+    at_or_after = Cat(Const(k, range(n + 1)) >= ptr for k in range(n))
+    high = Signal(n, name=f"{name}_high")
+    sel = Signal(n, name=f"{name}_sel")
+    m.d.comb += [high.eq(mask & at_or_after), sel.eq(Mux(high.any(), high, mask))]
+    chain = Const(n - 1, range(n))
+    for k in reversed(range(n - 1)):
+        chain = Mux(sel[k], k, chain)
+    index = Signal(range(n), name=f"{name}_index")
+    found = Signal(name=f"{name}_found")
+    m.d.comb += [index.eq(chain), found.eq(mask.any())]
+    return found, index
+
+
+class ISLIP(wiring.Component):
+    """Prioritised, packet-mode iSLIP over ``ports`` inputs and outputs.
+
+    All of it is combinational except the pointers, so a match found in a
+    cycle starts its transfer in the same cycle. Requests are one bit per
+    (output, priority) per input (bit ``dst * priorities + prio``); the
+    switch has already masked out busy inputs, busy or credit-less outputs
+    and paused (output, priority) pairs. Each iteration, among the inputs
+    and outputs still unmatched:
+
+    1. Request: input ``i`` requests output ``o`` at its highest requested
+       class ``L[i][o]``.
+    2. Grant: output ``o`` takes the highest class among its requests and,
+       within it, the first requesting input at or after its grant pointer
+       ``g[o][class]``.
+    3. Accept: input ``i`` takes the highest class among its grants and,
+       within it, the first granting output at or after its accept pointer
+       ``a[i][class]``.
+
+    Pointers move only for matches made in the first iteration, one past
+    the partner: ``g[o][p] = i + 1``, ``a[i][p] = o + 1`` (mod ``ports``).
+    Classes have separate pointers, so strict priority does not disturb the
+    round-robin order within a class.
+    """
+
+    def __init__(self, *, ports: int, priorities: int, iterations: int):
+        if ports < 2:
+            raise ValueError(f"ports must be at least 2, not {ports}")
+        if priorities < 1:
+            raise ValueError(f"priorities must be at least 1, not {priorities}")
+        if not 1 <= iterations <= ports:
+            raise ValueError(f"iterations must be in 1..{ports}, not {iterations}")
+        self._n = ports
+        self._p = priorities
+        self._iterations = iterations
+        super().__init__({
+            "req": In(unsigned(ports * priorities)).array(ports),
+            "match": Out(1).array(ports),
+            "match_out": Out(range(ports)).array(ports),
+            "match_prio": Out(range(priorities)).array(ports),
+        })
+
+    def _highest(self, m, masks, ptrs, name):
+        """The highest class with a non-empty mask: (class, its mask, its pointer)."""
+        n = self._n
+        prio = Signal(range(self._p), name=f"{name}_prio")
+        mask = Signal(n, name=f"{name}_mask")
+        ptr = Signal(range(n), name=f"{name}_ptr")
+        for p in range(self._p):
+            sig = Signal(n, name=f"{name}_mask{p}")
+            m.d.comb += sig.eq(masks[p])
+            masks[p] = sig
+        m.d.comb += [prio.eq(0), mask.eq(masks[0]), ptr.eq(ptrs[0])]
+        for p in range(1, self._p):
+            with m.If(masks[p].any()):
+                m.d.comb += [prio.eq(p), mask.eq(masks[p]), ptr.eq(ptrs[p])]
+        return prio, mask, ptr
+
+    def elaborate(self, platform):
+        m = Module()
+        n, np_ = self._n, self._p
+        g_ptr = [[Signal(range(n), name=f"g_ptr_{o}_{p}") for p in range(np_)] for o in range(n)]
+        a_ptr = [[Signal(range(n), name=f"a_ptr_{i}_{p}") for p in range(np_)] for i in range(n)]
+
+        # req_at[i][o][p]: input i requests o, and p is its highest class toward o.
+        req_at = [[[Signal(name=f"req_{i}_{o}_{p}") for p in range(np_)] for o in range(n)]
+                  for i in range(n)]
+        for i in range(n):
+            for o in range(n):
+                higher = Const(0, 1)
+                for p in reversed(range(np_)):
+                    bit = self.req[i][o * np_ + p]
+                    m.d.comb += req_at[i][o][p].eq(bit & ~higher)
+                    higher = higher | bit
+
+        in_matched = Const(0, n)
+        out_matched = Const(0, n)
+        match_out = [Const(0, range(n)) for _ in range(n)]
+        match_prio = [Const(0, range(np_)) for _ in range(n)]
+        for it in range(self._iterations):
+            # Grant phase: each unmatched output picks a class, then an input.
+            grant = []        # grant[o]: one-hot over inputs
+            grant_prio = []   # grant_prio[o]: the class it granted at
+            for o in range(n):
+                masks = [Cat(req_at[i][o][p] & ~in_matched[i] for i in range(n))
+                         for p in range(np_)]
+                prio, mask, ptr = self._highest(m, masks, g_ptr[o], f"g{it}_{o}")
+                found, index = round_robin_pick(m, mask, ptr, n, f"g{it}_{o}")
+                onehot = Signal(n, name=f"grant{it}_{o}")
+                m.d.comb += onehot.eq(Mux(found & ~out_matched[o], Const(1, n) << index, 0))
+                grant.append(onehot)
+                grant_prio.append(prio)
+            # Accept phase: each input picks a class, then an output.
+            new_out = [Const(0, 1) for _ in range(n)]
+            new_in = []
+            for i in range(n):
+                masks = [Cat(grant[o][i] & (grant_prio[o] == p) for o in range(n))
+                         for p in range(np_)]
+                prio, mask, ptr = self._highest(m, masks, a_ptr[i], f"a{it}_{i}")
+                found, index = round_robin_pick(m, mask, ptr, n, f"a{it}_{i}")
+                acc = Signal(name=f"accept{it}_{i}")
+                m.d.comb += acc.eq(found)
+                if it == 0:
+                    # Pointers move one past the partner, first iteration only.
+                    with m.If(acc):
+                        for p in range(np_):
+                            with m.If(prio == p):
+                                m.d.sync += a_ptr[i][p].eq(Mux(index == n - 1, 0, index + 1))
+                                for o in range(n):
+                                    with m.If(index == o):
+                                        m.d.sync += g_ptr[o][p].eq((i + 1) % n)
+                new_in.append(acc)
+                for o in range(n):
+                    new_out[o] = new_out[o] | (acc & (index == o))
+                match_out[i] = Mux(acc, index, match_out[i])
+                match_prio[i] = Mux(acc, prio, match_prio[i])
+            # Materialised so that later iterations share, not copy, the logic.
+            in_next = Signal(n, name=f"in_matched{it}")
+            out_next = Signal(n, name=f"out_matched{it}")
+            m.d.comb += [in_next.eq(in_matched | Cat(new_in)),
+                         out_next.eq(out_matched | Cat(new_out))]
+            in_matched, out_matched = in_next, out_next
+            for i in range(n):
+                mo = Signal(range(n), name=f"match_out{it}_{i}")
+                mp = Signal(range(np_), name=f"match_prio{it}_{i}")
+                m.d.comb += [mo.eq(match_out[i]), mp.eq(match_prio[i])]
+                match_out[i], match_prio[i] = mo, mp
+
+        for i in range(n):
+            m.d.comb += [
+                self.match[i].eq(in_matched[i]),
+                self.match_out[i].eq(match_out[i]),
+                self.match_prio[i].eq(match_prio[i]),
+            ]
+        return m

@@ -1,0 +1,80 @@
+"""The packet format of the fabric: one stream, one flit per transfer.
+
+A packet is a run of flits on an :mod:`amaranth.lib.stream` interface whose
+payload is :func:`packet_layout`. ``first`` and ``last`` frame the packet.
+The header fields (``dst``, ``src``, ``prio``, ``ecn``, ``length``, ``tag``)
+travel as sideband on every flit and are defined on the first one: blocks
+read them there (the switch routes and reserves buffer space from the head
+flit), and a source should hold them constant for the rest of the packet so
+that a waveform reads naturally. The bit layout is written down in
+``docs/architecture.md``; the testbench packs and unpacks flits through
+:class:`FlitCodec`, which takes its offsets from the same layout object.
+"""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import data, stream
+
+from ..config import FabricConfig
+
+__all__ = ["port_bits", "length_bits", "packet_layout", "packet_signature", "FlitCodec"]
+
+
+def port_bits(ports: int) -> int:
+    """Bits of a port number (at least one)."""
+    return max(1, (ports - 1).bit_length())
+
+
+def length_bits(max_packet_flits: int) -> int:
+    """Bits of the ``length`` field, which holds 1..max_packet_flits."""
+    return max_packet_flits.bit_length()
+
+
+def packet_layout(cfg: FabricConfig) -> data.StructLayout:
+    """The flit payload layout for ``cfg``; fields are laid out LSB first in this order."""
+    sw = cfg.switch
+    return data.StructLayout({
+        "data": unsigned(sw.data_width),
+        "first": unsigned(1),
+        "last": unsigned(1),
+        "dst": unsigned(port_bits(sw.ports)),
+        "src": unsigned(port_bits(sw.ports)),
+        "prio": unsigned(max(1, (sw.priorities - 1).bit_length())),
+        "ecn": unsigned(2),
+        "length": unsigned(length_bits(sw.max_packet_flits)),
+        "tag": unsigned(sw.tag_width),
+    })
+
+
+def packet_signature(cfg: FabricConfig) -> stream.Signature:
+    """The packet stream signature (``valid``/``ready``/``payload``) for ``cfg``."""
+    return stream.Signature(packet_layout(cfg))
+
+
+class FlitCodec:
+    """Pack and unpack flit payloads as Python integers, from the layout's own offsets.
+
+    Testbenches touch every flit, so they avoid building ``Const`` objects per
+    flit and use shifts and masks taken once from the ``StructLayout``.
+    """
+
+    def __init__(self, layout: data.StructLayout):
+        self.layout = layout
+        self.width = layout.size
+        self._fields = {name: (f.offset, (1 << f.width) - 1) for name, f in layout}
+
+    def pack(self, **fields: int) -> int:
+        """The payload integer holding ``fields`` (missing fields are zero)."""
+        bits = 0
+        for name, value in fields.items():
+            offset, mask = self._fields[name]
+            bits |= (value & mask) << offset
+        return bits
+
+    def unpack(self, bits: int) -> dict[str, int]:
+        """All fields of a payload integer."""
+        return {name: (bits >> offset) & mask for name, (offset, mask) in self._fields.items()}
+
+    def field(self, bits: int, name: str) -> int:
+        """One field of a payload integer."""
+        offset, mask = self._fields[name]
+        return (bits >> offset) & mask

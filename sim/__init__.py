@@ -1,0 +1,1 @@
+"""Golden models of the fabric (pure Python + numpy; never imports Amaranth)."""

@@ -1,0 +1,626 @@
+"""Seeded, reproducible traffic for an N-port packet switch.
+
+:func:`generate` turns a pattern name, an offered load, a run length and a
+seed into a :class:`Trace`: one row per packet (generation cycle, input,
+output, traffic class, length in flits, tag), sorted by generation cycle.
+The testbench drives the RTL from the trace and the golden model replays the
+same trace, so both see exactly the same packets.
+
+Offered load
+    ``load`` is the offered load of every active input, in flits per cycle
+    (``1.0`` is line rate). Except for ``bursty``, injection is a Bernoulli
+    process per input and cycle: a packet is generated at cycle ``c`` with
+    probability ``load / mean_length``, so the offered flit rate equals
+    ``load``. The generation cycle does not depend on whether the input is
+    still sending an earlier packet: the testbench keeps a source queue per
+    input, and the queueing delay in it is part of the measured latency.
+
+Patterns
+    A pattern is a name, optionally followed by ``:key=value,...``
+    parameters, e.g. ``"hotspot:fraction=0.3,port=2"``. ``N`` is
+    ``switch.ports``; "uniform" always means over all ``N`` outputs, the
+    packet's own input included.
+
+    ``uniform``
+        Every packet goes to an output drawn uniformly from all ``N`` ports,
+        its own port included (as in BookSim's ``uniform``).
+    ``permutation``
+        One random permutation ``perm`` of the ports, drawn from the seed and
+        fixed for the run; input ``i`` always sends to ``perm[i]``. A fixed
+        point (``perm[i] == i``) is allowed.
+    ``transpose``
+        For ``N = 2**(2h)``: the output is the input with the high and low
+        ``h`` bits of the port number swapped. Any other ``N`` is an error.
+    ``bitcomp``
+        Output ``N - 1 - src``; for ``N`` a power of two this is the bit
+        complement of the port number.
+    ``hotspot:fraction=F,port=P``
+        With probability ``F`` (default 0.25) the packet goes to port ``P``
+        (default 0), otherwise to a uniform output (which may also be
+        ``P``, so ``P`` receives ``F + (1 - F) / N`` of the packets).
+    ``incast:sources=S,sink=K``
+        ``S`` inputs (default ``N - 1``), the ports other than ``K``
+        (default 0) in ascending order, all send to ``K``. The other inputs
+        are idle.
+    ``all-to-all``
+        Input ``i`` sends its k-th packet to ``(i + 1 + k mod (N - 1)) mod N``:
+        every other output in turn, ``i + 1``, ``i + 2``, ... skipping itself,
+        at the Bernoulli injection times.
+    ``ring-allreduce:chunk=C``
+        Ring all-reduce: input ``i`` sends only to ``(i + 1) mod N``. The
+        collective is ``2 (N - 1)`` steps (``N - 1`` reduce-scatter, then
+        ``N - 1`` all-gather) of ``C`` packets per input; packet ``k`` of an
+        input belongs to step ``k // C`` and an input stops after
+        ``2 (N - 1) C`` packets. The default ``C`` is the smallest that lets
+        the expected packets of the run fill all the steps, so the last step
+        may be cut by the end of the run. Every packet is in the highest
+        traffic class. The trace is open loop: steps are paced by the
+        injection load, not by the completion of the previous step.
+    ``bursty:burst=B``
+        An on/off source per input. A burst has a geometric number of packets
+        with mean ``B`` (default 8), all to one output drawn uniformly from
+        all ``N`` ports, generated back to back (one packet every
+        ``mean_length`` cycles, i.e. at line rate). Off periods are
+        exponential with the mean that makes the long-run offered load equal
+        ``load``; at ``load = 1`` there are none.
+
+Reproducibility
+    The same arguments give the same trace, bit for bit, with the same numpy
+    version. The seed is split (:class:`numpy.random.SeedSequence`) into one
+    stream each for injection times, destinations, classes and lengths, so
+    for the Bernoulli patterns the injection times depend only on the seed,
+    the load, the mean length, the run length and which inputs are active:
+    two patterns run with one seed see the same arrival process.
+
+Only numpy, the standard library and :mod:`superfabric.config` are imported,
+so the model and the tools can generate traffic without Amaranth.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from superfabric.config import FabricConfig
+
+__all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths"]
+
+PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
+                             "incast", "all-to-all", "ring-allreduce", "bursty")
+
+# Written into every saved trace so that loading a foreign .npz fails clearly.
+_FORMAT = "superfabric.traffic/1"
+
+# Cycles per block of the Bernoulli draw: bounds the temporary matrix to
+# 64 Ki x 32 ports x 8 bytes = 16 MiB however long the run is.
+_BLOCK_CYCLES = 1 << 16
+
+
+class TrafficError(ValueError):
+    """A traffic argument a user supplied is not allowed.
+
+    The message is one line: the field, the value, and what is allowed.
+    """
+
+
+# -- packet lengths -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PacketLengths:
+    """A packet length distribution, as parsed by :func:`parse_lengths`.
+
+    Attributes
+    ----------
+    spec : str
+        The text it was parsed from, e.g. ``"bimodal:1,16,0.8"``.
+    flits : tuple of int
+        The possible lengths, in flits.
+    weights : tuple of float
+        The probability of each length; they sum to 1.
+    """
+
+    spec: str
+    flits: tuple[int, ...]
+    weights: tuple[float, ...]
+
+    @property
+    def mean(self) -> float:
+        """The mean packet length, in flits."""
+        return float(sum(f * w for f, w in zip(self.flits, self.weights)))
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Draw ``n`` lengths (``int16``) from ``rng``."""
+        return np.asarray(self.flits, dtype=np.int16)[_draw_categorical(rng, self.weights, n)]
+
+
+def _draw_categorical(rng: np.random.Generator, weights, n: int) -> np.ndarray:
+    """Draw ``n`` indices into ``weights`` (non-negative, not all zero) from ``rng``."""
+    total = np.cumsum(weights, dtype=np.float64)
+    draw = rng.random(n)
+    index = np.zeros(n, dtype=np.intp)
+    # The index is the number of cumulative points at or below the draw: one
+    # pass per point is faster than np.searchsorted for the few (<= 8)
+    # entries here. Dividing by the last partial sum puts every point after
+    # the last non-zero weight at exactly 1.0, above any draw, and a draw on
+    # a point counts it, so a zero-weight entry is never drawn.
+    for point in total[:-1] / total[-1]:
+        index += draw >= point
+    return index
+
+
+def parse_lengths(spec: str, max_packet_flits: int) -> PacketLengths:
+    """Parse a packet length specification.
+
+    Parameters
+    ----------
+    spec : str
+        ``"fixed:N"``: every packet is ``N`` flits, ``1 <= N <= max_packet_flits``.
+        ``"bimodal:SHORT,LONG,P_SHORT"``: ``SHORT`` flits with probability
+        ``P_SHORT``, else ``LONG``; ``1 <= SHORT <= LONG <= max_packet_flits``,
+        ``0 <= P_SHORT <= 1``.
+    max_packet_flits : int
+        The longest packet the switch accepts (``switch.max_packet_flits``).
+
+    Returns
+    -------
+    PacketLengths
+
+    Raises
+    ------
+    TrafficError
+        If ``spec`` is malformed or out of range; the message names
+        ``traffic.packet_lengths``.
+    """
+    where = f"traffic.packet_lengths = {spec!r}"
+    allowed = (f"'fixed:N' or 'bimodal:SHORT,LONG,P_SHORT' with flits in "
+               f"1..{max_packet_flits} (switch.max_packet_flits)")
+    if not isinstance(spec, str):
+        raise TrafficError(f"{where}: must be {allowed}")
+    kind, _, args = spec.partition(":")
+    fields = args.split(",")
+
+    def flits(text: str, what: str) -> int:
+        value = _number(text, integer=True)
+        if value is None or not 1 <= value <= max_packet_flits:
+            raise TrafficError(f"{where}: {what} = {text!r} must be an integer in "
+                               f"1..{max_packet_flits} (switch.max_packet_flits)")
+        return value
+
+    if kind == "fixed" and len(fields) == 1:
+        return PacketLengths(spec, (flits(fields[0], "N"),), (1.0,))
+    if kind == "bimodal" and len(fields) == 3:
+        short, long = flits(fields[0], "SHORT"), flits(fields[1], "LONG")
+        if short > long:
+            raise TrafficError(f"{where}: SHORT = {short} must not exceed LONG = {long}")
+        p_short = _number(fields[2])
+        if p_short is None or not 0.0 <= p_short <= 1.0:
+            raise TrafficError(f"{where}: P_SHORT = {fields[2]!r} must be a number in 0..1")
+        return PacketLengths(spec, (short, long), (p_short, 1.0 - p_short))
+    raise TrafficError(f"{where}: must be {allowed}")
+
+
+# -- the trace ----------------------------------------------------------------
+
+_COLUMNS = {"gen": np.int64, "src": np.int16, "dst": np.int16,
+            "prio": np.int8, "length": np.int16, "tag": np.int64}
+_META = {"pattern": str, "load": float, "seed": int, "cycles": int, "packet_lengths": str}
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The packets of one run, one array element per packet, in generation order.
+
+    Packets are sorted by generation cycle, ties by input port ascending;
+    an input never generates two packets in one cycle. The arrays are made
+    read-only, as the trace is a value shared by the RTL run and the model.
+
+    Attributes
+    ----------
+    gen : numpy.ndarray of int64
+        Generation cycle, ascending, in ``0..cycles-1``.
+    src : numpy.ndarray of int16
+        Input port.
+    dst : numpy.ndarray of int16
+        Output port.
+    prio : numpy.ndarray of int8
+        Traffic class, ``0..switch.priorities-1`` (higher is served first).
+    length : numpy.ndarray of int16
+        Packet length in flits, ``1..switch.max_packet_flits``.
+    tag : numpy.ndarray of int64
+        Index of the packet in the trace, ``0..n-1``. The RTL carries
+        ``tag mod 2**switch.tag_width``.
+    pattern : str
+        The pattern as given, parameters included.
+    load : float
+        Offered load per input, flits per cycle. On the class,
+        ``Trace.load(path)`` is the loader instead (see :meth:`load`).
+    seed : int
+    cycles : int
+        Length of the generation window, in cycles.
+    packet_lengths : str
+        The packet length specification as given.
+    """
+
+    gen: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    prio: np.ndarray
+    length: np.ndarray
+    tag: np.ndarray
+    pattern: str
+    load: float
+    seed: int
+    cycles: int
+    packet_lengths: str
+
+    def __post_init__(self) -> None:
+        n = len(self.gen)
+        for name, dtype in _COLUMNS.items():
+            column = getattr(self, name)
+            if not isinstance(column, np.ndarray) or column.dtype != dtype or column.shape != (n,):
+                raise TypeError(f"Trace.{name}: must be a 1-D {np.dtype(dtype)} array "
+                                f"of {n} packets")
+            column.flags.writeable = False
+
+    def __len__(self) -> int:
+        """The number of packets."""
+        return len(self.gen)
+
+    # The generated __eq__ would compare arrays element-wise and then fail on
+    # their truth value; a trace is equal to another when every column is.
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Trace):
+            return NotImplemented
+        return (all(getattr(self, m) == getattr(other, m) for m in _META)
+                and all(np.array_equal(getattr(self, c), getattr(other, c)) for c in _COLUMNS))
+
+    def offered_flits(self) -> int:
+        """The total flits of all packets."""
+        return int(self.length.sum())
+
+    def describe(self) -> dict:
+        """A JSON-friendly summary.
+
+        Returns
+        -------
+        dict
+            ``pattern``, ``load``, ``seed``, ``cycles``, ``packet_lengths``,
+            ``packets`` and ``flits``, as plain Python values.
+        """
+        return {"pattern": self.pattern, "load": float(self.load), "seed": int(self.seed),
+                "cycles": int(self.cycles), "packet_lengths": self.packet_lengths,
+                "packets": len(self), "flits": self.offered_flits()}
+
+    def save(self, path: str | Path) -> None:
+        """Write the trace to ``path`` as an uncompressed ``.npz`` file.
+
+        The file is written at ``path`` exactly (no ``.npz`` suffix is added).
+        """
+        with open(path, "wb") as f:
+            np.savez(f, format=np.str_(_FORMAT),
+                     **{c: getattr(self, c) for c in _COLUMNS},
+                     **{m: np.asarray(getattr(self, m)) for m in _META})
+
+
+def _load(cls: type[Trace], path: str | Path) -> Trace:
+    """Read a trace written by :meth:`Trace.save`.
+
+    Parameters
+    ----------
+    path : str or pathlib.Path
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    TrafficError
+        If the file is missing or is not a trace.
+    """
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise TrafficError(f"{path}: no such trace file") from None
+    except (OSError, ValueError, zipfile.BadZipFile):
+        raise TrafficError(f"{path}: not a .npz trace file") from None
+    if "format" not in data or str(data["format"]) != _FORMAT:
+        raise TrafficError(f"{path}: not a traffic trace (format must be {_FORMAT!r})")
+    missing = [k for k in (*_COLUMNS, *_META) if k not in data]
+    if missing:
+        raise TrafficError(f"{path}: not a traffic trace (no {missing[0]!r})")
+    try:
+        return cls(**{c: data[c] for c in _COLUMNS},
+                   **{m: kind(data[m]) for m, kind in _META.items()})
+    except TypeError as e:
+        raise TrafficError(f"{path}: not a traffic trace ({e})") from None
+
+
+# The spec names both the field ``load`` (the offered load) and the class
+# method ``load`` (read a file). Defined in the class body, the method would
+# become the field's default; attached afterwards, ``Trace.load(path)`` reads
+# a file while ``trace.load`` is the instance's value.
+Trace.load = classmethod(_load)
+
+
+# -- patterns -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Param:
+    default: float | int | None
+    kind: type
+    lo: float
+    hi: float
+    doc: str
+
+
+def _pattern_params(ports: int) -> dict[str, dict[str, _Param]]:
+    """The parameters each pattern takes, with their ranges for ``ports`` ports."""
+    port = _Param(0, int, 0, ports - 1, "a port number")
+    return {
+        "hotspot": {"fraction": _Param(0.25, float, 0.0, 1.0,
+                                       "share of packets sent to the hot port"),
+                    "port": port},
+        "incast": {"sources": _Param(ports - 1, int, 1, ports - 1, "inputs sending to the sink"),
+                   "sink": port},
+        "ring-allreduce": {"chunk": _Param(None, int, 1, math.inf, "packets per input per step")},
+        "bursty": {"burst": _Param(8.0, float, 1.0, math.inf, "mean packets per burst")},
+    }
+
+
+def _parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
+    """Split ``name:key=value,...`` and check every parameter against its range."""
+    where = f"traffic.pattern = {pattern!r}"
+    if not isinstance(pattern, str):
+        raise TrafficError(f"{where}: must be one of {', '.join(PATTERNS)}")
+    name, colon, args = pattern.partition(":")
+    if name not in PATTERNS:
+        raise TrafficError(f"{where}: unknown pattern {name!r} (allowed: {', '.join(PATTERNS)})")
+    table = _pattern_params(ports).get(name, {})
+    values = {key: p.default for key, p in table.items()}
+    given = set()
+    for item in args.split(",") if colon else ():
+        key, eq, text = (s.strip() for s in item.partition("="))
+        if not table:
+            raise TrafficError(f"{where}: {name} takes no parameters")
+        if key not in table or not eq:
+            raise TrafficError(f"{where}: {item!r} must be key=value with key one of "
+                               f"{', '.join(table)}")
+        if key in given:
+            raise TrafficError(f"{where}: {key} given twice")
+        given.add(key)
+        p = table[key]
+        value = _number(text, integer=p.kind is int)
+        if value is None or not p.lo <= value <= p.hi:
+            bounds = f">= {p.lo:g}" if p.hi == math.inf else f"in {p.lo:g}..{p.hi:g}"
+            kind = "an integer" if p.kind is int else "a number"
+            raise TrafficError(f"{where}: {key} = {text!r} must be {kind} {bounds} ({p.doc})")
+        values[key] = value
+    if name == "transpose":
+        bits = ports.bit_length() - 1
+        if ports != 1 << bits or bits % 2:
+            raise TrafficError(
+                f"{where}: needs switch.ports a power of two with an even number of "
+                f"address bits (4, 16, 64, ...), got {ports} ports")
+    return name, values
+
+
+def _number(text: str, *, integer: bool = False) -> float | int | None:
+    """``text`` as a finite number (an int if ``integer``), or None."""
+    try:
+        value = int(text) if integer else float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+# -- injection ----------------------------------------------------------------
+
+
+def _bernoulli_arrivals(rng: np.random.Generator, p: float, cycles: int,
+                        senders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bernoulli(p) arrivals per sender and cycle, sorted by (cycle, sender).
+
+    The matrix is cycles x senders in row-major order, so ``np.nonzero``
+    returns the arrivals already in trace order. Drawing it block by block
+    takes the same numbers from ``rng`` as one draw would.
+    """
+    gens, srcs = [], []
+    for start in range(0, cycles, _BLOCK_CYCLES):
+        rows = min(_BLOCK_CYCLES, cycles - start)
+        cycle, column = np.nonzero(rng.random((rows, senders.size)) < p)
+        gens.append(cycle + start)
+        srcs.append(senders[column])
+    return np.concatenate(gens).astype(np.int64), np.concatenate(srcs).astype(np.int16)
+
+
+def _bursty_arrivals(inject: np.random.Generator, route: np.random.Generator, ports: int,
+                     load: float, mean_length: float, burst: float,
+                     cycles: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """On/off arrivals per input, sorted by (cycle, input), with their outputs."""
+    on_mean = burst * mean_length
+    off_mean = on_mean * (1.0 - load) / load
+    gens, srcs, dsts = [], [], []
+    for port in range(ports):
+        # Start in the steady state (on with probability load; the burst and
+        # the off period are both memoryless), so a short run offers the same
+        # load as a long one instead of opening with every input in a burst.
+        start = 0.0 if inject.random() < load else inject.exponential(off_mean)
+        sizes, offs, to = [], [], []
+        end = start
+        # At least one block, even when the first silence outlasts the run.
+        while not sizes or end < cycles:
+            k = int(max(cycles - end, 0) / (on_mean + off_mean)) + 16
+            sizes.append(inject.geometric(1.0 / burst, k))
+            offs.append(inject.exponential(off_mean, k))
+            to.append(route.integers(0, ports, k))
+            end += float(np.sum(sizes[-1] * mean_length + offs[-1]))
+        size, off = np.concatenate(sizes), np.concatenate(offs)
+        begin = start + np.concatenate(([0.0], np.cumsum(size * mean_length + off)[:-1]))
+        first = np.cumsum(size) - size
+        within = np.arange(size.sum()) - np.repeat(first, size)
+        # Packets of a burst are mean_length >= 1 apart, and a burst begins at
+        # least mean_length after the last one, so floor() keeps them apart.
+        t = np.repeat(begin, size) + within * mean_length
+        keep = t < cycles
+        gens.append(np.floor(t[keep]).astype(np.int64))
+        srcs.append(np.full(int(keep.sum()), port, dtype=np.int16))
+        dsts.append(np.repeat(np.concatenate(to), size)[keep].astype(np.int16))
+    gen, src, dst = np.concatenate(gens), np.concatenate(srcs), np.concatenate(dsts)
+    # (cycle, input) is unique, so the order is total; the inputs are sorted
+    # runs, which the stable sort merges in O(n log ports).
+    order = np.argsort(gen * ports + src, kind="stable")
+    return gen[order], src[order], dst[order]
+
+
+def _index_within_source(src: np.ndarray, ports: int) -> np.ndarray:
+    """For each packet, how many packets its input generated before it."""
+    order = np.argsort(src, kind="stable")
+    counts = np.bincount(src, minlength=ports)
+    index = np.empty(src.size, dtype=np.int64)
+    index[order] = np.arange(src.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return index
+
+
+def _route(name: str, params: dict, src: np.ndarray, ports: int,
+           rng: np.random.Generator) -> np.ndarray:
+    """The output of every packet of a Bernoulli pattern."""
+    s = src.astype(np.int64)
+    if name == "uniform":
+        dst = rng.integers(0, ports, src.size)
+    elif name == "permutation":
+        dst = rng.permutation(ports)[s]
+    elif name == "transpose":
+        half = (ports.bit_length() - 1) // 2
+        low = (1 << half) - 1
+        dst = ((s & low) << half) | (s >> half)
+    elif name == "bitcomp":
+        dst = ports - 1 - s
+    elif name == "hotspot":
+        hot = rng.random(src.size) < params["fraction"]
+        dst = np.where(hot, params["port"], rng.integers(0, ports, src.size))
+    elif name == "incast":
+        dst = np.full(src.size, params["sink"])
+    elif name == "all-to-all":
+        dst = (s + 1 + _index_within_source(src, ports) % (ports - 1)) % ports
+    else:
+        assert name == "ring-allreduce", name
+        dst = (s + 1) % ports
+    return dst.astype(np.int16)
+
+
+# -- generate -----------------------------------------------------------------
+
+
+def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed: int,
+             packet_lengths: str = "fixed:1",
+             priority_weights: list[float] | None = None) -> Trace:
+    """Generate the packets of one run.
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+        The fabric; uses ``switch.ports``, ``switch.priorities`` and
+        ``switch.max_packet_flits``.
+    pattern : str
+        One of :data:`PATTERNS`, optionally with ``:key=value,...``
+        parameters; see the module documentation for each.
+    load : float
+        Offered load per active input, flits per cycle, ``0 < load <= 1``.
+    cycles : int
+        Packets are generated in cycles ``0..cycles-1``; ``cycles >= 1``.
+    seed : int
+        ``seed >= 0``; the same arguments give the same trace.
+    packet_lengths : str
+        ``"fixed:N"`` or ``"bimodal:SHORT,LONG,P_SHORT"``, see
+        :func:`parse_lengths`.
+    priority_weights : list of float, optional
+        One non-negative weight per traffic class (``switch.priorities``
+        entries, not all zero), normalised; the class of each packet is drawn
+        from them. Default: uniform over all classes. Not allowed with
+        ``ring-allreduce``, whose packets are all in the highest class.
+
+    Returns
+    -------
+    Trace
+
+    Raises
+    ------
+    TrafficError
+        If any argument is out of range; the one-line message names the
+        field, the value and what is allowed.
+    """
+    sw = cfg.switch
+    ports = sw.ports
+    name, params = _parse_pattern(pattern, ports)
+    if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
+        raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
+                           f"(offered flits per input per cycle, 1 = line rate)")
+    _check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
+    _check_integer("traffic.seed", seed, 0, "random seed")
+    lengths = parse_lengths(packet_lengths, sw.max_packet_flits)
+    weights = _priority_weights(priority_weights, sw.priorities, name)
+    load, cycles, seed = float(load), int(cycles), int(seed)
+
+    # One stream per purpose, so a pattern that draws destinations does not
+    # shift the injection times another pattern sees with the same seed.
+    inject, route, classes, sizes = (np.random.default_rng(s)
+                                     for s in np.random.SeedSequence(seed).spawn(4))
+    rate = load / lengths.mean
+    if name == "bursty":
+        gen, src, dst = _bursty_arrivals(inject, route, ports, load, lengths.mean,
+                                         params["burst"], cycles)
+    else:
+        senders = np.arange(ports, dtype=np.int16)
+        if name == "incast":
+            senders = senders[senders != params["sink"]][:params["sources"]]
+        gen, src = _bernoulli_arrivals(inject, rate, cycles, senders)
+        if name == "ring-allreduce":
+            chunk = params["chunk"]
+            if chunk is None:
+                chunk = max(1, math.ceil(cycles * rate / (2 * (ports - 1))))
+            done = _index_within_source(src, ports) >= 2 * (ports - 1) * chunk
+            gen, src = gen[~done], src[~done]
+        dst = _route(name, params, src, ports, route)
+
+    n = gen.size
+    if name == "ring-allreduce":
+        prio = np.full(n, sw.priorities - 1, dtype=np.int8)
+    else:
+        prio = _draw_categorical(classes, weights, n).astype(np.int8)
+    return Trace(gen=gen, src=src, dst=dst, prio=prio, length=lengths.draw(sizes, n),
+                 tag=np.arange(n, dtype=np.int64), pattern=pattern, load=load, seed=seed,
+                 cycles=cycles, packet_lengths=packet_lengths)
+
+
+def _check_integer(where: str, value: object, lo: int, doc: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
+        raise TrafficError(f"{where} = {value!r}: must be an integer >= {lo} ({doc})")
+
+
+def _priority_weights(weights: list[float] | None, priorities: int, pattern: str) -> np.ndarray:
+    """The checked class weights, uniform if none are given."""
+    where = f"traffic.priority_weights = {weights!r}"
+    if weights is None:
+        return np.ones(priorities)
+    if pattern == "ring-allreduce":
+        raise TrafficError(f"{where}: not allowed with ring-allreduce "
+                           f"(its packets are all in the highest class)")
+    allowed = (f"must be {priorities} (switch.priorities) non-negative numbers, "
+               f"one per class, not all zero")
+    try:
+        w = np.asarray(weights, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TrafficError(f"{where}: {allowed}") from None
+    if (w.shape != (priorities,) or not np.all(np.isfinite(w)) or np.any(w < 0)
+            or w.sum() <= 0):
+        raise TrafficError(f"{where}: {allowed}")
+    return w

@@ -1,0 +1,1 @@
+"""The ``superfabric`` command line and the scripts that set the project up."""

@@ -12,7 +12,8 @@ def round_robin_pick(m, mask, ptr, n, name):
 
     Returns ``(found, index)``. The index is only meaningful when ``found``.
     """
-    at_or_after = Cat(Const(k, range(n + 1)) >= ptr for k in range(n))
+    # Bits 0 and n-1 are constant: every pointer is >= 0 and <= n-1.
+    at_or_after = Cat(Const(1, 1), *(ptr <= k for k in range(1, n - 1)), Const(1, 1))
     high = Signal(n, name=f"{name}_high")
     sel = Signal(n, name=f"{name}_sel")
     m.d.comb += [high.eq(mask & at_or_after), sel.eq(Mux(high.any(), high, mask))]
@@ -64,13 +65,13 @@ class ISLIP(wiring.Component):
             "req": In(unsigned(ports * priorities)).array(ports),
             "match": Out(1).array(ports),
             "match_out": Out(range(ports)).array(ports),
-            "match_prio": Out(range(priorities)).array(ports),
+            "match_prio": Out(range(max(priorities, 2))).array(ports),
         })
 
     def _highest(self, m, masks, ptrs, name):
         """The highest class with a non-empty mask: (class, its mask, its pointer)."""
         n = self._n
-        prio = Signal(range(self._p), name=f"{name}_prio")
+        prio = Signal(range(max(self._p, 2)), name=f"{name}_prio")
         mask = Signal(n, name=f"{name}_mask")
         ptr = Signal(range(n), name=f"{name}_ptr")
         for p in range(self._p):
@@ -103,7 +104,7 @@ class ISLIP(wiring.Component):
         in_matched = Const(0, n)
         out_matched = Const(0, n)
         match_out = [Const(0, range(n)) for _ in range(n)]
-        match_prio = [Const(0, range(np_)) for _ in range(n)]
+        match_prio = [Const(0, range(max(np_, 2))) for _ in range(n)]
         for it in range(self._iterations):
             # Grant phase: each unmatched output picks a class, then an input.
             grant = []        # grant[o]: one-hot over inputs
@@ -149,7 +150,7 @@ class ISLIP(wiring.Component):
             in_matched, out_matched = in_next, out_next
             for i in range(n):
                 mo = Signal(range(n), name=f"match_out{it}_{i}")
-                mp = Signal(range(np_), name=f"match_prio{it}_{i}")
+                mp = Signal(range(max(np_, 2)), name=f"match_prio{it}_{i}")
                 m.d.comb += [mo.eq(match_out[i]), mp.eq(match_prio[i])]
                 match_out[i], match_prio[i] = mo, mp
 

@@ -144,7 +144,7 @@ class VOQBuffer(wiring.Component):
 
         # ---- read side ------------------------------------------------------
         rd_valid = Signal()
-        rd_q = Signal(range(nq))
+        rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
         out = entry(rd.data)
         start_q_phys = self.start_q if nq > 1 else 0
         start_addr = Mux(rd_valid & (rd_q == start_q_phys), out.next, head[start_q_phys])

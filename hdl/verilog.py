@@ -1,0 +1,67 @@
+"""Verilog generation of the fabric's top-level blocks."""
+
+from pathlib import Path
+
+from amaranth.back import verilog
+
+from ..config import FabricConfig
+from .packet import packet_layout
+from .skid_buffer import SkidBuffer
+from .switch import Switch
+
+__all__ = ["TOPS", "write_verilog"]
+
+#: Generated top-level blocks, by module name.
+TOPS = {
+    "switch": lambda cfg: Switch(cfg),
+    "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
+}
+
+# Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
+# purpose; each is waived for the generated file only, with the reason:
+_LINT_WAIVERS = {
+    # Operands are written at their natural width and rely on Verilog's
+    # (well-defined) context-determined extension and truncation; the widths
+    # themselves are checked by Amaranth's typed IR before emission.
+    "WIDTHEXPAND": "natural-width operands, extended by Verilog's sizing rules",
+    "WIDTHTRUNC": "natural-width operands, truncated by Verilog's sizing rules",
+    # Multiplexers become `case` statements over every reachable value
+    # with the default assigned before the case.
+    "CASEINCOMPLETE": "case statements preceded by a default assignment",
+    # Registers carry their reset value as an initialiser so that simulation
+    # starts in the reset state even before `rst` is pulsed.
+    "PROCASSINIT": "register initialisers equal to the reset values",
+    # Struct payloads are kept whole on module ports and views; a block that
+    # reads only some fields leaves the other bits of those wires unread.
+    "UNUSEDSIGNAL": "unread fields of struct-typed payload wires",
+    # The submodules share the top's file and are written before it.
+    "DECLFILENAME": "submodules written before the top module in its file",
+}
+
+
+def _header(top: str, cfg: FabricConfig) -> str:
+    lines = [f"// superfabric {top}: generated from the configuration below; do not edit.",
+             "// Configuration key: " + cfg.key,
+             "// Lint waivers for the code generator's idioms (Verilator -Wall):"]
+    for rule, why in _LINT_WAIVERS.items():
+        lines.append(f"//   {rule}: {why}")
+    lines.append("/* verilator lint_off " + " */\n/* verilator lint_off ".join(_LINT_WAIVERS) + " */")
+    return "\n".join(lines) + "\n"
+
+
+def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str = "switch") -> Path:
+    """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
+
+    Returns the path of the Verilog file.
+    """
+    if top not in TOPS:
+        raise ValueError(f"top = {top!r}: must be one of {', '.join(TOPS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    component = TOPS[top](cfg)
+    text = verilog.convert(component, name=top, emit_src=False)
+    path = out / f"{top}.v"
+    path.write_text(_header(top, cfg) + text)
+    (out / "filelist.f").write_text(f"{path.name}\n")
+    (out / "config.json").write_text(cfg.to_json() + "\n")
+    return path

@@ -1,0 +1,64 @@
+"""Per-packet records of a run, as written by the testbench and by the model."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["Records", "NOT_DELIVERED"]
+
+#: Cycle value of a packet that was not (yet) delivered.
+NOT_DELIVERED = -1
+
+
+@dataclass
+class Records:
+    """What happened to each packet of a trace, indexed like the trace.
+
+    Attributes
+    ----------
+    out_port : int16 array, the egress port it left by (-1 if never).
+    head, tail : int64 arrays, cycles of the head and tail flit handshakes
+        at egress (``NOT_DELIVERED`` if never).
+    dropped : bool array, dropped whole at ingress.
+    payload_ok : bool array, every flit's data arrived intact (the model
+        sets it for every delivered packet).
+    cycles : cycles simulated.
+    stalled : the run stopped because nothing moved for the stall limit.
+    counters : per-port hardware counters at the end, ``rx_packets``,
+        ``tx_packets`` and ``drops``.
+    """
+
+    out_port: np.ndarray
+    head: np.ndarray
+    tail: np.ndarray
+    dropped: np.ndarray
+    payload_ok: np.ndarray
+    cycles: int = 0
+    stalled: bool = False
+    counters: dict = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, packets: int) -> "Records":
+        """Records for ``packets`` packets, none delivered yet."""
+        return cls(out_port=np.full(packets, -1, np.int16),
+                   head=np.full(packets, NOT_DELIVERED, np.int64),
+                   tail=np.full(packets, NOT_DELIVERED, np.int64),
+                   dropped=np.zeros(packets, bool),
+                   payload_ok=np.zeros(packets, bool))
+
+    def save(self, path: str | Path) -> None:
+        """Write an ``.npz`` file."""
+        np.savez(path, out_port=self.out_port, head=self.head, tail=self.tail,
+                 dropped=self.dropped, payload_ok=self.payload_ok,
+                 cycles=self.cycles, stalled=self.stalled,
+                 **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Records":
+        """Read a file written by :meth:`save`."""
+        with np.load(path) as z:
+            counters = {k[len("counter_"):]: z[k].tolist() for k in z.files if k.startswith("counter_")}
+            return cls(out_port=z["out_port"], head=z["head"], tail=z["tail"],
+                       dropped=z["dropped"], payload_ok=z["payload_ok"],
+                       cycles=int(z["cycles"]), stalled=bool(z["stalled"]), counters=counters)

@@ -12,8 +12,9 @@ def round_robin_pick(m, mask, ptr, n, name):
 
     Returns ``(found, index)``. The index is only meaningful when ``found``.
     """
-    # Bits 0 and n-1 are constant: every pointer is >= 0 and <= n-1.
-    at_or_after = Cat(Const(1, 1), *(ptr <= k for k in range(1, n - 1)), Const(1, 1))
+    # Bit k is set for k >= ptr; bit n-1 always (no pointer exceeds n-1),
+    # written as a constant so that lint sees no always-true comparison.
+    at_or_after = Cat(*(ptr <= k for k in range(n - 1)), Const(1, 1))
     high = Signal(n, name=f"{name}_high")
     sel = Signal(n, name=f"{name}_sel")
     m.d.comb += [high.eq(mask & at_or_after), sel.eq(Mux(high.any(), high, mask))]

@@ -1,5 +1,6 @@
 """Verilog generation of the fabric's top-level blocks."""
 
+import re
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -39,6 +40,25 @@ _LINT_WAIVERS = {
 }
 
 
+_TRIGGER = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\S*)\s+= 0;$", re.M)
+
+
+def _start_combinational(text: str) -> str:
+    """Give every module's combinational blocks an event at time zero under Icarus.
+
+    Yosys writes each combinational process as ``always @*`` that reads a
+    dummy register initialised to 0, meant to run the block once at start.
+    Icarus Verilog applies that initialiser before the blocks wait on it,
+    so a block whose inputs never change (an idle scheduler) would stay X
+    for ever. Under Icarus only (``__ICARUS__``), the register goes from X
+    to 0 at ``#0`` instead, which runs every such block once after all of
+    them wait. Other tools see the original declaration.
+    """
+    return _TRIGGER.sub(
+        lambda m: (f"`ifdef __ICARUS__\n{m[1]}reg {m[2]} ;\n{m[1]}initial #0 {m[2]} = 1'b0;\n"
+                   f"`else\n{m[0]}\n`endif"), text)
+
+
 def _header(top: str, cfg: FabricConfig) -> str:
     lines = [f"// superfabric {top}: generated from the configuration below; do not edit.",
              "// Configuration key: " + cfg.key,
@@ -61,7 +81,7 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str = "switch"
     component = TOPS[top](cfg)
     text = verilog.convert(component, name=top, emit_src=False)
     path = out / f"{top}.v"
-    path.write_text(_header(top, cfg) + text)
+    path.write_text(_header(top, cfg) + _start_combinational(text))
     (out / "filelist.f").write_text(f"{path.name}\n")
     (out / "config.json").write_text(cfg.to_json() + "\n")
     return path

@@ -1,0 +1,193 @@
+"""The glue between a fabric configuration and a cocotb run on Icarus or Verilator.
+
+:func:`run_cocotb` is the one entry point: it generates the Verilog for the
+configuration, builds it once per (simulator, top, configuration, waves) in
+a cache directory that concurrent runs share safely, and runs a cocotb test
+module against it in a test directory of its own. The configuration and any
+parameters reach the testbench as JSON files named by environment variables
+(see :mod:`superfabric.tb.params`).
+
+The simulators are found by the project, not by the user's shell: Verilator
+is taken from the newest ``$SUPERFABRIC_PREFIX/verilator-*`` built by
+``tools/install-simulators.sh`` (default prefix ``/opt/superfabric``), else
+from ``PATH`` if that one is recent enough for cocotb 2.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+import shutil
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..config import FabricConfig
+from . import params as tb_params
+
+__all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "build", "run_cocotb"]
+
+SIMULATORS = ("icarus", "verilator")
+VERILATOR_MIN = (5, 36)
+ICARUS_MIN = (11, 0)
+TIMESCALE = ("1ns", "1ps")
+#: Default root of the simulator build cache.
+DEFAULT_BUILD_ROOT = Path("build")
+
+
+class SimulatorMissing(RuntimeError):
+    """The requested simulator is not installed, or too old."""
+
+
+@dataclass
+class RunResult:
+    """Outcome of one cocotb run."""
+
+    tests: int
+    failed: int
+    results_xml: Path
+    test_dir: Path
+
+    @property
+    def passed(self) -> bool:
+        return self.tests > 0 and self.failed == 0
+
+
+def _version(text: str) -> tuple[int, ...]:
+    m = re.search(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _verilator_candidates():
+    prefix = Path(os.environ.get("SUPERFABRIC_PREFIX", "/opt/superfabric"))
+    built = sorted(prefix.glob("verilator-*/bin/verilator"),
+                   key=lambda p: _version(p.parent.parent.name), reverse=True)
+    yield from built
+    on_path = shutil.which("verilator")
+    if on_path:
+        yield Path(on_path)
+
+
+def find_simulator(sim: str) -> Path:
+    """Path of the simulator's main executable; :class:`SimulatorMissing` if none fits."""
+    if sim == "verilator":
+        for exe in _verilator_candidates():
+            out = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout
+            if _version(out) >= VERILATOR_MIN:
+                return exe
+        raise SimulatorMissing(
+            "Verilator >= 5.036 not found (cocotb 2 needs it): run tools/install-simulators.sh")
+    if sim == "icarus":
+        exe = shutil.which("iverilog")
+        if exe:
+            out = subprocess.run([exe, "-V"], capture_output=True, text=True).stdout
+            if _version(out) >= ICARUS_MIN:
+                return Path(exe)
+        raise SimulatorMissing("Icarus Verilog >= 11 not found: run tools/install-simulators.sh")
+    raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMULATORS)}")
+
+
+def _point_at(sim: str) -> None:
+    """Make this process and its children use the simulator :func:`find_simulator` chose."""
+    exe = find_simulator(sim)
+    if sim == "verilator":
+        bindir = str(exe.parent)
+        path = os.environ.get("PATH", "").split(os.pathsep)
+        if not path or path[0] != bindir:
+            os.environ["PATH"] = os.pathsep.join([bindir] + [p for p in path if p != bindir])
+        root = exe.parent.parent / "share" / "verilator"
+        if root.is_dir():
+            os.environ["VERILATOR_ROOT"] = str(root)
+        else:
+            os.environ.pop("VERILATOR_ROOT", None)
+        if shutil.which("ccache"):
+            # Verilator's generated makefiles compile through $OBJCACHE.
+            os.environ.setdefault("OBJCACHE", "ccache")
+
+
+def _hdl_digest() -> str:
+    """Digest of the HDL sources and the Amaranth version: a build is reused only
+    while the code that generates its Verilog is unchanged."""
+    import hashlib
+    from importlib import metadata
+    from .. import hdl
+    h = hashlib.sha256(metadata.version("amaranth").encode())
+    for path in sorted(Path(hdl.__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:10]
+
+
+@contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
+          build_root: str | Path = DEFAULT_BUILD_ROOT) -> Path:
+    """Generate and compile ``top`` for ``cfg`` on ``sim``; reuse an earlier build.
+
+    Returns the build directory. Safe to call from concurrent processes.
+    """
+    from cocotb_tools.runner import get_runner
+    from ..hdl.verilog import write_verilog
+
+    _point_at(sim)
+    name = f"{top}-{cfg.key}-{_hdl_digest()}" + ("-waves" if waves else "")
+    build_dir = Path(build_root).resolve() / "sim" / sim / name
+    stamp = build_dir / "built.json"
+    with _locked(build_dir.with_suffix(".lock")):
+        if stamp.exists():
+            return build_dir
+        rtl = write_verilog(cfg, build_dir / "rtl", top=top)
+        runner = get_runner(sim)
+        build_args = []
+        if sim == "verilator":
+            # The generator's idioms are waived inside the file; the harness
+            # build runs without -Wall. FST keeps long waveforms small.
+            build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+        log = build_dir / "build.log"
+        runner.build(sources=[rtl], hdl_toplevel=top, build_dir=build_dir / "obj",
+                     timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=log)
+        stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
+                                     "waves": waves}, indent=2))
+    return build_dir
+
+
+def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str | Path,
+               top: str = "switch", waves: bool | None = None, seed: int = 0,
+               params: dict | None = None, testcase: str | None = None,
+               build_root: str | Path = DEFAULT_BUILD_ROOT) -> RunResult:
+    """Build (or reuse) ``top`` for ``cfg`` and run ``test_module`` on ``sim``.
+
+    ``params`` (JSON-serialisable) and the configuration are handed to the
+    testbench through :mod:`superfabric.tb.params`. Waves are written as FST
+    into ``test_dir`` when ``waves`` is true or ``WAVES=1`` is set.
+    """
+    from cocotb_tools.runner import get_runner
+    from cocotb_tools.check_results import get_results
+
+    if waves is None:
+        waves = os.environ.get("WAVES", "0") not in ("", "0")
+    build_dir = build(cfg, sim=sim, top=top, waves=waves, build_root=build_root)
+    test_dir = Path(test_dir).resolve()
+    test_dir.mkdir(parents=True, exist_ok=True)
+    env = tb_params.write(test_dir, cfg, params or {})
+    runner = get_runner(sim)
+    plusargs = ["-fst"] if (sim == "icarus" and waves) else []
+    xml = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                      build_dir=build_dir / "obj",
+                      test_dir=test_dir, seed=seed, extra_env=env, waves=waves,
+                      testcase=testcase, plusargs=plusargs, timescale=TIMESCALE,
+                      results_xml=str(test_dir / "results.xml"),
+                      log_file=test_dir / "sim.log")
+    tests, failed = get_results(Path(xml))
+    return RunResult(tests=tests, failed=failed, results_xml=Path(xml), test_dir=test_dir)

@@ -1,0 +1,138 @@
+"""Scoreboard: hold the RTL's per-packet records against the golden model's.
+
+Checks, for every packet of the trace: delivered exactly once (or dropped),
+at its destination port, with every flit intact; order kept per (input,
+output, priority); dropped only where the model drops; head and tail
+departure cycles equal to the model's; and the hardware counters equal to
+the model's. The first mismatch in time is named with its tag and cycles.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..sim.records import Records
+from ..sim.traffic import Trace
+
+__all__ = ["Comparison", "compare"]
+
+
+@dataclass
+class Comparison:
+    """Result of :func:`compare`."""
+
+    exact: bool
+    mismatches: int
+    first_mismatch: dict | None
+    problems: list[str] = field(default_factory=list)
+    table: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """One paragraph: exact, or how many mismatches and the first one."""
+        if self.exact:
+            return "RTL matches the model exactly"
+        lines = [f"RTL differs from the model: {self.mismatches} packet(s) differ"]
+        if self.first_mismatch:
+            fm = self.first_mismatch
+            lines.append(f"first: tag {fm['tag']} ({fm['field']}): RTL {fm['rtl']} vs model {fm['model']}")
+        lines += self.problems[:5]
+        return "; ".join(lines)
+
+    def report(self) -> str:
+        """The summary and the first differing records side by side."""
+        return self.summary() + "\n\n" + "\n".join(self.table) + "\n"
+
+    def to_dict(self) -> dict:
+        """The ``match`` section of ``results.json``."""
+        return {"exact": self.exact, "mismatches": self.mismatches,
+                "first_mismatch": self.first_mismatch, "problems": self.problems[:20]}
+
+
+_FIELDS = ("dropped", "out_port", "head", "tail")
+
+
+def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20) -> Comparison:
+    """Compare ``rtl`` with ``model`` for ``trace``; see the module docstring."""
+    problems = []
+    delivered = rtl.tail >= 0
+    if rtl.stalled:
+        problems.append(f"RTL run stalled at cycle {rtl.cycles}")
+    if model.stalled:
+        problems.append(f"model run stalled at cycle {model.cycles}")
+    both = delivered & rtl.dropped
+    if both.any():
+        problems.append(f"tag {int(trace.tag[both][0])} both delivered and dropped")
+    lost = ~delivered & ~rtl.dropped
+    if lost.any() and not rtl.stalled:
+        problems.append(f"{int(lost.sum())} packet(s) neither delivered nor dropped, "
+                        f"first tag {int(trace.tag[lost][0])}")
+    wrong_port = delivered & (rtl.out_port != trace.dst)
+    if wrong_port.any():
+        i = int(np.flatnonzero(wrong_port)[0])
+        problems.append(f"tag {int(trace.tag[i])} left by port {int(rtl.out_port[i])}, "
+                        f"destination {int(trace.dst[i])}")
+    corrupt = delivered & ~rtl.payload_ok
+    if corrupt.any():
+        problems.append(f"{int(corrupt.sum())} packet(s) with corrupted flits, "
+                        f"first tag {int(trace.tag[corrupt][0])}")
+    problems += _order_problems(trace, rtl)
+    for name in ("rx_packets", "tx_packets", "drops"):
+        if rtl.counters.get(name) != model.counters.get(name):
+            problems.append(f"counter {name}: RTL {rtl.counters.get(name)} vs model "
+                            f"{model.counters.get(name)}")
+
+    differs = np.zeros(len(trace), bool)
+    for name in _FIELDS:
+        differs |= getattr(rtl, name) != getattr(model, name)
+    differs |= corrupt
+    mismatched = np.flatnonzero(differs)
+    first = None
+    table = []
+    if len(mismatched):
+        # "First" in time: the earliest cycle at which either side did something.
+        def when(i):
+            cycles = [c for c in (rtl.head[i], model.head[i], rtl.tail[i], model.tail[i]) if c >= 0]
+            return min(cycles) if cycles else int(trace.gen[i])
+        order = sorted(mismatched.tolist(), key=when)
+        i = order[0]
+        name = next((f for f in _FIELDS if getattr(rtl, f)[i] != getattr(model, f)[i]), "payload")
+        first = {"tag": int(trace.tag[i]), "field": name,
+                 "rtl": _value(getattr(rtl, name)[i]) if name != "payload" else "corrupt",
+                 "model": _value(getattr(model, name)[i]) if name != "payload" else "intact",
+                 "cycle_rtl": int(rtl.tail[i]) if rtl.tail[i] >= 0 else int(rtl.head[i]),
+                 "cycle_model": int(model.tail[i]) if model.tail[i] >= 0 else int(model.head[i])}
+        table.append(f"{'tag':>8} {'src':>4} {'dst':>4} {'prio':>4} {'len':>4} {'gen':>8} | "
+                     f"{'RTL out':>7} {'head':>8} {'tail':>8} {'drop':>5} | "
+                     f"{'model out':>9} {'head':>8} {'tail':>8} {'drop':>5}")
+        for i in order[:table_rows]:
+            table.append(
+                f"{int(trace.tag[i]):>8} {int(trace.src[i]):>4} {int(trace.dst[i]):>4} "
+                f"{int(trace.prio[i]):>4} {int(trace.length[i]):>4} {int(trace.gen[i]):>8} | "
+                f"{int(rtl.out_port[i]):>7} {int(rtl.head[i]):>8} {int(rtl.tail[i]):>8} "
+                f"{bool(rtl.dropped[i])!s:>5} | {int(model.out_port[i]):>9} {int(model.head[i]):>8} "
+                f"{int(model.tail[i]):>8} {bool(model.dropped[i])!s:>5}")
+    exact = not problems and not len(mismatched)
+    return Comparison(exact=exact, mismatches=int(len(mismatched)), first_mismatch=first,
+                      problems=problems, table=table)
+
+
+def _value(v):
+    return bool(v) if isinstance(v, (bool, np.bool_)) else int(v)
+
+
+def _order_problems(trace: Trace, rtl: Records) -> list[str]:
+    """Packets of one (input, output, priority) flow must leave in generation order."""
+    ok = rtl.tail >= 0
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return []
+    flow = (trace.src[idx].astype(np.int64) * 64 + trace.dst[idx]) * 16 + trace.prio[idx]
+    order = np.lexsort((idx, flow))      # by flow, then trace order (= generation order)
+    f, h = flow[order], rtl.head[idx][order]
+    same = f[1:] == f[:-1]
+    bad = same & (h[1:] <= h[:-1])
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        return [f"order broken in flow of tag {int(trace.tag[idx[order[k + 1]]])}: "
+                f"left at {int(h[k + 1])}, after its predecessor at {int(h[k])}"]
+    return []

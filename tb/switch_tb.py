@@ -1,0 +1,246 @@
+"""cocotb testbench of the switch: drive a trace, record every packet, compare with the model.
+
+Parameters (``superfabric.tb.params``): ``trace`` (an ``.npz`` from
+``Trace.save``), ``rtl_records`` (where to write the RTL's records),
+``model_records`` (the golden model's records to hold the RTL against;
+optional), ``sink_stall`` and ``sink_seed`` (egress backpressure),
+``stall_limit``, and ``report`` (where a mismatch report goes).
+
+Python per clock edge is the cost that matters: one coroutine drives and
+samples every port, twice per cycle (drive after the falling edge, sample in
+the read-only phase before the rising edge), writes a signal only when its
+value changes, reads payloads only of valid outputs, and skips idle
+stretches of the trace with a single timer.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
+
+from ..hdl.packet import FlitCodec, packet_layout
+from ..sim.backpressure import SinkReady
+from ..sim.records import Records
+from ..sim.source import Sources
+from ..sim.switch import DEFAULT_STALL_LIMIT
+from ..sim.traffic import Trace
+from . import params as tb_params
+from .payload import flit_data
+from .scoreboard import compare
+
+__all__ = ["SwitchTB"]
+
+
+class SwitchTB:
+    """Clock, reset, sources and sinks of one switch instance."""
+
+    def __init__(self, dut, cfg):
+        self.dut = dut
+        self.cfg = cfg
+        sw = cfg.switch
+        self.ports = sw.ports
+        self.codec = FlitCodec(packet_layout(cfg))
+        self.data_mask = (1 << sw.data_width) - 1
+        self.tag_mask = (1 << sw.tag_width) - 1
+        self.in_valid = [getattr(dut, f"i__{k}__valid") for k in range(self.ports)]
+        self.in_ready = [getattr(dut, f"i__{k}__ready") for k in range(self.ports)]
+        self.in_payload = [getattr(dut, f"i__{k}__payload") for k in range(self.ports)]
+        self.out_valid = [getattr(dut, f"o__{k}__valid") for k in range(self.ports)]
+        self.out_ready = [getattr(dut, f"o__{k}__ready") for k in range(self.ports)]
+        self.out_payload = [getattr(dut, f"o__{k}__payload") for k in range(self.ports)]
+
+    async def reset(self):
+        """Start the clock, hold reset for a few cycles, release it after a falling edge."""
+        dut = self.dut
+        Clock(dut.clk, 10, unit="ns").start()
+        dut.rst.value = 1
+        dut.pause.value = 0
+        for k in range(self.ports):
+            self.in_valid[k].value = 0
+            self.in_payload[k].value = 0
+            self.out_ready[k].value = 0
+        await ClockCycles(dut.clk, 3)
+        await FallingEdge(dut.clk)
+        dut.rst.value = 0
+
+    def _header(self, trace, pkt):
+        return self.codec.pack(dst=int(trace.dst[pkt]), src=int(trace.src[pkt]),
+                               prio=int(trace.prio[pkt]), ecn=0,
+                               length=int(trace.length[pkt]),
+                               tag=int(trace.tag[pkt]) & self.tag_mask)
+
+    async def run(self, trace: Trace, sink: SinkReady,
+                  stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
+        """Drive ``trace`` from cycle 0 (the first after reset) until every packet is resolved."""
+        n = self.ports
+        if len(trace) > self.tag_mask + 1:
+            raise ValueError(f"trace of {len(trace)} packets needs switch.tag_width >= "
+                             f"{(len(trace) - 1).bit_length()}")
+        codec, dut = self.codec, self.dut
+        length = trace.length.tolist()
+        tags = trace.tag.tolist()
+        dst = trace.dst.tolist()
+        rec = Records.empty(len(trace))
+        head, tail, out_port = rec.head, rec.tail, rec.out_port
+        payload_ok = [True] * len(trace)
+        sources = Sources(trace, n)
+        headers = {}
+        driven = [None] * n           # payload currently on each input, None when valid is low
+        ready_driven = -1
+        expect = [None] * n           # (packet, next flit) being received on each output
+        inside = 0                    # packets accepted at an input and not yet resolved
+        resolved = 0
+        drops_seen = 0
+        entered = [False] * len(trace)
+        drop_counters = ([getattr(dut, f"drops__{k}") for k in range(n)]
+                         if self.cfg.switch.ingress_full == "drop" else [])
+        tag_field = codec._fields["tag"]
+        first_bit = 1 << codec._fields["first"][0]
+        last_bit = 1 << codec._fields["last"][0]
+        cycle = 0
+        last_progress = 0
+        stalled = False
+        total = len(trace)
+
+        while resolved < total:
+            if inside == 0 and not sources.busy():
+                nxt = sources.next_generation()
+                if nxt is not None and nxt > cycle:
+                    # Idle: nothing in the switch, nothing to offer until nxt.
+                    for k in range(n):
+                        if driven[k] is not None:
+                            self.in_valid[k].value = 0
+                            driven[k] = None
+                    await ClockCycles(dut.clk, nxt - cycle)
+                    last_progress += nxt - cycle
+                    cycle = nxt
+            if cycle - last_progress >= stall_limit:
+                stalled = True
+                break
+
+            # Drive this cycle's inputs (we are just after a falling edge).
+            offered = [-1] * n
+            for k in range(n):
+                pkt = sources.offer(k, cycle)
+                if pkt >= 0:
+                    offered[k] = pkt
+                    flit = sources.flit[k]
+                    hdr = headers.get(pkt)
+                    if hdr is None:
+                        hdr = headers[pkt] = self._header(trace, pkt)
+                    value = hdr | flit_data(tags[pkt], flit, self.data_mask)
+                    if flit == 0:
+                        value |= first_bit
+                    if flit == length[pkt] - 1:
+                        value |= last_bit
+                    if driven[k] is None:
+                        self.in_valid[k].value = 1
+                    if driven[k] != value:
+                        self.in_payload[k].value = value
+                        driven[k] = value
+                elif driven[k] is not None:
+                    self.in_valid[k].value = 0
+                    driven[k] = None
+            mask = sink.mask(cycle)
+            if mask != ready_driven:
+                for k in range(n):
+                    bit = (mask >> k) & 1
+                    if ready_driven < 0 or bit != (ready_driven >> k) & 1:
+                        self.out_ready[k].value = bit
+                ready_driven = mask
+
+            await ReadOnly()
+            progress = False
+            for k in range(n):
+                pkt = offered[k]
+                if pkt >= 0 and self.in_ready[k].value:
+                    if sources.flit[k] == 0:
+                        inside += 1
+                        entered[pkt] = True
+                    sources.accept(k)
+                    progress = True
+            for k in range(n):
+                if not (mask >> k) & 1 or not self.out_valid[k].value:
+                    continue
+                progress = True
+                value = int(self.out_payload[k].value)
+                cur = expect[k]
+                if cur is None:
+                    tag = (value >> tag_field[0]) & tag_field[1]
+                    pkt = tag   # tags are trace indices (the trace fits the tag width)
+                    flit = 0
+                    if pkt >= total or head[pkt] >= 0:
+                        raise AssertionError(f"cycle {cycle}: output {k} delivered unknown or "
+                                             f"repeated tag {tag}")
+                    head[pkt] = cycle
+                    out_port[pkt] = k
+                else:
+                    pkt, flit = cur
+                expected = headers.get(pkt)
+                if expected is None:
+                    expected = headers[pkt] = self._header(trace, pkt)
+                expected |= flit_data(tags[pkt], flit, self.data_mask)
+                if flit == 0:
+                    expected |= first_bit
+                if flit == length[pkt] - 1:
+                    expected |= last_bit
+                if value != expected or dst[pkt] != k:
+                    payload_ok[pkt] = False
+                if flit == length[pkt] - 1:
+                    tail[pkt] = cycle
+                    expect[k] = None
+                    inside -= 1
+                    resolved += 1
+                else:
+                    expect[k] = (pkt, flit + 1)
+            # A dropped packet is resolved when the drop counters say so; which
+            # packets they were is known at the end: entered, never delivered.
+            drops_now = sum(int(d.value) for d in drop_counters)
+            if drops_now != drops_seen:
+                resolved += drops_now - drops_seen
+                inside -= drops_now - drops_seen
+                drops_seen = drops_now
+                progress = True
+            if progress:
+                last_progress = cycle + 1
+            cycle += 1
+            await FallingEdge(dut.clk)
+
+        # Let the last transfers reach the counters before reading them.
+        for k in range(n):
+            if driven[k] is not None:
+                self.in_valid[k].value = 0
+        await ClockCycles(dut.clk, 2)
+        rec.payload_ok[:] = payload_ok
+        rec.payload_ok[rec.tail < 0] = False
+        if not stalled:
+            rec.dropped[:] = np.array(entered, bool) & (rec.tail < 0)
+        rec.cycles = cycle
+        rec.stalled = stalled
+        rec.counters = {
+            "rx_packets": [int(getattr(dut, f"rx_packets__{k}").value) for k in range(n)],
+            "tx_packets": [int(getattr(dut, f"tx_packets__{k}").value) for k in range(n)],
+            "drops": [int(getattr(dut, f"drops__{k}").value) for k in range(n)],
+        }
+        return rec
+
+
+@cocotb.test()
+async def switch_trace(dut):
+    """Run the trace of the parameters and hold the RTL against the golden model."""
+    cfg, p = tb_params.read()
+    trace = Trace.load(p["trace"])
+    sink = SinkReady(cfg.switch.ports, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
+    tb = SwitchTB(dut, cfg)
+    await tb.reset()
+    rtl = await tb.run(trace, sink, p.get("stall_limit", DEFAULT_STALL_LIMIT))
+    rtl.save(p["rtl_records"])
+    if p.get("model_records"):
+        model = Records.load(p["model_records"])
+        result = compare(trace, rtl, model)
+        if p.get("report"):
+            Path(p["report"]).write_text(result.report())
+        assert result.exact, result.summary()

@@ -1,0 +1,117 @@
+"""``superfabric run``: one trace through the golden model and, optionally, an RTL simulator."""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from ..config import FabricConfig
+from ..sim.backpressure import SinkReady
+from ..sim.metrics import summarize
+from ..sim.records import Records
+from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel
+from ..sim.traffic import Trace, generate
+
+__all__ = ["SIMS", "run_point"]
+
+SIMS = ("model", "icarus", "verilator")
+
+
+def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
+              sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
+              sink_stall: float = 0.0, waves: bool | None = None,
+              stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build") -> dict:
+    """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
+
+    For an RTL simulator the model runs on the same trace and the scoreboard
+    compares the two; the returned dict is what ``results.json`` holds.
+    """
+    if sim not in SIMS:
+        raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMS)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                     packet_lengths=packet_lengths)
+    sink = dict(ports=cfg.switch.ports, stall=sink_stall, seed=seed)
+
+    t0 = time.perf_counter()
+    model = SwitchModel(cfg).run(trace, sink=SinkReady(**sink), stall_limit=stall_limit)
+    model_seconds = time.perf_counter() - t0
+    model_summary = summarize(trace, model, cfg.switch.ports)
+
+    results = {
+        "config": cfg.to_dict(),
+        "simulator": sim,
+        "versions": _versions(sim),
+        "traffic": {**trace.describe(), "sink_stall": sink_stall},
+        "model": {**model_summary, "wall_seconds": model_seconds,
+                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
+    }
+    rtl = None
+    if sim == "model":
+        results.update(model_summary)
+        results["match"] = None
+        results["wall_seconds"] = model_seconds
+        results["cycles_per_second"] = results["model"]["cycles_per_second"]
+    else:
+        from ..tb.runner import run_cocotb
+        from ..tb.scoreboard import compare
+
+        trace_path = out / "trace.npz"
+        trace.save(trace_path)
+        model.save(out / "model_records.npz")
+        params = {"trace": str(trace_path.resolve()),
+                  "rtl_records": str((out / "rtl_records.npz").resolve()),
+                  "model_records": str((out / "model_records.npz").resolve()),
+                  "report": str((out / "mismatch.txt").resolve()),
+                  "sink_stall": sink_stall, "sink_seed": seed, "stall_limit": stall_limit}
+        t0 = time.perf_counter()
+        result = run_cocotb(cfg, "superfabric.tb.switch_tb", sim=sim, test_dir=out / "sim",
+                            waves=waves, seed=seed, params=params, build_root=build_root)
+        wall = time.perf_counter() - t0
+        records_path = out / "rtl_records.npz"
+        if not records_path.exists():
+            raise RuntimeError(f"the {sim} run wrote no records; see {result.test_dir / 'sim.log'}")
+        rtl = Records.load(records_path)
+        comparison = compare(trace, rtl, model)
+        if not comparison.exact:
+            (out / "mismatch.txt").write_text(comparison.report())
+        results.update(summarize(trace, rtl, cfg.switch.ports))
+        results["match"] = comparison.to_dict()
+        results["wall_seconds"] = wall
+        results["cycles_per_second"] = rtl.cycles / wall if wall else None
+    _save_packets(out / "packets.npz", trace, model, rtl)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None) -> None:
+    cols = {"tag": trace.tag, "gen": trace.gen, "src": trace.src, "dst": trace.dst,
+            "prio": trace.prio, "length": trace.length,
+            "model_out": model.out_port, "model_head": model.head, "model_tail": model.tail,
+            "model_dropped": model.dropped}
+    if rtl is not None:
+        cols.update(rtl_out=rtl.out_port, rtl_head=rtl.head, rtl_tail=rtl.tail,
+                    rtl_dropped=rtl.dropped, rtl_payload_ok=rtl.payload_ok)
+    np.savez_compressed(path, **cols)
+
+
+def _versions(sim: str) -> dict:
+    versions = {}
+    for dist in ("superfabric", "amaranth", "cocotb", "numpy"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = None
+    if sim != "model":
+        import subprocess
+        from ..tb.runner import find_simulator
+        exe = find_simulator(sim)
+        flag = "--version" if sim == "verilator" else "-V"
+        out = subprocess.run([str(exe), flag], capture_output=True, text=True).stdout
+        versions[sim] = out.splitlines()[0] if out else None
+    return versions

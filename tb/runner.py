@@ -28,7 +28,8 @@ from pathlib import Path
 from ..config import FabricConfig
 from . import params as tb_params
 
-__all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "build", "run_cocotb"]
+__all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves", "build",
+           "run_cocotb"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)
@@ -131,6 +132,13 @@ def _locked(path: Path):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def resolve_waves(waves: bool | None) -> bool:
+    """``waves`` if given, else whether ``WAVES=1`` is set in the environment."""
+    if waves is None:
+        return os.environ.get("WAVES", "0") not in ("", "0")
+    return bool(waves)
+
+
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
           build_root: str | Path = DEFAULT_BUILD_ROOT) -> Path:
     """Generate and compile ``top`` for ``cfg`` on ``sim``; reuse an earlier build.
@@ -175,8 +183,7 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
     from cocotb_tools.runner import get_runner
     from cocotb_tools.check_results import get_results
 
-    if waves is None:
-        waves = os.environ.get("WAVES", "0") not in ("", "0")
+    waves = resolve_waves(waves)
     build_dir = build(cfg, sim=sim, top=top, waves=waves, build_root=build_root)
     test_dir = Path(test_dir).resolve()
     test_dir.mkdir(parents=True, exist_ok=True)

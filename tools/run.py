@@ -58,8 +58,14 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         results["wall_seconds"] = model_seconds
         results["cycles_per_second"] = results["model"]["cycles_per_second"]
     else:
-        from ..tb.runner import run_cocotb
+        from ..tb.runner import build, resolve_waves, run_cocotb
         from ..tb.scoreboard import compare
+
+        # Build (or reuse) first, so the figures below time the simulation alone.
+        waves = resolve_waves(waves)
+        t0 = time.perf_counter()
+        build(cfg, sim=sim, waves=waves, build_root=build_root)
+        results["build_seconds"] = time.perf_counter() - t0
 
         trace_path = out / "trace.npz"
         trace.save(trace_path)

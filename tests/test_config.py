@@ -1,0 +1,208 @@
+"""Tests of the fabric configuration (:mod:`superfabric.config`).
+
+A configuration is built from a preset, a TOML file and ``--set`` overrides;
+every error a user can make ends in one :class:`ConfigError` line that names
+the field, the value and what is allowed.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from superfabric.config import PRESETS, ConfigError, FabricConfig, parse_override
+
+
+def write_toml(tmp_path, text, name="fabric.toml"):
+    """A TOML file holding ``text``, in the test's own directory."""
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def config_error(call, *fragments):
+    """Run ``call``; it must raise one :class:`ConfigError` line holding every fragment."""
+    with pytest.raises(ConfigError) as info:
+        call()
+    message = str(info.value)
+    assert "\n" not in message, f"message spans lines: {message!r}"
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} not in {message!r}"
+    return message
+
+
+# -- presets ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset, ports, islip_iterations", [
+    ("tiny", 4, 2),
+    ("default", 8, 3),
+    ("large", 16, 4),
+])
+def test_preset_port_counts(preset, ports, islip_iterations):
+    cfg = FabricConfig.load(preset=preset)
+    assert cfg.switch.ports == ports
+    assert cfg.switch.islip_iterations == islip_iterations
+
+
+def test_default_preset_when_none_named():
+    assert FabricConfig.load() == FabricConfig.load(preset="default")
+
+
+def test_unknown_preset():
+    config_error(lambda: FabricConfig.load(preset="huge"), "preset = 'huge'", "tiny, default, large")
+
+
+# -- TOML files and overrides ---------------------------------------------------------
+
+
+def test_file_merges_a_partial_section_over_the_preset(tmp_path):
+    path = write_toml(tmp_path, '[switch]\nports = 6\nscheduler = "fifo"\n')
+    cfg = FabricConfig.load(preset="tiny", path=path)
+    expected = FabricConfig.load(preset="tiny").to_dict()
+    expected["switch"].update(ports=6, scheduler="fifo")
+    assert cfg.to_dict() == expected
+
+
+def test_empty_file_keeps_the_preset(tmp_path):
+    path = write_toml(tmp_path, "# nothing to change\n")
+    assert FabricConfig.load(preset="large", path=path) == FabricConfig.load(preset="large")
+
+
+def test_overrides_apply_after_the_file_in_order(tmp_path):
+    path = write_toml(tmp_path, "[switch]\nports = 6\ndata_width = 128\n")
+    cfg = FabricConfig.load(preset="tiny", path=path,
+                            overrides=["switch.ports=5", "switch.ports=7"])
+    assert cfg.switch.ports == 7
+    assert cfg.switch.data_width == 128
+
+
+@pytest.mark.parametrize("item, expected", [
+    ("switch.ports=6", ("switch", "ports", 6)),
+    ("switch.data_width = 0x80", ("switch", "data_width", 128)),
+    ("switch.flag=true", ("switch", "flag", True)),
+    ("switch.flag=false", ("switch", "flag", False)),
+    ("switch.scheduler=fifo", ("switch", "scheduler", "fifo")),
+    ('switch.scheduler="islip"', ("switch", "scheduler", "islip")),
+    ('switch.ports="6"', ("switch", "ports", "6")),
+    ("switch.ratio=0.5", ("switch", "ratio", 0.5)),
+])
+def test_parse_override_reads_toml_values(item, expected):
+    section, key, value = parse_override(item)
+    assert (section, key, value) == expected
+    # bool is an int and "6" == 6 is false only by type: compare the types too.
+    assert type(value) is type(expected[2])
+
+
+@pytest.mark.parametrize("item, key, value", [
+    ("switch.ports=6", "ports", 6),
+    ("switch.tag_width=16", "tag_width", 16),
+    ("switch.scheduler=fifo", "scheduler", "fifo"),
+    ('switch.ingress_full="drop"', "ingress_full", "drop"),
+])
+def test_set_overrides_a_preset(item, key, value):
+    cfg = FabricConfig.load(preset="tiny", overrides=[item])
+    assert getattr(cfg.switch, key) == value
+    assert cfg != FabricConfig.load(preset="tiny")
+
+
+# -- serialisation and key --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_json_round_trip(preset):
+    cfg = FabricConfig.load(preset=preset, overrides=["switch.scheduler=fifo", "switch.tag_width=20"])
+    again = FabricConfig.from_json(cfg.to_json())
+    assert again == cfg
+    assert again.to_json() == cfg.to_json()
+    assert again.key == cfg.key
+
+
+def test_key_is_stable_across_processes():
+    # The key names build directories shared by separate runs, so it must not
+    # depend on the interpreter's hash seed.
+    script = "from superfabric.config import FabricConfig; print(FabricConfig.load(preset='tiny').key)"
+    keys = {subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout.strip()
+            for seed in ("1", "2")}
+    assert keys == {FabricConfig.load(preset="tiny").key}
+
+
+def test_key_differs_between_configurations():
+    configs = [FabricConfig.load(preset=p) for p in PRESETS]
+    configs += [FabricConfig.load(preset="tiny", overrides=[o])
+                for o in ("switch.ports=5", "switch.scheduler=fifo", "switch.ingress_full=drop",
+                          "switch.tag_width=31")]
+    keys = [cfg.key for cfg in configs]
+    assert len(set(keys)) == len(keys)
+    assert all(len(k) == 12 and set(k) <= set("0123456789abcdef") for k in keys)
+
+
+# -- bad input -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, fragments", [
+    # out of range
+    (["switch.ports=0"], ["switch.ports = 0:", "2..32"]),
+    (["switch.ports=33"], ["switch.ports = 33:", "2..32"]),
+    (["switch.data_width=2048"], ["switch.data_width = 2048:", "8..1024"]),
+    # wrong type
+    (["switch.ports=four"], ["switch.ports = 'four':", "integer"]),
+    (['switch.data_width="64"'], ["switch.data_width = '64':", "integer"]),
+    (["switch.ports=true"], ["switch.ports = True:", "integer"]),
+    (["switch.ports=4.0"], ["switch.ports = 4.0:", "integer"]),
+    (["switch.scheduler=1"], ["switch.scheduler = 1:", "'fifo' or 'islip'"]),
+    # unknown names
+    (["switch.speed=100"], ["switch.speed:", "unknown key", "ports"]),
+    (["fabric.ports=4"], ["fabric:", "unknown section", "switch"]),
+    # bad choices
+    (["switch.scheduler=round_robin"], ["switch.scheduler = 'round_robin':", "'fifo' or 'islip'"]),
+    (["switch.ingress_full=tail_drop"], ["switch.ingress_full = 'tail_drop':", "'backpressure' or 'drop'"]),
+    # fields that constrain each other
+    (["switch.buffer_flits=8"], ["switch.buffer_flits = 8:", "switch.max_packet_flits (16)"]),
+    (["switch.islip_iterations=5"], ["switch.islip_iterations = 5:", "1..4", "switch.ports"]),
+    (["switch.ports=2", "switch.islip_iterations=3"], ["switch.islip_iterations = 3:", "1..2"]),
+    # malformed --set
+    (["switch.ports"], ["--set 'switch.ports'", "section.key=value"]),
+    (["ports=3"], ["--set 'ports=3'", "section.key=value"]),
+    (["=3"], ["--set '=3'", "section.key=value"]),
+    (["switch.=3"], ["--set 'switch.=3'", "section.key=value"]),
+])
+def test_bad_override(overrides, fragments):
+    config_error(lambda: FabricConfig.load(preset="tiny", overrides=overrides), *fragments)
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("[switch]\nports = 64\n", ["switch.ports = 64:", "2..32"]),
+    ("[switch]\nports = true\n", ["switch.ports = True:", "integer"]),
+    ("[switch]\npriorities = 2.5\n", ["switch.priorities = 2.5:", "1..8"]),
+    ("[switch]\nspeed = 100\n", ["switch.speed:", "unknown key"]),
+    ("[fabric]\nports = 4\n", ["fabric:", "unknown section", "switch"]),
+    ('[switch]\nscheduler = "wfq"\n', ["switch.scheduler = 'wfq':", "'fifo' or 'islip'"]),
+    ("[switch]\nbuffer_flits = 4\nmax_packet_flits = 8\n", ["switch.buffer_flits = 4:", "(8)"]),
+    ("switch = 4\n", ["switch:", "table", "got 4"]),
+])
+def test_bad_value_in_file(tmp_path, text, fragments):
+    path = write_toml(tmp_path, text)
+    config_error(lambda: FabricConfig.load(preset="tiny", path=path), *fragments)
+
+
+def test_toml_syntax_error_names_file_and_line(tmp_path):
+    path = write_toml(tmp_path, "[switch]\nports = \n")
+    config_error(lambda: FabricConfig.load(path=path), str(path), "TOML syntax error", "line 2")
+
+
+def test_missing_file(tmp_path):
+    path = tmp_path / "absent.toml"
+    config_error(lambda: FabricConfig.load(path=path), str(path), "no such config file")
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("{", ["config JSON:", "line 1"]),
+    ("[]", ["config JSON:", "list"]),
+    ('{"switch": {"ports": 4}}', ["switch.data_width:", "missing"]),
+    ("{}", ["switch:", "section missing"]),
+])
+def test_bad_json(text, fragments):
+    config_error(lambda: FabricConfig.from_json(text), *fragments)

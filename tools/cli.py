@@ -1,0 +1,120 @@
+"""The ``superfabric`` command line.
+
+Every error a user can cause (configuration, traffic, arguments, files)
+ends in one line on stderr naming the field, the value and what is allowed,
+and exit status 2; a missing simulator is one line and status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..config import PRESETS, ConfigError, FabricConfig
+
+__all__ = ["main"]
+
+
+class UsageError(Exception):
+    """A bad command-line value; printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        raise UsageError(message)
+
+
+def _add_config_args(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--preset", choices=PRESETS, help="built-in configuration (default: default)")
+    src.add_argument("--config", metavar="FILE", help="TOML file, merged over the default preset")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one key (repeatable), e.g. --set switch.ports=16")
+
+
+def _config(args) -> FabricConfig:
+    return FabricConfig.load(preset=args.preset, path=args.config, overrides=args.overrides)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
+    _add_config_args(g)
+    g.add_argument("--top", default="switch", help="top-level block: switch (default) or skid_buffer")
+    g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
+    r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
+    _add_config_args(r)
+    r.add_argument("--traffic", default="uniform", metavar="PATTERN",
+                   help="traffic pattern, optionally with parameters (hotspot:fraction=0.3)")
+    r.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
+    r.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
+    r.add_argument("--seed", type=int, default=1, help="seed of traffic and backpressure")
+    r.add_argument("--lengths", default="fixed:1", metavar="SPEC",
+                   help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
+    r.add_argument("--sink-stall", type=float, default=0.0,
+                   help="probability an egress port is not ready in a cycle")
+    r.add_argument("--sim", default="model", help="model, icarus or verilator")
+    r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
+    r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    return p
+
+
+def _generate(args) -> int:
+    from ..hdl.verilog import TOPS, write_verilog
+    if args.top not in TOPS:
+        raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
+    cfg = _config(args)
+    path = write_verilog(cfg, args.out, top=args.top)
+    print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
+          f"{Path(args.out) / 'config.json'}")
+    return 0
+
+
+def _run(args) -> int:
+    from ..tools.run import SIMS, run_point
+    if args.sim not in SIMS:
+        raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    if not 0.0 <= args.sink_stall < 1.0:
+        raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
+    cfg = _config(args)
+    res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
+                    sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
+                    sink_stall=args.sink_stall, waves=args.waves or None)
+    lat = res["latency"]
+    line = (f"{args.sim}: throughput {res['throughput']:.4f}, latency mean {lat['mean']:.2f} "
+            f"p99 {lat['p99']:.1f} cycles, packets {res['packets']['delivered']}/"
+            f"{res['packets']['offered']} delivered, {res['packets']['dropped']} dropped, "
+            f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
+        f"{args.sim}: no packet delivered"
+    print(line)
+    if res["match"] is not None:
+        m = res["match"]
+        print("match: exact" if m["exact"] else f"match: NOT exact, {m['mismatches']} mismatches, "
+              f"first {json.dumps(m['first_mismatch'])}; see {Path(args.out) / 'mismatch.txt'}")
+    print(f"results: {Path(args.out) / 'results.json'}")
+    return 0 if res["match"] is None or res["match"]["exact"] else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``superfabric`` console script."""
+    from ..sim.traffic import TrafficError
+    from ..tb.runner import SimulatorMissing
+    try:
+        args = _parser().parse_args(argv)
+        handler = {"generate": _generate, "run": _run}[args.command]
+        return handler(args)
+    except (ConfigError, TrafficError, UsageError) as e:
+        print(f"superfabric: error: {e}", file=sys.stderr)
+        return 2
+    except SimulatorMissing as e:
+        print(f"superfabric: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

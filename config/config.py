@@ -97,7 +97,7 @@ class FabricConfig:
              overrides: tuple[str, ...] | list[str] = ()) -> "FabricConfig":
         """Start from ``preset`` (default ``default``), merge the TOML file at
         ``path`` over it, then apply ``section.key=value`` overrides."""
-        data = preset_dict(preset or "default")
+        data = preset_dict("default" if preset is None else preset)
         if path is not None:
             _merge(data, read_toml(path), str(path))
         for item in overrides:
@@ -176,10 +176,11 @@ def _merge(base: dict, extra: Any, source: str) -> None:
     if not isinstance(extra, dict):
         raise ConfigError(f"{source}: must be a table of sections")
     for section, values in extra.items():
+        if not isinstance(values, dict):
+            raise ConfigError(f"{section} = {values!r}: a key outside any section; keys belong "
+                              f"in a section such as [{next(iter(base))}]")
         if section not in base:
             raise ConfigError(f"{section}: unknown section (allowed: {', '.join(base)})")
-        if not isinstance(values, dict):
-            raise ConfigError(f"{section}: must be a table of keys, got {values!r}")
         base[section].update(values)
 
 
@@ -192,6 +193,10 @@ def read_toml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: no such config file") from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: TOML syntax error: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start}): a TOML file must be UTF-8") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read config file: {e.strerror}") from None
 
 
 def preset_dict(name: str) -> dict:

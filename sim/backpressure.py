@@ -6,7 +6,7 @@ reads the same one, so a stalled sink costs the same cycles in both.
 
 import numpy as np
 
-__all__ = ["SinkReady"]
+__all__ = ["SinkReady", "PauseSchedule"]
 
 _BLOCK = 4096
 
@@ -52,3 +52,39 @@ class SinkReady:
                 self._blocks.clear()
             self._blocks[block] = masks
         return masks[offset]
+
+
+class PauseSchedule:
+    """Seeded pause mask per (output, priority), as priority flow control would drive it.
+
+    Time is cut into periods of ``period`` cycles; in each period every
+    (output, priority) pair is paused with probability ``rate``. Bit
+    ``dst * priorities + prio`` of :meth:`mask` is the switch's ``pause``
+    input. A pure function of ``(seed, cycle)``, shared by testbench and model.
+    """
+
+    def __init__(self, ports: int, priorities: int, rate: float = 0.0, seed: int = 0,
+                 period: int = 64):
+        if not 0.0 <= rate < 1.0:
+            raise ValueError(f"pause rate = {rate!r}: must be in [0, 1)")
+        if period < 1:
+            raise ValueError(f"pause period = {period!r}: must be at least 1")
+        self.bits = ports * priorities
+        self.rate = float(rate)
+        self.seed = int(seed)
+        self.period = int(period)
+        self._cache: dict[int, int] = {}
+
+    def mask(self, cycle: int) -> int:
+        """The pause bits in force in ``cycle``."""
+        if self.rate == 0.0:
+            return 0
+        k = cycle // self.period
+        value = self._cache.get(k)
+        if value is None:
+            paused = np.random.default_rng([self.seed, 1, k]).random(self.bits) < self.rate
+            value = int(sum(1 << b for b in np.flatnonzero(paused).tolist()))
+            if len(self._cache) > 4096:
+                self._cache.clear()
+            self._cache[k] = value
+        return value

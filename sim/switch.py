@@ -10,7 +10,7 @@ same rules, and the scoreboard holds one against the other.
 from collections import deque
 
 from ..config import FabricConfig
-from .backpressure import SinkReady
+from .backpressure import PauseSchedule, SinkReady
 from .islip import ISLIPModel
 from .records import Records
 from .skid_buffer import SkidBufferModel
@@ -33,6 +33,7 @@ class SwitchModel:
         self._cfg = cfg
 
     def run(self, trace: Trace, *, sink: SinkReady | None = None,
+            pause: PauseSchedule | None = None,
             stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
         """Simulate until every packet of ``trace`` is delivered or dropped.
 
@@ -45,6 +46,7 @@ class SwitchModel:
         islip_mode = sw.scheduler == "islip"
         drop_mode = sw.ingress_full == "drop"
         sink = sink or SinkReady(n)
+        pause = pause or PauseSchedule(n, np_)
         length = trace.length.tolist()
         req_of = (trace.dst.astype(int) * np_ + trace.prio.astype(int)).tolist()
         rec = Records.empty(len(trace))
@@ -105,7 +107,8 @@ class SwitchModel:
                 if active[i] and not finishing[i]:
                     out_free[cur_out[i]] = False
 
-            # Requests: the highest class per (input, output).
+            # Requests: the highest class per (input, output) not paused.
+            paused = pause.mask(cycle)
             level = [[-1] * n for _ in range(n)]
             any_request = False
             for i in range(n):
@@ -113,14 +116,15 @@ class SwitchModel:
                     row = level[i]
                     if islip_mode:
                         for q, queue in enumerate(queues[i]):
-                            if queue:
+                            if queue and not (paused >> q) & 1:
                                 o, p = divmod(q, np_)
                                 if out_free[o] and p > row[o]:
                                     row[o] = p
                                     any_request = True
                     else:
-                        o, p = divmod(req_of[queues[i][0][0]], np_)
-                        if out_free[o]:
+                        q = req_of[queues[i][0][0]]
+                        o, p = divmod(q, np_)
+                        if out_free[o] and not (paused >> q) & 1:
                             row[o] = p
                             any_request = True
             matches = sched.match(level) if any_request else [None] * n

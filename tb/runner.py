@@ -190,11 +190,15 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
     env = tb_params.write(test_dir, cfg, params or {})
     runner = get_runner(sim)
     plusargs = ["-fst"] if (sim == "icarus" and waves) else []
-    xml = runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
-                      build_dir=build_dir / "obj",
-                      test_dir=test_dir, seed=seed, extra_env=env, waves=waves,
-                      testcase=testcase, plusargs=plusargs, timescale=TIMESCALE,
-                      results_xml=str(test_dir / "results.xml"),
-                      log_file=test_dir / "sim.log")
-    tests, failed = get_results(Path(xml))
+    xml = test_dir / "results.xml"
+    try:
+        runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                    build_dir=build_dir / "obj", test_dir=test_dir, seed=seed, extra_env=env,
+                    waves=waves, testcase=testcase, plusargs=plusargs, timescale=TIMESCALE,
+                    results_xml=str(xml), log_file=test_dir / "sim.log")
+    except SystemExit:
+        # cocotb's runner exits when a test fails; the results file says how.
+        if not xml.exists():
+            raise RuntimeError(f"{sim} run produced no results; see {test_dir / 'sim.log'}") from None
+    tests, failed = get_results(xml)
     return RunResult(tests=tests, failed=failed, results_xml=Path(xml), test_dir=test_dir)

@@ -9,10 +9,11 @@ cycle ``i.ready``, ``o.valid`` and ``o.payload`` must equal what
 :class:`~superfabric.sim.skid_buffer.SkidBufferModel` says; at the end every
 flit must have come out exactly once, in order.
 
-Parameters (``superfabric.tb.params``): ``flits`` (how many to send, default
-300), ``valid_stall`` and ``ready_stall`` (default 0.3 each), ``seed``
-(default the cocotb random seed), and ``coverage`` (optional path where the
-testbench writes how often each situation occurred, as JSON).
+Parameters (``superfabric.tb.params``): ``flits`` (how many to send,
+default 300), ``valid_stall`` and ``ready_stall`` (default 0.3 each),
+``seed`` (default the cocotb test seed, which cocotb derives from
+``COCOTB_RANDOM_SEED`` and the test name), and ``coverage`` (optional path
+where the testbench writes how often each situation occurred, as JSON).
 """
 
 import json

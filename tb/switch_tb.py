@@ -4,6 +4,7 @@ Parameters (``superfabric.tb.params``): ``trace`` (an ``.npz`` from
 ``Trace.save``), ``rtl_records`` (where to write the RTL's records),
 ``model_records`` (the golden model's records to hold the RTL against;
 optional), ``sink_stall`` and ``sink_seed`` (egress backpressure),
+``pause_rate`` and ``pause_seed`` (the pause mask schedule),
 ``stall_limit``, and ``report`` (where a mismatch report goes).
 
 Python per clock edge is the cost that matters: one coroutine drives and
@@ -22,7 +23,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from ..hdl.packet import FlitCodec, packet_layout
-from ..sim.backpressure import SinkReady
+from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.records import Records
 from ..sim.source import Sources
 from ..sim.switch import DEFAULT_STALL_LIMIT
@@ -72,7 +73,7 @@ class SwitchTB:
                                length=int(trace.length[pkt]),
                                tag=int(trace.tag[pkt]) & self.tag_mask)
 
-    async def run(self, trace: Trace, sink: SinkReady,
+    async def run(self, trace: Trace, sink: SinkReady, pause: PauseSchedule,
                   stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
         """Drive ``trace`` from cycle 0 (the first after reset) until every packet is resolved."""
         n = self.ports
@@ -90,6 +91,7 @@ class SwitchTB:
         headers = {}
         driven = [None] * n           # payload currently on each input, None when valid is low
         ready_driven = -1
+        pause_driven = 0
         expect = [None] * n           # (packet, next flit) being received on each output
         inside = 0                    # packets accepted at an input and not yet resolved
         resolved = 0
@@ -114,7 +116,9 @@ class SwitchTB:
                         if driven[k] is not None:
                             self.in_valid[k].value = 0
                             driven[k] = None
-                    await ClockCycles(dut.clk, nxt - cycle)
+                    # Land after a falling edge, where inputs are always driven:
+                    # a write at a rising edge would race the flops sampling it.
+                    await ClockCycles(dut.clk, nxt - cycle, FallingEdge)
                     last_progress += nxt - cycle
                     cycle = nxt
             if cycle - last_progress >= stall_limit:
@@ -151,6 +155,11 @@ class SwitchTB:
                     if ready_driven < 0 or bit != (ready_driven >> k) & 1:
                         self.out_ready[k].value = bit
                 ready_driven = mask
+
+            paused = pause.mask(cycle)
+            if paused != pause_driven:
+                dut.pause.value = paused
+                pause_driven = paused
 
             await ReadOnly()
             progress = False
@@ -234,9 +243,11 @@ async def switch_trace(dut):
     cfg, p = tb_params.read()
     trace = Trace.load(p["trace"])
     sink = SinkReady(cfg.switch.ports, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
+    pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, p.get("pause_rate", 0.0),
+                          p.get("pause_seed", 0))
     tb = SwitchTB(dut, cfg)
     await tb.reset()
-    rtl = await tb.run(trace, sink, p.get("stall_limit", DEFAULT_STALL_LIMIT))
+    rtl = await tb.run(trace, sink, pause, p.get("stall_limit", DEFAULT_STALL_LIMIT))
     rtl.save(p["rtl_records"])
     if p.get("model_records"):
         model = Records.load(p["model_records"])

@@ -23,37 +23,38 @@ CONFIGS = {
                   "switch.max_packet_flits=8"],
 }
 
-# (config, pattern, load, cycles, lengths, sink stall)
+# (config, pattern, load, cycles, lengths, sink stall, pause rate)
 CASES = [
-    ("tiny", "uniform", 0.9, 1500, "fixed:1", 0.0),
-    ("tiny", "uniform", 0.7, 1500, "bimodal:1,6,0.5", 0.25),
-    ("tiny", "hotspot:fraction=0.5", 0.8, 1200, "bimodal:1,4,0.5", 0.0),
-    ("tiny", "incast", 1.0, 800, "fixed:4", 0.1),
-    ("tiny", "transpose", 0.9, 1000, "fixed:2", 0.0),
-    ("tiny", "bitcomp", 1.0, 800, "fixed:1", 0.3),
-    ("tiny", "all-to-all", 0.8, 1000, "bimodal:2,8,0.5", 0.0),
-    ("tiny", "ring-allreduce", 0.9, 1000, "fixed:4", 0.0),
-    ("tiny", "bursty:burst=6", 0.6, 1500, "fixed:3", 0.1),
-    ("tiny", "permutation", 1.0, 800, "fixed:16", 0.0),
-    ("fifo5drop", "uniform", 1.0, 1500, "bimodal:1,8,0.5", 0.2),
-    ("fifo5drop", "incast:sources=4,sink=2", 1.0, 1000, "bimodal:1,8,0.5", 0.0),
-    ("fifo5drop", "hotspot", 0.6, 1500, "fixed:1", 0.0),
-    ("fifo5drop", "bursty", 0.8, 1500, "bimodal:1,8,0.7", 0.3),
+    ("tiny", "uniform", 0.9, 1500, "fixed:1", 0.0, 0.0),
+    ("tiny", "uniform", 0.7, 1500, "bimodal:1,6,0.5", 0.25, 0.0),
+    ("tiny", "hotspot:fraction=0.5", 0.8, 1200, "bimodal:1,4,0.5", 0.0, 0.2),
+    ("tiny", "incast", 1.0, 800, "fixed:4", 0.1, 0.0),
+    ("tiny", "transpose", 0.9, 1000, "fixed:2", 0.0, 0.0),
+    ("tiny", "bitcomp", 1.0, 800, "fixed:1", 0.3, 0.0),
+    ("tiny", "all-to-all", 0.8, 1000, "bimodal:2,8,0.5", 0.0, 0.3),
+    ("tiny", "ring-allreduce", 0.9, 1000, "fixed:4", 0.0, 0.0),
+    ("tiny", "bursty:burst=6", 0.6, 1500, "fixed:3", 0.1, 0.0),
+    ("tiny", "permutation", 1.0, 800, "fixed:16", 0.0, 0.0),
+    ("fifo5drop", "uniform", 1.0, 1500, "bimodal:1,8,0.5", 0.2, 0.0),
+    ("fifo5drop", "incast:sources=4,sink=2", 1.0, 1000, "bimodal:1,8,0.5", 0.0, 0.0),
+    ("fifo5drop", "hotspot", 0.6, 1500, "fixed:1", 0.0, 0.2),
+    ("fifo5drop", "bursty", 0.8, 1500, "bimodal:1,8,0.7", 0.3, 0.0),
 ]
 
 
 def _id(case):
-    cfg, pattern, load, _, lengths, stall = case
-    return f"{cfg}-{pattern.split(':')[0]}-{load}-{lengths.replace(':', '').replace(',', '_')}-s{stall}"
+    cfg, pattern, load, _, lengths, stall, pause = case
+    return (f"{cfg}-{pattern.split(':')[0]}-{load}-{lengths.replace(':', '').replace(',', '_')}"
+            f"-s{stall}-p{pause}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_rtl_matches_model(case, sim, tmp_path, build_root):
-    name, pattern, load, cycles, lengths, stall = case
+    name, pattern, load, cycles, lengths, stall, pause = case
     cfg = FabricConfig.load(overrides=CONFIGS[name])
     res = run_point(cfg, traffic=pattern, load=load, cycles=cycles, seed=7, sim=sim,
                     out_dir=tmp_path, packet_lengths=lengths, sink_stall=stall,
-                    build_root=build_root)
+                    pause_rate=pause, build_root=build_root)
     match = res["match"]
     detail = (tmp_path / "mismatch.txt").read_text() if not match["exact"] else ""
     assert match["exact"], json.dumps(match) + "\n" + detail

@@ -58,6 +58,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
     r.add_argument("--sink-stall", type=float, default=0.0,
                    help="probability an egress port is not ready in a cycle")
+    r.add_argument("--pause-rate", type=float, default=0.0,
+                   help="probability an (output, priority) is paused in each 64-cycle period")
     r.add_argument("--sim", default="model", help="model, icarus or verilator")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
@@ -81,10 +83,13 @@ def _run(args) -> int:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
     if not 0.0 <= args.sink_stall < 1.0:
         raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
+    if not 0.0 <= args.pause_rate < 1.0:
+        raise UsageError(f"--pause-rate = {args.pause_rate}: must be in [0, 1)")
     cfg = _config(args)
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
-                    sink_stall=args.sink_stall, waves=args.waves or None)
+                    sink_stall=args.sink_stall, pause_rate=args.pause_rate,
+                    waves=args.waves or None)
     lat = res["latency"]
     line = (f"{args.sim}: throughput {res['throughput']:.4f}, latency mean {lat['mean']:.2f} "
             f"p99 {lat['p99']:.1f} cycles, packets {res['packets']['delivered']}/"

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import FabricConfig
-from ..sim.backpressure import SinkReady
+from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.metrics import summarize
 from ..sim.records import Records
 from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel
@@ -23,7 +23,7 @@ SIMS = ("model", "icarus", "verilator")
 
 def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
               sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
-              sink_stall: float = 0.0, waves: bool | None = None,
+              sink_stall: float = 0.0, pause_rate: float = 0.0, waves: bool | None = None,
               stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build") -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
@@ -37,9 +37,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
                      packet_lengths=packet_lengths)
     sink = dict(ports=cfg.switch.ports, stall=sink_stall, seed=seed)
+    pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, pause_rate, seed)
 
     t0 = time.perf_counter()
-    model = SwitchModel(cfg).run(trace, sink=SinkReady(**sink), stall_limit=stall_limit)
+    model = SwitchModel(cfg).run(trace, sink=SinkReady(**sink), pause=pause,
+                                 stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)
 
@@ -47,7 +49,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         "config": cfg.to_dict(),
         "simulator": sim,
         "versions": _versions(sim),
-        "traffic": {**trace.describe(), "sink_stall": sink_stall},
+        "traffic": {**trace.describe(), "sink_stall": sink_stall, "pause_rate": pause_rate},
         "model": {**model_summary, "wall_seconds": model_seconds,
                   "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
     }
@@ -74,7 +76,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
                   "rtl_records": str((out / "rtl_records.npz").resolve()),
                   "model_records": str((out / "model_records.npz").resolve()),
                   "report": str((out / "mismatch.txt").resolve()),
-                  "sink_stall": sink_stall, "sink_seed": seed, "stall_limit": stall_limit}
+                  "sink_stall": sink_stall, "sink_seed": seed, "stall_limit": stall_limit,
+                  "pause_rate": pause_rate, "pause_seed": seed}
         t0 = time.perf_counter()
         result = run_cocotb(cfg, "superfabric.tb.switch_tb", sim=sim, test_dir=out / "sim",
                             waves=waves, seed=seed, params=params, build_root=build_root)

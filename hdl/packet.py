@@ -74,6 +74,10 @@ class FlitCodec:
         """All fields of a payload integer."""
         return {name: (bits >> offset) & mask for name, (offset, mask) in self._fields.items()}
 
+    def field_spec(self, name: str) -> tuple[int, int]:
+        """``(offset, mask)`` of a field, for hot loops that shift and mask themselves."""
+        return self._fields[name]
+
     def field(self, bits: int, name: str) -> int:
         """One field of a payload integer."""
         offset, mask = self._fields[name]

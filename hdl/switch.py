@@ -13,9 +13,10 @@ from .voq import VOQBuffer
 
 __all__ = ["Switch", "EGRESS_DEPTH", "COUNTER_WIDTH"]
 
-#: Flits each egress queue holds. Three are needed for one flit per cycle:
-#: the credit check counts the flit in the queue and the one in flight from
-#: the input buffer's read register, but not the one leaving this cycle.
+#: Flits each egress queue holds. At least three are needed for one flit per
+#: cycle, because the credit check counts the flits queued and the one in
+#: flight from the input buffer's read register but not the one leaving this
+#: cycle (so that ``ready`` never feeds the scheduler); one more is a spare.
 EGRESS_DEPTH = 4
 
 #: Width of the per-port packet counters (they wrap).

@@ -189,7 +189,9 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
     test_dir.mkdir(parents=True, exist_ok=True)
     env = tb_params.write(test_dir, cfg, params or {})
     runner = get_runner(sim)
-    plusargs = ["-fst"] if (sim == "icarus" and waves) else []
+    # cocotb's Icarus harness would dump into the shared build directory;
+    # every run keeps its own waves next to its results instead.
+    plusargs = [f"+dumpfile_path={test_dir / (top + '.fst')}"] if (sim == "icarus" and waves) else []
     xml = test_dir / "results.xml"
     try:
         runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",

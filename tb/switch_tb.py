@@ -99,9 +99,9 @@ class SwitchTB:
         entered = [False] * len(trace)
         drop_counters = ([getattr(dut, f"drops__{k}") for k in range(n)]
                          if self.cfg.switch.ingress_full == "drop" else [])
-        tag_field = codec._fields["tag"]
-        first_bit = 1 << codec._fields["first"][0]
-        last_bit = 1 << codec._fields["last"][0]
+        tag_field = codec.field_spec("tag")
+        first_bit = 1 << codec.field_spec("first")[0]
+        last_bit = 1 << codec.field_spec("last")[0]
         cycle = 0
         last_progress = 0
         stalled = False
@@ -252,6 +252,6 @@ async def switch_trace(dut):
     if p.get("model_records"):
         model = Records.load(p["model_records"])
         result = compare(trace, rtl, model)
-        if p.get("report"):
+        if p.get("report") and not result.exact:
             Path(p["report"]).write_text(result.report())
         assert result.exact, result.summary()

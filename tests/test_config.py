@@ -181,7 +181,8 @@ def test_bad_override(overrides, fragments):
     ("[fabric]\nports = 4\n", ["fabric:", "unknown section", "switch"]),
     ('[switch]\nscheduler = "wfq"\n', ["switch.scheduler = 'wfq':", "'fifo' or 'islip'"]),
     ("[switch]\nbuffer_flits = 4\nmax_packet_flits = 8\n", ["switch.buffer_flits = 4:", "(8)"]),
-    ("switch = 4\n", ["switch:", "table", "got 4"]),
+    ("switch = 4\n", ["switch = 4:", "outside any section", "[switch]"]),
+    ("ports = 4\n", ["ports = 4:", "outside any section"]),
 ])
 def test_bad_value_in_file(tmp_path, text, fragments):
     path = write_toml(tmp_path, text)
@@ -206,3 +207,16 @@ def test_missing_file(tmp_path):
 ])
 def test_bad_json(text, fragments):
     config_error(lambda: FabricConfig.from_json(text), *fragments)
+
+
+@pytest.mark.parametrize("make", ["not-utf8", "directory"])
+def test_unreadable_config_file_is_one_line(tmp_path, make):
+    if make == "not-utf8":
+        path = tmp_path / "bad.toml"
+        path.write_bytes(b'[switch]\nscheduler = "\xff"\n')
+    else:
+        path = tmp_path
+    with pytest.raises(ConfigError) as e:
+        FabricConfig.load(path=path)
+    msg = str(e.value)
+    assert str(path) in msg and "\n" not in msg

@@ -26,6 +26,8 @@ CONFIGS = {
 # (config, pattern, load, cycles, lengths, sink stall, pause rate)
 CASES = [
     ("tiny", "uniform", 0.9, 1500, "fixed:1", 0.0, 0.0),
+    # Low load: idle stretches between packets, which the testbench skips.
+    ("tiny", "uniform", 0.05, 2000, "bimodal:1,4,0.5", 0.0, 0.0),
     ("tiny", "uniform", 0.7, 1500, "bimodal:1,6,0.5", 0.25, 0.0),
     ("tiny", "hotspot:fraction=0.5", 0.8, 1200, "bimodal:1,4,0.5", 0.0, 0.2),
     ("tiny", "incast", 1.0, 800, "fixed:4", 0.1, 0.0),

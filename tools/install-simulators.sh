@@ -64,7 +64,6 @@ apt_install dpkg-dev build-essential autoconf flex bison help2man perl python3 \
 # machine's own Debian URIs, so the system's sources stay untouched.
 work=$(mktemp -d /tmp/superfabric-verilator.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"  # apt downloads as the unprivileged _apt user
 uris=$(
   { cat /etc/apt/sources.list.d/*.sources 2>/dev/null | sed -n 's/^URIs:[[:space:]]*//p' | tr ' ' '\n';
     cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
@@ -77,7 +76,8 @@ for u in $uris; do
 done > "$work/sid-src.list"
 aptopts=(-o "Dir::Etc::SourceList=$work/sid-src.list" -o "Dir::Etc::SourceParts=-"
          -o "Dir::State::Lists=$work/lists" -o "Dir::Cache::Archives=$work/archives"
-         -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=")
+         -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache="
+         -o "APT::Sandbox::User=root")  # a private scratch dir, no need for _apt
 log "fetching the Verilator source package index (sid)"
 $SUDO apt-get "${aptopts[@]}" update -qq
 (cd "$work" && $SUDO apt-get "${aptopts[@]}" source -qq verilator >/dev/null)

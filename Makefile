@@ -23,7 +23,7 @@ demo: setup
 	$(BIN)/superfabric run --preset default --traffic uniform --load 0.9 --cycles 20000 --seed 1 --sim verilator -o build/run
 
 test: setup
-	$(BIN)/pytest
+	$(BIN)/pytest -v
 
 bench: setup
 	$(BIN)/python -m superfabric.tools.bench

@@ -39,6 +39,11 @@ TIMESCALE = ("1ns", "1ps")
 DEFAULT_BUILD_ROOT = Path("build")
 
 
+#: Every cocotb run of this process: (simulator, test module, tests, failed).
+#: The test suite prints a per-simulator tally from it, proof that both ran.
+RUNS: list[tuple[str, str, int, int]] = []
+
+
 class SimulatorMissing(RuntimeError):
     """The requested simulator is not installed, or too old."""
 
@@ -203,4 +208,5 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
         if not xml.exists():
             raise RuntimeError(f"{sim} run produced no results; see {test_dir / 'sim.log'}") from None
     tests, failed = get_results(xml)
+    RUNS.append((sim, test_module, tests, failed))
     return RunResult(tests=tests, failed=failed, results_xml=Path(xml), test_dir=test_dir)

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from superfabric.tb.runner import SIMULATORS, SimulatorMissing, find_simulator
+from superfabric.tb.runner import RUNS, SIMULATORS, SimulatorMissing, find_simulator
 
 #: Simulator builds are cached here across tests and sessions (one per
 #: configuration and HDL version), so each configuration compiles once.
@@ -33,3 +33,18 @@ def sim(request):
 def build_root():
     """Root of the shared simulator build cache."""
     return BUILD_ROOT
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Tally the cocotb runs per simulator, so a log shows that both really ran."""
+    if not RUNS:
+        return
+    terminalreporter.section("cocotb runs per simulator")
+    for sim in SIMULATORS:
+        runs = [r for r in RUNS if r[0] == sim]
+        tests = sum(r[2] for r in runs)
+        failed = sum(r[3] for r in runs)
+        modules = sorted({r[1] for r in runs})
+        terminalreporter.write_line(
+            f"{sim}: {len(runs)} runs, cocotb TESTS={tests} PASS={tests - failed} FAIL={failed} "
+            f"({', '.join(modules) or 'none'})")

@@ -84,7 +84,7 @@ class SwitchModel:
         while outstanding:
             # Nothing inside the switch and no source mid-packet: jump to the
             # next generation cycle (the pointers cannot move meanwhile).
-            if not (any(rd_valid) or any(active) or any(skids[i].__len__() for i in range(n))
+            if not (any(rd_valid) or any(active) or any(len(skid) for skid in skids)
                     or any(waiting) or any(stored) or any(in_packet) or any(egress)
                     or sources.busy()):
                 nxt = sources.next_generation()

@@ -36,11 +36,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
                      packet_lengths=packet_lengths)
-    sink = dict(ports=cfg.switch.ports, stall=sink_stall, seed=seed)
+    sink = SinkReady(cfg.switch.ports, sink_stall, seed)
     pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, pause_rate, seed)
 
     t0 = time.perf_counter()
-    model = SwitchModel(cfg).run(trace, sink=SinkReady(**sink), pause=pause,
+    model = SwitchModel(cfg).run(trace, sink=sink, pause=pause,
                                  stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)

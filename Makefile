@@ -1,11 +1,12 @@
 # superfabric: the two commands of the README, and the steps they are made of.
-#   make demo   set everything up, generate the default switch, run it on Verilator against the model
+#   make demo   set everything up, generate the default switch, sweep it on the model and
+#               Verilator (uniform and hotspot traffic, ten loads, two seeds), write the report
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators demo test bench clean
+.PHONY: setup simulators browser demo test bench clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +17,16 @@ $(BIN)/superfabric: pyproject.toml
 simulators:
 	bash tools/install-simulators.sh
 
-setup: $(BIN)/superfabric simulators
+# Headless Chromium renders the HTML reports in the tests.
+browser:
+	bash tools/install-browser.sh
+
+setup: $(BIN)/superfabric simulators browser
 
 demo: setup
 	$(BIN)/superfabric generate --preset default -o build/rtl
-	$(BIN)/superfabric run --preset default --traffic uniform --load 0.9 --cycles 20000 --seed 1 --sim verilator -o build/run
+	$(BIN)/superfabric sweep --preset default --traffic uniform,hotspot --loads 0.1:1.0:0.1 --seeds 2 --sim model,verilator --cycles 10000 -o build/sweep
+	$(BIN)/superfabric report build/sweep -o build/report
 
 test: setup
 	$(BIN)/pytest -v

@@ -63,7 +63,54 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--sim", default="model", help="model, icarus or verilator")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+    w = sub.add_parser("sweep", help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
+    _add_config_args(w)
+    w.add_argument("--traffic", default="uniform", metavar="P[,P...]", help="traffic patterns")
+    w.add_argument("--loads", default="0.1:1.0:0.1", metavar="START:STOP:STEP|L,L,...",
+                   help="offered loads")
+    w.add_argument("--seeds", type=int, default=1, help="seeds per point (1..K)")
+    w.add_argument("--sim", default="model", metavar="S[,S...]", help="model, icarus, verilator")
+    w.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
+    w.add_argument("--lengths", default="fixed:1", metavar="SPEC", help="packet lengths")
+    w.add_argument("--sink-stall", type=float, default=0.0, help="egress not-ready probability")
+    w.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
+                   help="sweep a config key too (repeatable; cartesian product)")
+    w.add_argument("--workers", type=int, default=None, help="local Dask workers (default: cores)")
+    w.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
+    w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
+
+    rp = sub.add_parser("report", help="write Markdown/HTML/PNG reports of a run or a sweep")
+    rp.add_argument("src", metavar="DIR", help="a run directory or a sweep directory")
+    rp.add_argument("--cdf-load", type=float, default=None,
+                    help="load of the latency CDF plot (default: highest <= 0.9)")
+    rp.add_argument("-o", "--out", required=True, metavar="OUT", help="report directory")
     return p
+
+
+def _sweep(args) -> int:
+    from .sweep import parse_loads, plan_sweep, run_sweep
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers = {args.workers}: must be at least 1")
+    base = _config(args)
+    plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
+                      loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
+                      cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
+                      sink_stall=args.sink_stall)
+    summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
+    print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
+          f"{summary['ran']} run, {len(summary['failed'])} failed, "
+          f"{len(summary['mismatched'])} RTL/model mismatches; results under {args.out}/points")
+    for outcome in summary["failed"]:
+        print(f"  failed {outcome['id']}: {outcome['error']}")
+    return 1 if summary["failed"] else 0
+
+
+def _report(args) -> int:
+    from .report import write_report
+    html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
+    print(f"report: {Path(args.out) / 'report.md'}, {html}")
+    return 0
 
 
 def _generate(args) -> int:
@@ -109,11 +156,14 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``superfabric`` console script."""
     from ..sim.traffic import TrafficError
     from ..tb.runner import SimulatorMissing
+    from .report import ReportError
+    from .sweep import SweepError
     try:
         args = _parser().parse_args(argv)
-        handler = {"generate": _generate, "run": _run}[args.command]
+        handler = {"generate": _generate, "run": _run, "sweep": _sweep,
+                   "report": _report}[args.command]
         return handler(args)
-    except (ConfigError, TrafficError, UsageError) as e:
+    except (ConfigError, TrafficError, UsageError, SweepError, ReportError) as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 2
     except SimulatorMissing as e:

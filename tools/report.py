@@ -1,0 +1,934 @@
+"""``superfabric report``: Markdown, HTML and PNG reports of one run or a whole sweep.
+
+A run directory holds ``results.json`` and ``packets.npz`` (written by
+:func:`superfabric.tools.run.run_point`); a sweep directory holds
+``sweep.json`` and, per point, a run directory ``points/<id>/`` or, when the
+point failed, ``points/<id>/error.json``.
+
+The report opens with what needs attention (RTL/model mismatches, failed,
+missing and stalled points), then the plots, a table of every point and the
+provenance. ``report.md`` links the PNGs next to it; ``report.html`` embeds
+them as ``data:`` URIs and loads nothing else, so it can be archived or
+mailed on its own.
+
+Plots average over seeds: a curve's value at a load is the mean over the
+seeds that share (pattern, config variant, simulator, load). An RTL run also
+carries the golden model's figures for the same trace; they form the model's
+curve (dashed), the RTL's is solid with markers. Every plot is one function
+in :data:`PLOTS` that returns ``None`` when the data it needs is absent, so a
+new figure (pause or ECN marking, once runs record ``pfc``/``ecn``) is one
+more function there.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["HOL_SATURATION", "PLOTS", "TABLE_HEADER", "Plot", "Point", "ReportData",
+           "ReportError", "Source", "format_latency", "format_throughput", "hol_saturation",
+           "load_source", "oq_queueing_delay", "write_report"]
+
+#: Order of simulators in legends and tables: the reference first.
+_SIM_ORDER = ("model", "icarus", "verilator")
+
+
+def _sim_rank(sim: str) -> tuple[int, str]:
+    """Sort key of a simulator name: :data:`_SIM_ORDER`, then unknown ones by name."""
+    return (_SIM_ORDER.index(sim) if sim in _SIM_ORDER else len(_SIM_ORDER), sim)
+
+#: Saturation throughput of an N x N input-queued switch with one FIFO per
+#: input under uniform traffic, limited by head-of-line blocking (Karol,
+#: Hluchyj, Morgan 1987; finite-N values as in /work/shared/REFERENCES.md).
+HOL_SATURATION = {2: 0.750, 4: 0.655, 8: 0.618, 16: 0.601, 32: 0.594}
+
+#: Zero-load latency (generation to tail delivery) of a 1-flit packet
+#: through the switch pipeline, in cycles (docs/architecture.md).
+ONE_FLIT_ZERO_LOAD_LATENCY = 4.0
+
+
+class ReportError(ValueError):
+    """A report source that cannot be used; the message is one line naming it."""
+
+
+def hol_saturation(ports: int) -> float:
+    """Saturation throughput of one FIFO per input (head-of-line blocking).
+
+    Parameters
+    ----------
+    ports : int
+        Switch radix ``N``.
+
+    Returns
+    -------
+    float
+        The finite-``N`` value where it is tabulated, else the large-``N``
+        limit ``2 - sqrt(2)``.
+    """
+    return HOL_SATURATION.get(ports, 2 - math.sqrt(2))
+
+
+def oq_queueing_delay(ports: int, load):
+    """Mean queueing delay of an output-queued switch, in cycles.
+
+    ``W = ((N - 1) / N) * p / (2 (1 - p))``: the lower bound any
+    input-queued design is measured against.
+
+    Parameters
+    ----------
+    ports : int
+        Switch radix ``N``.
+    load : float or numpy.ndarray
+        Offered load ``p`` per input, ``0 <= p < 1``.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        ``W`` for each ``p``.
+    """
+    return (ports - 1) / ports * load / (2 * (1 - load))
+
+
+def format_throughput(value: float | None) -> str:
+    """A throughput as the report prints it (4 decimals; ``-`` when absent)."""
+    return "-" if value is None else f"{value:.4f}"
+
+
+def format_latency(value: float | None) -> str:
+    """A latency in cycles as the report prints it (2 decimals; ``-`` when absent)."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _format_delta(rtl: float | None, model: float | None, fmt: Callable) -> str:
+    if rtl is None or model is None:
+        return "-"
+    delta = fmt(rtl - model)
+    if float(delta) == 0.0:
+        # Rounding leaves "-0.0000" for a tiny negative difference; equal is "+0".
+        delta = fmt(0.0)
+    return delta if delta.startswith("-") else "+" + delta
+
+
+# --------------------------------------------------------------------------
+# Input: run and sweep directories
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run of the report: a run directory, or a sweep point that failed.
+
+    Attributes
+    ----------
+    id : str
+        The sweep point's id, or the run directory's name.
+    dir : pathlib.Path
+        The run directory.
+    pattern, load, seed, sim
+        The traffic pattern (with its parameters), offered load, seed and
+        simulator of the run.
+    vary : dict
+        The config keys this sweep point varies (``{}`` for a single run).
+    results : dict or None
+        The parsed ``results.json``; ``None`` when the point failed.
+    error : str or None
+        The one-line error of a failed point.
+    """
+
+    id: str
+    dir: Path
+    pattern: str
+    load: float
+    seed: int
+    sim: str
+    vary: dict = field(default_factory=dict)
+    results: dict | None = None
+    error: str | None = None
+
+    @property
+    def variant(self) -> str:
+        """The varied config keys as ``key=value, ...``; ``base`` when none."""
+        return _variant_label(self.vary)
+
+    @property
+    def rtl(self) -> bool:
+        """True when an RTL simulator ran (and the model ran beside it)."""
+        return self.sim != "model"
+
+    def describe(self) -> str:
+        """Pattern, variant, load, seed and simulator, for the report's lists."""
+        return (f"{self.pattern}, {self.variant}, load {self.load:g}, seed {self.seed}, "
+                f"{self.sim} ({self.id})")
+
+
+def _variant_label(vary: dict) -> str:
+    # Sweep ids use the last part of a key too; a config has one [switch]
+    # section today, so the short name is unambiguous and keeps legends short.
+    short = [k.split(".")[-1] for k in vary]
+    names = short if len(set(short)) == len(short) else list(vary)
+    return ", ".join(f"{n}={v}" for n, v in zip(names, vary.values())) or "base"
+
+
+@dataclass
+class Source:
+    """What a report is made from.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The run or sweep directory.
+    points : list of Point
+        Every run, failed sweep points included.
+    spec : dict or None
+        The sweep command's arguments (``sweep.json``); ``None`` for one run.
+    missing : list of str
+        Sweep points with neither ``results.json`` nor ``error.json`` (not run
+        yet, or interrupted).
+    """
+
+    path: Path
+    points: list[Point]
+    spec: dict | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> list[Point]:
+        """The points that ran and wrote ``results.json``."""
+        return [p for p in self.points if p.results is not None]
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise ReportError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except OSError as e:
+        raise ReportError(f"{path}: cannot be read ({e.strerror})") from None
+    if not isinstance(data, dict):
+        raise ReportError(f"{path}: must hold a JSON object, not {type(data).__name__}")
+    return data
+
+
+#: The sections of results.json the report reads.
+_RESULTS_KEYS = ("config", "simulator", "traffic", "model", "packets", "throughput", "latency")
+
+
+def _point_from_results(path: Path) -> Point:
+    res = _read_json(path)
+    missing = [k for k in _RESULTS_KEYS if k not in res]
+    if missing:
+        raise ReportError(f"{path}: not a superfabric results file (no {', '.join(missing)})")
+    try:
+        traffic = res["traffic"]
+        sweep = res.get("sweep") or {}
+        return Point(id=sweep.get("id", path.parent.name), dir=path.parent,
+                     pattern=traffic["pattern"], load=float(traffic["load"]),
+                     seed=int(traffic["seed"]), sim=res["simulator"],
+                     vary=sweep.get("vary") or {}, results=res)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReportError(f"{path}: not a superfabric results file (missing or bad {e})") from None
+
+
+def _point_from_error(path: Path) -> Point:
+    data = _read_json(path)
+    try:
+        point = data["point"]
+        return Point(id=point["id"], dir=path.parent, pattern=point["traffic"],
+                     load=float(point["load"]), seed=int(point["seed"]), sim=point["sim"],
+                     vary=point.get("vary") or {},
+                     error=" ".join(str(data.get("error", "unknown error")).split()))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ReportError(f"{path}: not a superfabric sweep error file "
+                          f"(missing or bad {e})") from None
+
+
+def load_source(src: str | Path) -> Source:
+    """Read a run directory or a sweep directory.
+
+    Parameters
+    ----------
+    src : str or pathlib.Path
+        A directory with ``results.json`` (one run) or ``sweep.json`` (a
+        sweep; its list of points is authoritative).
+
+    Returns
+    -------
+    Source
+
+    Raises
+    ------
+    ReportError
+        When ``src`` holds neither file, or one of its files is unreadable.
+    """
+    path = Path(src)
+    if (path / "sweep.json").is_file():
+        sweep = _read_json(path / "sweep.json")
+        points, missing = [], []
+        for entry in sweep.get("points", []):
+            pid = entry.get("id") if isinstance(entry, dict) else None
+            if not pid:
+                raise ReportError(f"{path / 'sweep.json'}: a point without an id: {entry!r}")
+            pdir = path / "points" / pid
+            if (pdir / "results.json").is_file():
+                points.append(_point_from_results(pdir / "results.json"))
+            elif (pdir / "error.json").is_file():
+                points.append(_point_from_error(pdir / "error.json"))
+            else:
+                missing.append(pid)
+        return Source(path=path, points=points, spec=sweep.get("spec") or {}, missing=missing)
+    if (path / "results.json").is_file():
+        return Source(path=path, points=[_point_from_results(path / "results.json")])
+    raise ReportError(f"{path}: neither a run directory (results.json) nor a sweep directory "
+                      f"(sweep.json)")
+
+
+# --------------------------------------------------------------------------
+# Figures per (pattern, variant, simulator, load, seed)
+
+
+@dataclass(frozen=True)
+class _Measure:
+    """The figures of one simulator on one run: the RTL's, or the model's."""
+
+    point: Point
+    sim: str
+    figures: dict           # throughput, throughput_per_port, latency, packets, ...
+
+    @property
+    def series(self) -> tuple[str, str, str]:
+        return (self.point.pattern, self.point.variant, self.sim)
+
+    @property
+    def ports(self) -> int:
+        return int(self.point.results["config"]["switch"]["ports"])
+
+
+def _measures(points: list[Point]) -> list[_Measure]:
+    # The model is deterministic, so runs of one trace on two simulators carry
+    # the same model figures; keep one, or seeds would be counted twice.
+    seen = set()
+    out = []
+    for p in points:
+        res = p.results
+        if p.rtl:
+            out.append(_Measure(p, p.sim, res))
+        key = (p.pattern, p.variant, p.load, p.seed, res["traffic"].get("cycles"),
+               res["traffic"].get("packet_lengths"), json.dumps(res["config"], sort_keys=True))
+        if key not in seen:
+            seen.add(key)
+            out.append(_Measure(p, "model", res["model"]))
+    return out
+
+
+def _latency(stat: str) -> Callable[[dict], float | None]:
+    return lambda figures: (figures.get("latency") or {}).get(stat)
+
+
+def _curve(measures: list[_Measure], value: Callable[[dict], float | None]):
+    """Mean over seeds of ``value`` at each load: sorted ``(loads, values)`` arrays."""
+    by_load = defaultdict(list)
+    for m in measures:
+        v = value(m.figures)
+        if v is not None:
+            by_load[m.point.load].append(v)
+    loads = sorted(by_load)
+    return np.array(loads), np.array([np.mean(by_load[x]) for x in loads])
+
+
+def _same_load(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)
+
+
+@dataclass
+class ReportData:
+    """Everything the plots and tables are drawn from.
+
+    Attributes
+    ----------
+    source : Source
+    measures : list
+        One entry per (run, simulator); model figures once per trace.
+    chosen_load : float or None
+        Load of the latency CDF and per-port plots; ``None`` without runs.
+    """
+
+    source: Source
+    measures: list
+    chosen_load: float | None
+
+    def series(self) -> list[tuple[str, str, str]]:
+        """Every (pattern, variant, simulator), the model before the RTL."""
+        keys = {m.series for m in self.measures}
+        return sorted(keys, key=lambda k: (k[0], k[1], _sim_rank(k[2])))
+
+    def of(self, series: tuple[str, str, str], load: float | None = None) -> list:
+        """The measures of one series, optionally at one load only."""
+        return [m for m in self.measures if m.series == series
+                and (load is None or _same_load(m.point.load, load))]
+
+    def style(self, series: tuple[str, str, str]) -> dict:
+        """Matplotlib line style: colour per (pattern, variant), dashed for the model."""
+        groups = sorted({k[:2] for k in self.series()})
+        colour = f"C{groups.index(series[:2]) % 10}"
+        pattern, variant, sim = series
+        style = {"color": colour, "label": f"{pattern}, {variant}, {sim}"}
+        # RTL wide and translucent under a thin model line on top: where they
+        # agree (the usual case) both stay visible.
+        if sim == "model":
+            style.update(linestyle="--", marker="x", markersize=5, linewidth=1.2, zorder=3)
+        else:
+            style.update(linestyle="-", marker="s" if sim == "icarus" else "o", markersize=6,
+                         linewidth=2.6, alpha=0.55, zorder=2)
+        return style
+
+    def reference_ports(self) -> list[int]:
+        """The switch radices present, for the reference curves."""
+        return sorted({m.ports for m in self.measures})
+
+    def zero_load_latency(self, ports: int) -> tuple[float, str] | None:
+        """Zero-load latency for the output-queued bound, and how it was chosen."""
+        ms = [m for m in self.measures if m.ports == ports]
+        if all(m.point.results["traffic"].get("packet_lengths") == "fixed:1" for m in ms):
+            return (ONE_FLIT_ZERO_LOAD_LATENCY,
+                    f"{ONE_FLIT_ZERO_LOAD_LATENCY:g} cycles, the pipeline latency of a "
+                    f"1-flit packet")
+        means = [(m.point.load, v) for m in ms if (v := _latency("mean")(m.figures)) is not None]
+        if not means:
+            return None
+        lowest = min(x for x, _ in means)
+        t0 = min(v for x, v in means if _same_load(x, lowest))
+        return t0, (f"{t0:.2f} cycles, the minimum mean latency observed at the lowest load "
+                    f"({lowest:g})")
+
+
+def _choose_load(points: list[Point], requested: float | None) -> float | None:
+    loads = sorted({p.load for p in points})
+    if not loads:
+        return None
+    if requested is not None:
+        match = [x for x in loads if _same_load(x, requested)]
+        if not match:
+            raise ReportError(f"--cdf-load = {requested:g}: no run at that load; loads present: "
+                              f"{', '.join(f'{x:g}' for x in loads)}")
+        return match[0]
+    # 0.9 rather than the highest load: near saturation the tail grows with
+    # the run length, and the CDF would describe the run, not the switch.
+    below = [x for x in loads if x <= 0.9 + 1e-9]
+    return below[-1] if below else loads[0]
+
+
+# --------------------------------------------------------------------------
+# Plots: each takes the ReportData and returns a Plot, or None to be skipped
+
+
+@dataclass
+class Plot:
+    """One figure of the report: file name, short title, matplotlib figure and caption."""
+
+    name: str
+    title: str
+    figure: object
+    caption: str
+
+
+def _figure(ncols: int = 1):
+    # matplotlib.figure.Figure without pyplot renders PNG with Agg whatever
+    # the session's backend, and keeps no global state between reports
+    # (matplotlib's advice for servers); importing it here keeps
+    # `from superfabric.tools.report import ReportError` cheap for the CLI.
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(6.0 * ncols + 3.0, 4.6), layout="constrained")
+    axes = fig.subplots(1, ncols, squeeze=False)[0]
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    return fig, axes
+
+
+def _legend(fig, ax) -> None:
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", fontsize="small")
+
+
+def _plain_log_ticks(axis) -> None:
+    """Label a log axis 4, 10, 100 rather than 4x10^0; minor ticks only over a short range."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    lo, hi = axis.get_view_interval()
+    axis.set_major_formatter(plain)
+    # Under about a decade there may be no major tick at all; label the minor ones.
+    axis.set_minor_formatter(plain if hi < 20 * lo else NullFormatter())
+
+
+def _plot_throughput(data: ReportData) -> Plot | None:
+    series = data.series()
+    if not series:
+        return None
+    fig, (ax,) = _figure()
+    top = max(1.0, max(m.point.load for m in data.measures))
+    ax.plot([0, top], [0, top], color="0.6", linewidth=1, label="ideal (accepted = offered)")
+    for ports in data.reference_ports():
+        sat = hol_saturation(ports)
+        ax.axhline(sat, color="0.4", linestyle=":", linewidth=1.2,
+                   label=f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}")
+    for key in series:
+        ax.plot(*_curve(data.of(key), lambda f: f.get("throughput")), **data.style(key))
+    ax.set(xlabel="offered load (flits per input per cycle)",
+           ylabel="accepted throughput (flits per output per cycle)",
+           title="Accepted throughput", xlim=(0, top * 1.02), ylim=(0, top * 1.02))
+    _legend(fig, ax)
+    return Plot("throughput.png", "Accepted throughput", fig,
+                "Accepted throughput against offered load, mean over seeds. The grey line is "
+                "ideal; the dotted line is the saturation throughput of one FIFO per input "
+                "under uniform traffic (head-of-line blocking, Karol et al. 1987).")
+
+
+def _plot_latency(data: ReportData) -> Plot | None:
+    series = data.series()
+    if not series:
+        return None
+    fig, (ax_mean, ax_p99) = _figure(ncols=2)
+    top = max(m.point.load for m in data.measures)
+    how = []
+    for ports in data.reference_ports():
+        zero = data.zero_load_latency(ports)
+        if zero is not None:
+            t0, why = zero
+            p = np.linspace(0.0, min(top, 0.98), 200)
+            ax_mean.plot(p, t0 + oq_queueing_delay(ports, p), color="k", linestyle=":",
+                         linewidth=1.2, label=f"output-queued bound, N={ports}")
+            how.append(f"N={ports}: {why}")
+        sat = hol_saturation(ports)
+        for ax in (ax_mean, ax_p99):
+            ax.axvline(sat, color="0.4", linestyle="-.", linewidth=1.2,
+                       label=f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}")
+    for key in series:
+        ms = data.of(key)
+        ax_mean.plot(*_curve(ms, _latency("mean")), **data.style(key))
+        ax_p99.plot(*_curve(ms, _latency("p99")), **data.style(key))
+    for ax, stat in ((ax_mean, "mean"), (ax_p99, "99th percentile")):
+        ax.set(xlabel="offered load (flits per input per cycle)",
+               ylabel=f"{stat} latency (cycles, log scale)", title=f"{stat.capitalize()} latency",
+               yscale="log", xlim=(0, top * 1.02))
+        _plain_log_ticks(ax.yaxis)
+    _legend(fig, ax_mean)
+    bound = ("The dotted curve (mean only) is the output-queued lower bound: zero-load latency "
+             f"plus W = ((N-1)/N) p / (2(1-p)), zero-load latency {'; '.join(how)}. "
+             if how else "")
+    return Plot("latency.png", "Mean and p99 latency", fig,
+                "Mean and 99th-percentile latency (generation to tail delivery) against offered "
+                "load, mean over seeds; model dashed, RTL solid. " + bound +
+                "The dash-dotted vertical line is the saturation throughput of one FIFO per "
+                "input (head-of-line blocking).")
+
+
+def _packet_latencies(point: Point, sim: str) -> np.ndarray | None:
+    path = point.dir / "packets.npz"
+    if not path.is_file():
+        return None
+    with np.load(path) as cols:
+        prefix = "model" if sim == "model" else "rtl"
+        if f"{prefix}_tail" not in cols:
+            return None
+        tail, gen = cols[f"{prefix}_tail"], cols["gen"]
+    delivered = tail >= 0
+    return (tail[delivered] - gen[delivered]).astype(np.float64)
+
+
+def _plot_latency_cdf(data: ReportData) -> Plot | None:
+    if data.chosen_load is None:
+        return None
+    fig, (ax,) = _figure()
+    runs = 0
+    for key in data.series():
+        parts = [lat for m in data.of(key, data.chosen_load)
+                 if (lat := _packet_latencies(m.point, m.sim)) is not None]
+        pooled = np.sort(np.concatenate(parts)) if parts else np.empty(0)
+        if not len(pooled):
+            continue
+        runs += len(parts)
+        style = data.style(key)
+        style.pop("marker")
+        ax.step(pooled, np.arange(1, len(pooled) + 1) / len(pooled), where="post", **style)
+    if not runs:
+        return None
+    ax.set(xlabel="latency (cycles, log scale)", ylabel="fraction of delivered packets",
+           title=f"Latency CDF at load {data.chosen_load:g}", xscale="log", ylim=(0, 1.01))
+    _plain_log_ticks(ax.xaxis)
+    _legend(fig, ax)
+    return Plot("latency_cdf.png", "Latency CDF", fig,
+                f"Distribution of packet latency at offered load {data.chosen_load:g}, the "
+                f"packets of all seeds pooled ({runs} runs' packets.npz); model dashed, RTL solid.")
+
+
+def _plot_port_throughput(data: ReportData) -> Plot | None:
+    if data.chosen_load is None:
+        return None
+    bars = []
+    for key in data.series():
+        vectors = [m.figures["throughput_per_port"] for m in data.of(key, data.chosen_load)
+                   if m.figures.get("throughput_per_port")]
+        if vectors and len({len(v) for v in vectors}) == 1:
+            bars.append((key, np.mean(vectors, axis=0)))
+    if not bars:
+        return None
+    fig, (ax,) = _figure()
+    width = 0.8 / len(bars)
+    for i, (key, per_port) in enumerate(bars):
+        style = data.style(key)
+        ax.bar(np.arange(len(per_port)) + (i - (len(bars) - 1) / 2) * width, per_port, width,
+               color=style["color"], label=style["label"], alpha=style.get("alpha", 1.0),
+               hatch="//" if key[2] == "model" else None, edgecolor="white", linewidth=0.5)
+    ports = max(len(v) for _, v in bars)
+    ax.axhline(data.chosen_load, color="0.4", linestyle=":", linewidth=1.2,
+               label=f"offered load per input {data.chosen_load:g}")
+    ax.set(xlabel="output port", ylabel="accepted throughput (flits per cycle)",
+           title=f"Per-port throughput at load {data.chosen_load:g}",
+           xticks=range(ports))
+    _legend(fig, ax)
+    return Plot("port_throughput.png", "Per-port throughput", fig,
+                f"Accepted throughput of each output port at offered load "
+                f"{data.chosen_load:g}, mean over seeds; model hatched.")
+
+
+#: The report's figures, in order. Each returns None when its data is absent.
+PLOTS: tuple[Callable[[ReportData], Plot | None], ...] = (
+    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput)
+
+
+# --------------------------------------------------------------------------
+# The document: a list of blocks, rendered once to Markdown and once to HTML
+#
+#   ("h", level, text)  ("p", text)  ("alert", text)  ("ok", text)  ("list", [items])
+#   ("table", header, rows, numeric_columns)  ("figure", Plot)  ("pre", text)
+
+
+def _attention(source: Source) -> list[tuple]:
+    from ..tb.scoreboard import Comparison
+    blocks = [("h", 2, "Attention")]
+    rtl = [p for p in source.ok if p.rtl]
+    differ = [p for p in rtl if not p.results["match"]["exact"]]
+    if differ:
+        blocks.append(("alert", f"RTL and model differ at: {len(differ)} of "
+                                f"{_count(len(rtl), 'RTL point')}"))
+        items = []
+        for p in differ:
+            m = p.results["match"]
+            summary = Comparison(exact=False, mismatches=m.get("mismatches", 0),
+                                 first_mismatch=m.get("first_mismatch"),
+                                 problems=m.get("problems") or []).summary()
+            items.append(f"{p.describe()}: {summary}")
+        blocks.append(("list", items))
+    elif rtl:
+        sims = sorted({p.sim for p in rtl})
+        blocks.append(("ok", f"RTL and model agree exactly at every RTL point "
+                             f"({_count(len(rtl), 'point')}: {', '.join(sims)})."))
+    else:
+        blocks.append(("p", "Model runs only: no RTL to compare."))
+    failed = [p for p in source.points if p.error is not None]
+    if failed:
+        blocks.append(("alert", f"failed points: {len(failed)}"))
+        blocks.append(("list", [f"{p.describe()}: {p.error}" for p in failed]))
+    if source.missing:
+        blocks.append(("alert", f"points not run (neither results.json nor error.json): "
+                                f"{len(source.missing)}"))
+        blocks.append(("list", list(source.missing)))
+    stalled = [p for p in source.ok if p.results.get("stalled")]
+    if stalled:
+        blocks.append(("alert", f"stalled runs (stopped making progress before delivering "
+                                f"every packet): {len(stalled)}"))
+        blocks.append(("list", [p.describe() for p in stalled]))
+    if not (failed or source.missing or stalled):
+        blocks.append(("ok", f"Every point ran to completion "
+                             f"({_count(len(source.points), 'point')})."))
+    return blocks
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _sort_key(p: Point):
+    return (p.pattern, p.variant, p.load, p.seed, _sim_rank(p.sim), p.id)
+
+
+#: Header of the table of points; the test reads cells by these names.
+TABLE_HEADER = ("pattern", "variant", "load", "seed", "sim",
+                "throughput RTL", "throughput model", "throughput Δ",
+                "mean latency RTL", "mean latency model", "mean latency Δ",
+                "p99 latency RTL", "p99 latency model", "p99 latency Δ",
+                "delivered/dropped", "match")
+_NUMERIC = frozenset(range(2, 4)) | frozenset(range(5, 15))
+
+
+def _table_row(p: Point) -> list[str]:
+    head = [p.pattern, p.variant, f"{p.load:g}", str(p.seed), p.sim]
+    if p.results is None:
+        return head + ["-"] * (len(TABLE_HEADER) - len(head) - 1) + ["error"]
+    res, model = p.results, p.results["model"]
+    rtl = res if p.rtl else {}
+    cells = list(head)
+    for value, fmt in ((lambda f: f.get("throughput"), format_throughput),
+                       (_latency("mean"), format_latency), (_latency("p99"), format_latency)):
+        r, m = (value(rtl) if rtl else None), value(model)
+        cells += [fmt(r), fmt(m), _format_delta(r, m, fmt)]
+    packets = res["packets"]
+    cells.append(f"{packets['delivered']}/{packets['dropped']}")
+    match = res.get("match")
+    if match is None:
+        cells.append("-")
+    elif match["exact"]:
+        cells.append("exact")
+    else:
+        cells.append(f"{match.get('mismatches', 0)} mismatches")
+    return cells
+
+
+def _flatten(config: dict, prefix: str = "") -> dict:
+    flat = {}
+    for k, v in config.items():
+        if isinstance(v, dict):
+            flat.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            flat[f"{prefix}{k}"] = v
+    return flat
+
+
+def _distinct(values) -> str:
+    return ", ".join(str(v) for v in sorted(set(values), key=lambda v: (str(type(v)), v)))
+
+
+def _configuration(source: Source) -> list[tuple]:
+    """The configuration the runs used: common values, and the keys that vary."""
+    # From the runs' own results.json rather than sweep.json's base, so the
+    # report describes what ran even if the two disagree (it says so then).
+    values = defaultdict(set)
+    for p in source.ok:
+        for k, v in _flatten(p.results["config"]).items():
+            values[k].add(json.dumps(v))
+    base = _flatten((source.spec or {}).get("base") or {})
+    if not values:
+        values = {k: {json.dumps(v)} for k, v in base.items()}
+    rows = [[k, next(iter(v)) if len(v) == 1 else "varied",
+             ", ".join(sorted(v)) if len(v) > 1 else ""] for k, v in values.items()]
+    blocks = [("p", "The configuration of the runs; a key that differs between runs is "
+                    "marked varied."),
+              ("table", ("key", "value", "varied over"), rows, frozenset())]
+    differ = [f"{k} (sweep.json base {json.dumps(v)}, runs {', '.join(sorted(values[k]))})"
+              for k, v in base.items() if k in values and json.dumps(v) not in values[k]]
+    if differ:
+        blocks += [("alert", "sweep.json's base configuration differs from what the runs used:"),
+                   ("list", differ)]
+    return blocks
+
+
+def _provenance(source: Source) -> list[tuple]:
+    ok = source.ok
+    blocks = [("h", 2, "Provenance"), ("p", f"Source: {source.path}")]
+    if source.spec is not None:
+        args = {k: v for k, v in source.spec.items() if k != "base"}
+        blocks += [("p", "Sweep arguments:"), ("pre", json.dumps(args, indent=1))]
+    blocks += [("h", 3, "Configuration")] + _configuration(source)
+
+    traffic = [p.results["traffic"] for p in ok]
+    blocks += [("h", 3, "Traffic"), ("list", [
+        f"patterns: {_distinct(p.pattern for p in source.points)}",
+        f"loads: {_distinct(p.load for p in source.points)}",
+        f"seeds: {_distinct(p.seed for p in source.points)}",
+        f"cycles: {_distinct(t['cycles'] for t in traffic)}",
+        f"packet lengths: {_distinct(t.get('packet_lengths') for t in traffic)}",
+        f"sink stall: {_distinct(t.get('sink_stall', 0.0) for t in traffic)}",
+        f"pause rate: {_distinct(t.get('pause_rate', 0.0) for t in traffic)}",
+    ])]
+
+    # Each simulator's own time: an RTL run's wall_seconds is its simulation
+    # alone, its model run and its (possibly cached) build are recorded apart.
+    speed = defaultdict(lambda: [0, 0, 0.0])      # sim -> runs, cycles, seconds
+    versions = defaultdict(set)
+    build = 0.0
+    for p in ok:
+        res = p.results
+        runs = [(p.sim, res)] + ([("model", res["model"])] if p.rtl else [])
+        for sim, figures in runs:
+            entry = speed[sim]
+            entry[0] += 1
+            entry[1] += int(figures.get("cycles") or 0)
+            entry[2] += float(figures.get("wall_seconds") or 0.0)
+        build += float(res.get("build_seconds") or 0.0)
+        versions[p.sim].add(", ".join(f"{k} {v}"
+                                      for k, v in sorted(res.get("versions", {}).items())))
+    rows = []
+    for sim in sorted(speed, key=_sim_rank):
+        runs, cycles, seconds = speed[sim]
+        rows.append([sim, " | ".join(sorted(versions.get(sim, ()))) or "(with the RTL runs)",
+                     str(runs), f"{cycles:,}", f"{seconds:.2f}",
+                     f"{cycles / seconds:,.0f}" if seconds else "-"])
+    simulation = sum(s for _, _, s in speed.values())
+    blocks += [("h", 3, "Simulators"),
+               ("table", ("simulator", "versions", "runs", "cycles", "wall (s)", "cycles/s"),
+                rows, frozenset({2, 3, 4, 5})),
+               ("p", f"Total wall time {simulation + build:.2f} s: simulation "
+                     f"{simulation:.2f} s, RTL builds {build:.2f} s (near zero when cached).")]
+    return blocks
+
+
+def _document(data: ReportData, plots: list[Plot]) -> list[tuple]:
+    source = data.source
+    kind = (f"sweep of {len(source.points) + len(source.missing)} points"
+            if source.spec is not None else "run")
+    blocks = [("h", 1, f"superfabric report: {kind} {source.path}")]
+    blocks += _attention(source)
+    if plots:
+        blocks.append(("h", 2, "Plots"))
+        blocks += [("figure", plot) for plot in plots]
+    rows = [_table_row(p) for p in sorted(source.points, key=_sort_key)]
+    blocks += [("h", 2, "Points"),
+               ("p", "Δ is RTL minus model. Latencies in cycles, generation to tail delivery; "
+                     "throughput in flits per output per cycle."),
+               ("table", TABLE_HEADER, rows, _NUMERIC)]
+    blocks += _provenance(source)
+    return blocks
+
+
+def _markdown(blocks: list[tuple]) -> str:
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    out = []
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            out.append(f"{'#' * block[1]} {block[2]}")
+        elif kind == "p":
+            out.append(block[1])
+        elif kind in ("alert", "ok"):
+            out.append(f"**{block[1]}**")
+        elif kind == "list":
+            out.append("\n".join(f"- {item}" for item in block[1]))
+        elif kind == "pre":
+            out.append(f"```\n{block[1]}\n```")
+        elif kind == "table":
+            _, header, rows, numeric = block
+            lines = ["| " + " | ".join(cell(h) for h in header) + " |",
+                     "|" + "|".join("---:" if i in numeric else "---"
+                                    for i in range(len(header))) + "|"]
+            lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+            out.append("\n".join(lines))
+        elif kind == "figure":
+            plot = block[1]
+            out.append(f"![{plot.title}]({plot.name})\n\n*{plot.caption}*")
+    return "\n\n".join(out) + "\n"
+
+
+_CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; max-width: 1400px; margin: 1.5em auto;
+       padding: 0 1em; color: #222; }
+h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; }
+table { border-collapse: collapse; margin: 0.8em 0; font-size: 12.5px; }
+th, td { border: 1px solid #ccc; padding: 2px 7px; }
+th { background: #f0f0f0; } tr:nth-child(even) td { background: #fafafa; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.alert { color: #a00; font-weight: bold; } .ok { color: #070; font-weight: bold; }
+figure { margin: 1em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 0.92em; color: #444; max-width: 60em; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; }
+"""
+
+# For headless checks (tests/test_report.py): how many images decoded, and
+# any script error; it sits first in <body> so the body exists when it runs.
+_SCRIPT = """
+window.onerror = function (message) {
+  var body = document.body;
+  body.dataset.errors = (body.dataset.errors ? body.dataset.errors + " | " : "") + message;
+};
+window.addEventListener("load", function () {
+  var images = Array.prototype.slice.call(document.images);
+  document.body.dataset.imagesLoaded = images.filter(function (img) {
+    return img.complete && img.naturalWidth > 0;
+  }).length;
+  document.body.dataset.imagesTotal = images.length;
+});
+"""
+
+
+def _html(blocks: list[tuple], out: Path) -> str:
+    esc = html.escape
+    title = next(b[2] for b in blocks if b[0] == "h")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{esc(title)}</title>", f"<style>{_CSS}</style></head>",
+             f"<body><script>{_SCRIPT}</script>"]
+    for block in blocks:
+        kind = block[0]
+        if kind == "h":
+            parts.append(f"<h{block[1]}>{esc(block[2])}</h{block[1]}>")
+        elif kind == "p":
+            parts.append(f"<p>{esc(block[1])}</p>")
+        elif kind in ("alert", "ok"):
+            parts.append(f'<p class="{kind}">{esc(block[1])}</p>')
+        elif kind == "list":
+            parts.append("<ul>" + "".join(f"<li>{esc(i)}</li>" for i in block[1]) + "</ul>")
+        elif kind == "pre":
+            parts.append(f"<pre>{esc(block[1])}</pre>")
+        elif kind == "table":
+            _, header, rows, numeric = block
+            head = "".join(f"<th>{esc(h)}</th>" for h in header)
+            body = "".join(
+                "<tr>" + "".join(f'<td{" class=num" if i in numeric else ""}>{esc(str(c))}</td>'
+                                 for i, c in enumerate(row)) + "</tr>" for row in rows)
+            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        elif kind == "figure":
+            plot = block[1]
+            png = base64.b64encode((out / plot.name).read_bytes()).decode("ascii")
+            parts.append(f'<figure><img src="data:image/png;base64,{png}" '
+                         f'alt="{esc(plot.title)}"><figcaption>{esc(plot.caption)}'
+                         f"</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def write_report(src: Path, out: Path, *, cdf_load: float | None = None) -> Path:
+    """Write ``report.md``, ``report.html`` and the PNG plots of a run or a sweep.
+
+    Parameters
+    ----------
+    src : pathlib.Path
+        A run directory (``results.json``) or a sweep directory (``sweep.json``).
+    out : pathlib.Path
+        Report directory, created when missing; the PNGs go next to the reports.
+    cdf_load : float, optional
+        Offered load of the latency CDF and per-port throughput plots; it must
+        be a load of the runs. Default: the highest load <= 0.9 present.
+
+    Returns
+    -------
+    pathlib.Path
+        The path of ``report.html``.
+
+    Raises
+    ------
+    ReportError
+        When ``src`` is neither kind of directory, a file in it is unreadable,
+        or ``cdf_load`` is not a load of its runs.
+    """
+    source = load_source(src)
+    ok = source.ok
+    data = ReportData(source=source, measures=_measures(ok),
+                      chosen_load=_choose_load(ok, cdf_load))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = []
+    for make in PLOTS:
+        plot = make(data)
+        if plot is not None:
+            plot.figure.savefig(out / plot.name, dpi=110)
+            plots.append(plot)
+    blocks = _document(data, plots)
+    (out / "report.md").write_text(_markdown(blocks), encoding="utf-8")
+    path = out / "report.html"
+    path.write_text(_html(blocks, out), encoding="utf-8")
+    return path

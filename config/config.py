@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "SwitchConfig", "FabricConfig", "PRESETS"]
+__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "FabricConfig", "PRESETS"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -37,6 +37,14 @@ def _ranged(lo: int, hi: int, doc: str):
 
 def _choice(choices: tuple[str, ...], doc: str):
     return field(metadata={"choices": choices, "doc": doc})
+
+
+def _flag(doc: str):
+    return field(metadata={"bool": True, "doc": doc})
+
+
+def _fraction(doc: str):
+    return field(metadata={"fraction": True, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class FabricConfig:
     """The whole fabric configuration. Sections are frozen dataclasses."""
 
     switch: SwitchConfig
+    ecn: EcnConfig
 
     # -- construction -----------------------------------------------------
 
@@ -137,7 +146,47 @@ class FabricConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
 
-_SECTIONS = {"switch": SwitchConfig}
+@dataclass(frozen=True)
+class EcnConfig:
+    """The ``[ecn]`` section: RED/DCQCN-style ECN marking at each egress, per priority.
+
+    The queue length a decision sees is the backlog toward the packet's
+    (output, priority): flits stored in all input buffers for it, at the
+    start of the cycle the packet is scheduled. Below ``kmin`` nothing is
+    marked, from ``kmax`` every ECN-capable packet is, in between the
+    probability rises linearly from 0 to ``pmax``; ``kmin == kmax`` is
+    DCTCP's step marking. The random draw is a 16-bit LFSR per output.
+    """
+
+    enabled: bool = _flag("mark ECN-capable packets CE by queue length")
+    kmin: int = _ranged(0, 1 << 20, "backlog in flits where marking starts")
+    kmax: int = _ranged(0, 1 << 20, "backlog in flits from which every ECT packet is marked")
+    pmax: float = _fraction("marking probability just below kmax")
+    lfsr_seed: int = _ranged(1, 0xFFFF, "seed of the marking LFSRs (never zero)")
+    ect_fraction: float = _fraction("share of generated packets that are ECN-capable (ECT(0))")
+
+    #: Feedback taps of the 16-bit Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1).
+    LFSR_TAPS = 0xB400
+
+    def _check(self) -> None:
+        if self.kmin > self.kmax:
+            raise ConfigError(f"ecn.kmin = {self.kmin}: must not exceed ecn.kmax ({self.kmax})")
+
+    def port_seed(self, port: int) -> int:
+        """The LFSR's start state at egress ``port``: distinct per port, never zero."""
+        state = (self.lfsr_seed ^ (port * 0x9E37)) & 0xFFFF
+        return state or 0xACE1
+
+    @property
+    def slope(self) -> int:
+        """Marking threshold per flit above kmin, in 1/2**32: mark when
+        ``lfsr < ((backlog - kmin) * slope) >> 16`` (RTL and model alike)."""
+        if self.kmax == self.kmin:
+            return 0
+        return int(self.pmax * (1 << 32)) // (self.kmax - self.kmin)
+
+
+_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig}
 
 
 def _build_section(name: str, cls: type, values: Any):
@@ -165,6 +214,13 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
         lo, hi = meta["range"]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ConfigError(f"{where} = {value!r}: must be an integer in {lo}..{hi} ({meta['doc']})")
+    elif "bool" in meta:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} = {value!r}: must be true or false ({meta['doc']})")
+    elif "fraction" in meta:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ConfigError(f"{where} = {value!r}: must be a number in 0..1 ({meta['doc']})")
+        value = float(value)
     elif "choices" in meta:
         if value not in meta["choices"]:
             allowed = " or ".join(repr(c) for c in meta["choices"])

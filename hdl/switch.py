@@ -1,11 +1,12 @@
 """The N x N packet switch: input-queued crossbar with VOQs, iSLIP and egress queues."""
 
-from amaranth.hdl import Signal, Module, Mux, Cat, unsigned
+from amaranth.hdl import Signal, Module, Mux, Cat, Array, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
+from .ecn import EcnMarker
 from .islip import ISLIP
 from .packet import packet_layout
 from .skid_buffer import SkidBuffer
@@ -42,20 +43,31 @@ class Switch(wiring.Component):
         class toward that output (a packet under way completes); driven by
         priority flow control or the testbench.
     rx_packets, tx_packets, drops : per-port packet counters.
+    ecn_marks : with ``[ecn] enabled``, packets marked CE per (output,
+        priority); ``ecn_decided``/``ecn_backlog`` show each output's marking
+        decisions and the backlog they saw (for the testbench's curves).
     """
 
     def __init__(self, cfg: FabricConfig):
         sw = cfg.switch
         self._cfg = cfg
         self._layout = packet_layout(cfg)
-        super().__init__({
+        members = {
             "i": In(stream.Signature(self._layout)).array(sw.ports),
             "o": Out(stream.Signature(self._layout)).array(sw.ports),
             "pause": In(unsigned(sw.ports * sw.priorities)),
             "rx_packets": Out(COUNTER_WIDTH).array(sw.ports),
             "tx_packets": Out(COUNTER_WIDTH).array(sw.ports),
             "drops": Out(COUNTER_WIDTH).array(sw.ports),
-        })
+        }
+        if cfg.ecn.enabled:
+            backlog_bits = (sw.ports * sw.buffer_flits).bit_length()
+            members.update({
+                "ecn_marks": Out(COUNTER_WIDTH).array(sw.ports * sw.priorities),
+                "ecn_decided": Out(sw.ports),
+                "ecn_backlog": Out(backlog_bits).array(sw.ports),
+            })
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -116,13 +128,17 @@ class Switch(wiring.Component):
             with m.Else():
                 m.d.sync += rd_out[k].eq(cur_out[k])
 
+        leaving = [bufs[k].rd_payload.as_value() for k in range(n)]
+        if self._cfg.ecn.enabled:
+            leaving = self._ecn(m, bufs, islip)
+
         # Crossbar into the egress queues: at most one input's read register
         # holds a flit for a given output in any cycle.
         for o in range(n):
             fifo = egress[o]
             data = 0
             for k in range(n):
-                data = Mux(bufs[k].rd_valid & (rd_out[k] == o), bufs[k].rd_payload.as_value(), data)
+                data = Mux(bufs[k].rd_valid & (rd_out[k] == o), leaving[k], data)
             m.d.comb += [
                 fifo.w_en.eq(arriving[o]),
                 fifo.w_data.eq(data),
@@ -140,3 +156,43 @@ class Switch(wiring.Component):
                 self.tx_packets[k].eq(self.tx_packets[k] + last_out),
             ]
         return m
+
+    def _ecn(self, m, bufs, islip):
+        """ECN marking: decide at each packet start, rewrite ECT to CE on the way out.
+
+        Returns, per input, the flit leaving its read register.
+        """
+        sw = self._cfg.switch
+        n, np_ = sw.ports, sw.priorities
+        m.submodules.ecn = marker = EcnMarker(self._cfg)
+        leaving = []
+        for k in range(n):
+            buf = bufs[k]
+            start = islip.match[k]
+            start_index = islip.match_out[k] * np_ + islip.match_prio[k]
+            cur_index = Signal(range(n * np_), name=f"cur_index{k}")
+            mark = Signal(name=f"mark{k}")            # decision for the packet under way
+            head = Signal(name=f"head_read{k}")       # the read register holds its head
+            with m.If(start):
+                m.d.sync += [cur_index.eq(start_index), mark.eq(marker.mark[k])]
+            m.d.sync += head.eq(start)
+            m.d.comb += [
+                marker.wr[k].eq(buf.wr_valid), marker.wr_index[k].eq(buf.wr_index),
+                marker.rd[k].eq(buf.start | buf.advance),
+                marker.rd_index[k].eq(Mux(start, start_index, cur_index)),
+                marker.start[k].eq(start), marker.start_out[k].eq(islip.match_out[k]),
+                marker.start_index[k].eq(start_index),
+            ]
+            flit = self._layout(buf.rd_payload)
+            capable = (flit.ecn == 1) | (flit.ecn == 2)     # ECT(1) or ECT(0)
+            out = Signal(self._layout, name=f"leaving{k}")
+            m.d.comb += [out.eq(flit), out.ecn.eq(Mux(mark & capable, 3, flit.ecn))]
+            leaving.append(out.as_value())
+            # Count a mark once per packet, when its head is in the read register.
+            counters = Array(self.ecn_marks)
+            with m.If(head & mark & capable):
+                m.d.sync += counters[cur_index].eq(counters[cur_index] + 1)
+        m.d.comb += [self.ecn_decided.eq(marker.decided)]
+        for o in range(n):
+            m.d.comb += self.ecn_backlog[o].eq(marker.backlog_seen[o])
+        return leaving

@@ -62,6 +62,8 @@ class VOQBuffer(wiring.Component):
             "rd_last": Out(1),
             "rd_payload": Out(self._layout),
             "free_flits": Out(range(sw.buffer_flits + 1)),
+            "wr_valid": Out(1),      # a flit is written this cycle ...
+            "wr_index": Out(range(self._requests)),   # ... toward dst * priorities + prio
             "rx_packet": Out(1),     # pulse: a packet was admitted (head flit)
             "drop_packet": Out(1),   # pulse: a packet was dropped (head flit)
         })
@@ -118,7 +120,8 @@ class VOQBuffer(wiring.Component):
         is_last = Mux(is_head, length == 1, left == 1)
         q_wr = Mux(is_head, req_in, wr_req) if nq > 1 else 0
         write = Signal()
-        m.d.comb += write.eq(accept & keep)
+        m.d.comb += [write.eq(accept & keep), self.wr_valid.eq(write),
+                     self.wr_index.eq(Mux(is_head, req_in, wr_req))]
 
         with m.If(accept):
             with m.If(is_head):

@@ -5,7 +5,7 @@ import numpy as np
 from .records import Records
 from .traffic import Trace
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "ecn_summary"]
 
 
 def summarize(trace: Trace, rec: Records, ports: int) -> dict:
@@ -38,4 +38,30 @@ def summarize(trace: Trace, rec: Records, ports: int) -> dict:
         "cycles": int(rec.cycles),
         "stalled": bool(rec.stalled),
         "counters": rec.counters,
+        **({"ecn": ecn_summary(trace, rec)} if (rec.ecn_backlog >= 0).any() else {}),
+    }
+
+
+def ecn_summary(trace: Trace, rec: Records, bins: int = 16) -> dict:
+    """The ``ecn`` section: marks, marked fraction, and the marking curve.
+
+    Over the ECN-capable packets that were scheduled (so had a decision):
+    the histogram of the backlog their decision saw, and the fraction marked
+    in each backlog bin, which traces the configured RED profile.
+    """
+    capable = np.isin(trace.ecn, (1, 2)) & (rec.ecn_backlog >= 0)
+    marked = capable & (rec.ecn_out == 3)
+    q = rec.ecn_backlog[capable]
+    top = int(q.max()) + 1 if len(q) else 1
+    edges = np.unique(np.linspace(0, top, bins + 1).astype(np.int64))
+    hist, _ = np.histogram(q, bins=edges)
+    hit, _ = np.histogram(rec.ecn_backlog[marked], bins=edges)
+    return {
+        "marks": int(marked.sum()),
+        "ect_packets": int(capable.sum()),
+        "marked_fraction": float(marked.sum() / capable.sum()) if capable.any() else 0.0,
+        "backlog_bins": edges.tolist(),
+        "backlog_histogram": hist.tolist(),
+        "marked_fraction_per_bin": [float(h / c) if c else None for h, c in zip(hit, hist)],
+        "marks_per_queue": rec.counters.get("ecn_marks"),
     }

@@ -23,6 +23,10 @@ class Records:
     dropped : bool array, dropped whole at ingress.
     payload_ok : bool array, every flit's data arrived intact (the model
         sets it for every delivered packet).
+    ecn_out : int8 array, the ECN codepoint the packet left with (CE when
+        marked); the codepoint it was sent with if never delivered.
+    ecn_backlog : int64 array, the backlog the ECN decision saw when the
+        packet was scheduled (-1: no decision, ECN disabled).
     cycles : cycles simulated.
     stalled : the run stopped because nothing moved for the stall limit.
     counters : per-port hardware counters at the end, ``rx_packets``,
@@ -34,6 +38,8 @@ class Records:
     tail: np.ndarray
     dropped: np.ndarray
     payload_ok: np.ndarray
+    ecn_out: np.ndarray
+    ecn_backlog: np.ndarray
     cycles: int = 0
     stalled: bool = False
     counters: dict = field(default_factory=dict)
@@ -45,12 +51,15 @@ class Records:
                    head=np.full(packets, NOT_DELIVERED, np.int64),
                    tail=np.full(packets, NOT_DELIVERED, np.int64),
                    dropped=np.zeros(packets, bool),
-                   payload_ok=np.zeros(packets, bool))
+                   payload_ok=np.zeros(packets, bool),
+                   ecn_out=np.zeros(packets, np.int8),
+                   ecn_backlog=np.full(packets, -1, np.int64))
 
     def save(self, path: str | Path) -> None:
         """Write an ``.npz`` file."""
         np.savez(path, out_port=self.out_port, head=self.head, tail=self.tail,
                  dropped=self.dropped, payload_ok=self.payload_ok,
+                 ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog,
                  cycles=self.cycles, stalled=self.stalled,
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
@@ -61,4 +70,5 @@ class Records:
             counters = {k[len("counter_"):]: z[k].tolist() for k in z.files if k.startswith("counter_")}
             return cls(out_port=z["out_port"], head=z["head"], tail=z["tail"],
                        dropped=z["dropped"], payload_ok=z["payload_ok"],
+                       ecn_out=z["ecn_out"], ecn_backlog=z["ecn_backlog"],
                        cycles=int(z["cycles"]), stalled=bool(z["stalled"]), counters=counters)

@@ -11,11 +11,12 @@ from collections import deque
 
 from ..config import FabricConfig
 from .backpressure import PauseSchedule, SinkReady
+from .ecn import EcnMarker
 from .islip import ISLIPModel
 from .records import Records
 from .skid_buffer import SkidBufferModel
 from .source import Sources
-from .traffic import Trace
+from .traffic import CE, ECT0, ECT1, Trace
 
 __all__ = ["SwitchModel", "EGRESS_DEPTH", "DEFAULT_STALL_LIMIT"]
 
@@ -51,6 +52,10 @@ class SwitchModel:
         req_of = (trace.dst.astype(int) * np_ + trace.prio.astype(int)).tolist()
         rec = Records.empty(len(trace))
         head_cycle, tail_cycle, out_port, dropped = [-1] * len(trace), [-1] * len(trace), [-1] * len(trace), [False] * len(trace)
+        ecn = EcnMarker(self._cfg.ecn, n, np_) if self._cfg.ecn.enabled else None
+        ecn_in = trace.ecn.tolist()
+        ecn_out = list(ecn_in)
+        ecn_backlog = [-1] * len(trace)
 
         sources = Sources(trace, n)
         skids = [SkidBufferModel() for _ in range(n)]
@@ -128,6 +133,18 @@ class SwitchModel:
                             row[o] = p
                             any_request = True
             matches = sched.match(level) if any_request else [None] * n
+            if ecn is not None:
+                # Decide from the backlog at the start of the cycle, before
+                # this cycle's writes and reads change it.
+                for i in range(n):
+                    if matches[i] is not None:
+                        o, p = matches[i]
+                        q = o * np_ + p
+                        pkt = (queues[i][q] if islip_mode else queues[i][0])[0]
+                        mark, ecn_backlog[pkt] = ecn.decide(o, q)
+                        if mark and ecn_in[pkt] in (ECT0, ECT1):
+                            ecn_out[pkt] = CE
+                            ecn.marks[q] += 1
 
             # Egress handshakes, then the flits arriving from the read registers.
             progress = False
@@ -178,6 +195,8 @@ class SwitchModel:
                         left[i] -= 1
                     if popped and keep:
                         stored[i] += 1
+                        if ecn is not None:
+                            ecn.backlog[req_of[pkt]] += 1
                         if last:
                             queues[i][req_of[pkt] if islip_mode else 0].append(pkt)
                             waiting[i] += 1
@@ -212,6 +231,8 @@ class SwitchModel:
                     rd_out[i] = cur_out[i]
                     active[i] = active[i] and not finishing[i]
                     read = False
+                if read and ecn is not None:
+                    ecn.backlog[req_of[rd_pkt[i]]] -= 1
                 free[i] += read - reserve[i]
                 stored[i] -= read
 
@@ -227,4 +248,8 @@ class SwitchModel:
         rec.cycles = cycle
         rec.stalled = stalled
         rec.counters = {"rx_packets": rx, "tx_packets": tx, "drops": drops}
+        rec.ecn_out[:] = ecn_out
+        rec.ecn_backlog[:] = ecn_backlog
+        if ecn is not None:
+            rec.counters["ecn_marks"] = ecn.marks
         return rec

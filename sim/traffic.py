@@ -94,7 +94,7 @@ PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "
                              "incast", "all-to-all", "ring-allreduce", "bursty")
 
 # Written into every saved trace so that loading a foreign .npz fails clearly.
-_FORMAT = "superfabric.traffic/1"
+_FORMAT = "superfabric.traffic/2"
 
 # Cycles per block of the Bernoulli draw: bounds the temporary matrix to
 # 64 Ki x 32 ports x 8 bytes = 16 MiB however long the run is.
@@ -208,7 +208,10 @@ def parse_lengths(spec: str, max_packet_flits: int) -> PacketLengths:
 # -- the trace ----------------------------------------------------------------
 
 _COLUMNS = {"gen": np.int64, "src": np.int16, "dst": np.int16,
-            "prio": np.int8, "length": np.int16, "tag": np.int64}
+            "prio": np.int8, "length": np.int16, "tag": np.int64, "ecn": np.int8}
+
+#: ECN codepoints (RFC 3168): Not-ECT, ECT(1), ECT(0), CE.
+NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 _META = {"pattern": str, "load": float, "seed": int, "cycles": int, "packet_lengths": str}
 
 
@@ -245,6 +248,9 @@ class Trace:
         Length of the generation window, in cycles.
     packet_lengths : str
         The packet length specification as given.
+    ecn : numpy.ndarray of int8
+        ECN codepoint each packet is sent with: ``ECT0`` for ECN-capable
+        packets, ``NOT_ECT`` otherwise. All ``NOT_ECT`` when not given.
     """
 
     gen: np.ndarray
@@ -258,9 +264,12 @@ class Trace:
     seed: int
     cycles: int
     packet_lengths: str
+    ecn: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.gen)
+        if self.ecn is None:
+            object.__setattr__(self, "ecn", np.zeros(n, np.int8))
         for name, dtype in _COLUMNS.items():
             column = getattr(self, name)
             if not isinstance(column, np.ndarray) or column.dtype != dtype or column.shape != (n,):
@@ -522,7 +531,7 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int,
 
 def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed: int,
              packet_lengths: str = "fixed:1",
-             priority_weights: list[float] | None = None) -> Trace:
+             priority_weights: list[float] | None = None, ect_fraction: float = 0.0) -> Trace:
     """Generate the packets of one run.
 
     Parameters
@@ -572,8 +581,12 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
 
     # One stream per purpose, so a pattern that draws destinations does not
     # shift the injection times another pattern sees with the same seed.
-    inject, route, classes, sizes = (np.random.default_rng(s)
-                                     for s in np.random.SeedSequence(seed).spawn(4))
+    if isinstance(ect_fraction, bool) or not isinstance(ect_fraction, numbers.Real) \
+            or not 0.0 <= ect_fraction <= 1.0:
+        raise TrafficError(f"traffic.ect_fraction = {ect_fraction!r}: must be in 0..1 "
+                           f"(share of ECN-capable packets)")
+    inject, route, classes, sizes, capable = (np.random.default_rng(s)
+                                              for s in np.random.SeedSequence(seed).spawn(5))
     rate = load / lengths.mean
     if name == "bursty":
         gen, src, dst = _bursty_arrivals(inject, route, ports, load, lengths.mean,
@@ -596,9 +609,10 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
         prio = np.full(n, sw.priorities - 1, dtype=np.int8)
     else:
         prio = _draw_categorical(classes, weights, n).astype(np.int8)
+    ecn = np.where(capable.random(n) < ect_fraction, ECT0, NOT_ECT).astype(np.int8)
     return Trace(gen=gen, src=src, dst=dst, prio=prio, length=lengths.draw(sizes, n),
                  tag=np.arange(n, dtype=np.int64), pattern=pattern, load=load, seed=seed,
-                 cycles=cycles, packet_lengths=packet_lengths)
+                 cycles=cycles, packet_lengths=packet_lengths, ecn=ecn)
 
 
 def _check_integer(where: str, value: object, lo: int, doc: str) -> None:

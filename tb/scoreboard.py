@@ -3,8 +3,9 @@
 Checks, for every packet of the trace: delivered exactly once (or dropped),
 at its destination port, with every flit intact; order kept per (input,
 output, priority); dropped only where the model drops; head and tail
-departure cycles equal to the model's; and the hardware counters equal to
-the model's. The first mismatch in time is named with its tag and cycles.
+departure cycles equal to the model's; the ECN codepoint each packet left
+with and the backlog its marking decision saw equal to the model's; and the
+hardware counters equal to the model's. The first mismatch in time is named with its tag and cycles.
 """
 
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ class Comparison:
                 "first_mismatch": self.first_mismatch, "problems": self.problems[:20]}
 
 
-_FIELDS = ("dropped", "out_port", "head", "tail")
+_FIELDS = ("dropped", "out_port", "head", "tail", "ecn_out", "ecn_backlog")
 
 
 def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20) -> Comparison:
@@ -76,7 +77,7 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
         problems.append(f"{int(corrupt.sum())} packet(s) with corrupted flits, "
                         f"first tag {int(trace.tag[corrupt][0])}")
     problems += _order_problems(trace, rtl)
-    for name in ("rx_packets", "tx_packets", "drops"):
+    for name in sorted(set(model.counters) | set(rtl.counters)):
         if rtl.counters.get(name) != model.counters.get(name):
             problems.append(f"counter {name}: RTL {rtl.counters.get(name)} vs model "
                             f"{model.counters.get(name)}")

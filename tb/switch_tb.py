@@ -14,6 +14,7 @@ value changes, reads payloads only of valid outputs, and skips idle
 stretches of the trace with a single timer.
 """
 
+from collections import deque
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +70,7 @@ class SwitchTB:
 
     def _header(self, trace, pkt):
         return self.codec.pack(dst=int(trace.dst[pkt]), src=int(trace.src[pkt]),
-                               prio=int(trace.prio[pkt]), ecn=0,
+                               prio=int(trace.prio[pkt]), ecn=int(trace.ecn[pkt]),
                                length=int(trace.length[pkt]),
                                tag=int(trace.tag[pkt]) & self.tag_mask)
 
@@ -100,6 +101,17 @@ class SwitchTB:
         drop_counters = ([getattr(dut, f"drops__{k}") for k in range(n)]
                          if self.cfg.switch.ingress_full == "drop" else [])
         tag_field = codec.field_spec("tag")
+        # The switch may rewrite ECN (ECT to CE): the payload check leaves the
+        # field out and records it per packet; the scoreboard compares it.
+        ecn_offset, ecn_mask = codec.field_spec("ecn")
+        keep = ~(ecn_mask << ecn_offset)
+        ecn_out = rec.ecn_out
+        ecn_out[:] = trace.ecn        # until delivered: what it was sent with
+        ecn_backlog = rec.ecn_backlog
+        ecn_on = self.cfg.ecn.enabled
+        decided = dut.ecn_decided if ecn_on else None
+        seen = [getattr(dut, f"ecn_backlog__{k}") for k in range(n)] if ecn_on else []
+        decisions = [deque() for _ in range(n)]
         first_bit = 1 << codec.field_spec("first")[0]
         last_bit = 1 << codec.field_spec("last")[0]
         cycle = 0
@@ -163,6 +175,12 @@ class SwitchTB:
 
             await ReadOnly()
             progress = False
+            if ecn_on:
+                bits = int(decided.value)
+                if bits:
+                    for k in range(n):
+                        if (bits >> k) & 1:
+                            decisions[k].append(int(seen[k].value))
             for k in range(n):
                 pkt = offered[k]
                 if pkt >= 0 and self.in_ready[k].value:
@@ -186,6 +204,9 @@ class SwitchTB:
                                              f"repeated tag {tag}")
                     head[pkt] = cycle
                     out_port[pkt] = k
+                    ecn_out[pkt] = (value >> ecn_offset) & ecn_mask
+                    if ecn_on:
+                        ecn_backlog[pkt] = decisions[k].popleft() if decisions[k] else -2
                 else:
                     pkt, flit = cur
                 expected = headers.get(pkt)
@@ -196,7 +217,8 @@ class SwitchTB:
                     expected |= first_bit
                 if flit == length[pkt] - 1:
                     expected |= last_bit
-                if value != expected or dst[pkt] != k:
+                if ((value ^ expected) & keep or dst[pkt] != k
+                        or (value >> ecn_offset) & ecn_mask != ecn_out[pkt]):
                     payload_ok[pkt] = False
                 if flit == length[pkt] - 1:
                     tail[pkt] = cycle
@@ -234,6 +256,9 @@ class SwitchTB:
             "tx_packets": [int(getattr(dut, f"tx_packets__{k}").value) for k in range(n)],
             "drops": [int(getattr(dut, f"drops__{k}").value) for k in range(n)],
         }
+        if ecn_on:
+            rec.counters["ecn_marks"] = [int(getattr(dut, f"ecn_marks__{q}").value)
+                                         for q in range(n * self.cfg.switch.priorities)]
         return rec
 
 

@@ -35,7 +35,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                     packet_lengths=packet_lengths)
+                     packet_lengths=packet_lengths, ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.switch.ports, sink_stall, seed)
     pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, pause_rate, seed)
 
@@ -102,10 +102,12 @@ def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None)
     cols = {"tag": trace.tag, "gen": trace.gen, "src": trace.src, "dst": trace.dst,
             "prio": trace.prio, "length": trace.length,
             "model_out": model.out_port, "model_head": model.head, "model_tail": model.tail,
-            "model_dropped": model.dropped}
+            "model_dropped": model.dropped, "ecn": trace.ecn,
+            "model_ecn_out": model.ecn_out, "model_ecn_backlog": model.ecn_backlog}
     if rtl is not None:
         cols.update(rtl_out=rtl.out_port, rtl_head=rtl.head, rtl_tail=rtl.tail,
-                    rtl_dropped=rtl.dropped, rtl_payload_ok=rtl.payload_ok)
+                    rtl_dropped=rtl.dropped, rtl_payload_ok=rtl.payload_ok,
+                    rtl_ecn_out=rtl.ecn_out, rtl_ecn_backlog=rtl.ecn_backlog)
     np.savez_compressed(path, **cols)
 
 

@@ -16,6 +16,7 @@ GENERATED = [
     ("tiny", ["switch.scheduler=fifo", "switch.ingress_full=drop"]),
     ("tiny", ["switch.ports=5", "switch.priorities=1", "switch.islip_iterations=1",
               "switch.buffer_flits=100", "switch.data_width=8", "switch.tag_width=12"]),
+    ("default", ["ecn.enabled=true"]),
 ]
 
 
@@ -25,7 +26,7 @@ def superfabric(*args):
                           capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit"])
+@pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
 def test_generate_lint_clean(preset, overrides, tmp_path):
     require_simulator("verilator")
     require_simulator("icarus")

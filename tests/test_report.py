@@ -153,6 +153,21 @@ def test_report_of_one_run(tmp_path):
     assert row["throughput RTL"] == row["throughput Δ"] == row["match"] == "-"
     assert row["delivered/dropped"] == f"{res['packets']['delivered']}/{res['packets']['dropped']}"
     assert "Model runs only" in section(md, "Attention")
+    # Without ECN there is no marking curve.
+    assert not (out / "ecn_marking.png").exists()
+
+
+def test_ecn_run_has_a_marking_curve(tmp_path):
+    run = tmp_path / "run"
+    cfg = FabricConfig.load(preset="tiny", overrides=["ecn.enabled=true", "ecn.kmin=4",
+                                                      "ecn.kmax=40"])
+    res = run_point(cfg, traffic="uniform", load=0.8, cycles=2000, seed=3, sim="model",
+                    out_dir=run, packet_lengths="fixed:4")
+    assert res["ecn"]["marks"] > 0
+    html = write_report(run, tmp_path / "report")
+    png = html.parent / "ecn_marking.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "ECN marking curve" in (html.parent / "report.md").read_text()
 
 
 def test_sweep_report_table(sweep_dir, sweep_report):

@@ -596,9 +596,57 @@ def _plot_port_throughput(data: ReportData) -> Plot | None:
                 f"{data.chosen_load:g}, mean over seeds; model hatched.")
 
 
+def _ecn_decisions(point: Point, sim: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Backlog at each ECN-capable packet's decision, and whether it was marked CE."""
+    path = point.dir / "packets.npz"
+    prefix = "model" if sim == "model" else "rtl"
+    if not path.exists():
+        return None
+    with np.load(path) as cols:
+        if f"{prefix}_ecn_backlog" not in cols.files:
+            return None
+        backlog, out, sent = cols[f"{prefix}_ecn_backlog"], cols[f"{prefix}_ecn_out"], cols["ecn"]
+    capable = np.isin(sent, (1, 2)) & (backlog >= 0)
+    return backlog[capable], out[capable] == 3
+
+
+def _plot_ecn(data: ReportData) -> Plot | None:
+    profiles = {json.dumps(m.point.results["config"]["ecn"], sort_keys=True):
+                m.point.results["config"]["ecn"] for m in data.measures if m.figures.get("ecn")}
+    if not profiles:
+        return None
+    kmax_all = max(max(e["kmax"], 1) for e in profiles.values())
+    edges = np.unique(np.linspace(0, 1.5 * kmax_all, 25).astype(np.int64))
+    fig, (ax,) = _figure()
+    for key in data.series():
+        parts = [d for m in data.of(key) if m.figures.get("ecn")
+                 and (d := _ecn_decisions(m.point, m.sim)) is not None]
+        if not parts:
+            continue
+        backlog = np.concatenate([b for b, _ in parts])
+        marked = np.concatenate([k for _, k in parts])
+        decided, _ = np.histogram(backlog, bins=edges)
+        hit, _ = np.histogram(backlog[marked], bins=edges)
+        seen = decided > 0
+        centres = (edges[:-1] + edges[1:] - 1) / 2
+        ax.plot(centres[seen], hit[seen] / decided[seen], **data.style(key))
+    for ecn in profiles.values():
+        kmin, kmax, pmax = ecn["kmin"], ecn["kmax"], ecn["pmax"]
+        ax.plot([0, kmin, kmax, kmax, edges[-1]], [0, 0, pmax, 1, 1], color="0.3", linestyle=":",
+                linewidth=1.4, label=f"configured: kmin={kmin}, kmax={kmax}, pmax={pmax:g}")
+    ax.set(xlabel="backlog toward the (output, priority) at the decision (flits)",
+           ylabel="fraction of ECN-capable packets marked CE", ylim=(-0.03, 1.05),
+           xlim=(0, edges[-1]), title="ECN marking curve")
+    _legend(fig, ax)
+    return Plot("ecn_marking.png", "ECN marking curve", fig,
+                "Fraction of ECN-capable packets marked CE against the backlog their marking "
+                "decision saw, all runs of a series pooled (packets.npz), in bins up to 1.5 "
+                "kmax; model dashed, RTL solid; the dotted line is the configured RED profile.")
+
+
 #: The report's figures, in order. Each returns None when its data is absent.
 PLOTS: tuple[Callable[[ReportData], Plot | None], ...] = (
-    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput)
+    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput, _plot_ecn)
 
 
 # --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "FabricConfig", "PRESETS"]
+__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "FabricConfig", "PRESETS"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -78,6 +78,7 @@ class FabricConfig:
 
     switch: SwitchConfig
     ecn: EcnConfig
+    pfc: PfcConfig
 
     # -- construction -----------------------------------------------------
 
@@ -99,6 +100,7 @@ class FabricConfig:
             if name not in data:
                 raise ConfigError(f"{name}: section missing")
             built[name] = _build_section(name, _SECTIONS[name], data[name])
+        _check_across(built["switch"], built["pfc"])
         return cls(**built)
 
     @classmethod
@@ -118,7 +120,9 @@ class FabricConfig:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The configuration as nested plain dicts, JSON and TOML friendly."""
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["pfc"]["priorities"] = list(self.pfc.priorities)
+        return data
 
     def to_json(self) -> str:
         """A canonical JSON text (sorted keys), equal for equal configurations."""
@@ -186,7 +190,69 @@ class EcnConfig:
         return int(self.pmax * (1 << 32)) // (self.kmax - self.kmin)
 
 
-_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig}
+def _classes(doc: str):
+    return field(metadata={"classes": True, "doc": doc})
+
+
+@dataclass(frozen=True)
+class PfcConfig:
+    """The ``[pfc]`` section: IEEE 802.1Qbb priority flow control.
+
+    Each ingress port counts, per lossless class, the flits it stores. When
+    that occupancy reaches ``xoff`` the port sends a pause frame upstream for
+    the class (``pause_quanta`` quanta of 512 bit times), refreshes it every
+    half pause while the occupancy stays at or above ``xon``, and sends a
+    zero-quanta frame (resume) when it falls below ``xon``. ``headroom``
+    absorbs what is in flight meanwhile. Pause frames received at an egress
+    port stop the scheduler starting packets of the class toward it.
+    """
+
+    enabled: bool = _flag("send and obey priority flow control")
+    priorities: tuple = _classes("lossless traffic classes (list of class numbers)")
+    xoff: int = _ranged(1, 65536, "per-class ingress occupancy in flits that sends a pause")
+    xon: int = _ranged(0, 65536, "occupancy in flits below which the pause is lifted")
+    headroom: int = _ranged(0, 65536, "flits reserved above xoff for what is in flight")
+    pause_quanta: int = _ranged(1, 65535, "pause time sent, in quanta of 512 bit times")
+
+    @staticmethod
+    def quanta_to_cycles(quanta: int, data_width: int) -> int:
+        """Cycles of a pause of ``quanta`` quanta (512 bit times each) on a link
+        carrying ``data_width`` bits per cycle, rounded up."""
+        return -(-quanta * 512 // data_width)
+
+    def refresh_cycles(self, data_width: int) -> int:
+        """Cycles between pause refreshes: half the pause time, so it never lapses."""
+        return max(1, self.quanta_to_cycles(self.pause_quanta, data_width) // 2)
+
+    def _check(self) -> None:
+        if self.xon >= self.xoff:
+            raise ConfigError(f"pfc.xon = {self.xon}: must be below pfc.xoff ({self.xoff})")
+
+
+_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig}
+
+
+def _check_across(sw: SwitchConfig, pfc: PfcConfig) -> None:
+    """Rules that tie sections together; PFC's matter only when it runs."""
+    if not pfc.enabled:
+        return
+    for c in pfc.priorities:
+        if c >= sw.priorities:
+            raise ConfigError(f"pfc.priorities = {list(pfc.priorities)}: class {c} does not exist "
+                              f"(switch.priorities = {sw.priorities}, classes 0..{sw.priorities - 1})")
+    if pfc.xoff > sw.buffer_flits - pfc.headroom:
+        raise ConfigError(f"pfc.xoff = {pfc.xoff}: must be at most switch.buffer_flits - "
+                          f"pfc.headroom ({sw.buffer_flits} - {pfc.headroom} = "
+                          f"{sw.buffer_flits - pfc.headroom})")
+    need = len(pfc.priorities) * (pfc.xoff + pfc.headroom)
+    if need > sw.buffer_flits:
+        raise ConfigError(
+            f"pfc.xoff = {pfc.xoff}: {len(pfc.priorities)} lossless classes x (xoff + "
+            f"headroom {pfc.headroom}) = {need} flits must fit switch.buffer_flits "
+            f"({sw.buffer_flits}), or congested classes could overflow the shared buffer")
+    if sw.data_width & (sw.data_width - 1):
+        raise ConfigError(f"switch.data_width = {sw.data_width}: must be a power of two "
+                          f"with pfc.enabled (pause quanta convert to cycles by a shift)")
 
 
 def _build_section(name: str, cls: type, values: Any):
@@ -221,6 +287,13 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ConfigError(f"{where} = {value!r}: must be a number in 0..1 ({meta['doc']})")
         value = float(value)
+    elif "classes" in meta:
+        if (not isinstance(value, (list, tuple)) or len(set(value)) != len(value)
+                or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c <= 7
+                       for c in value)):
+            raise ConfigError(f"{where} = {value!r}: must be a list of distinct class numbers "
+                              f"0..7 ({meta['doc']})")
+        value = tuple(sorted(value))
     elif "choices" in meta:
         if value not in meta["choices"]:
             allowed = " or ".join(repr(c) for c in meta["choices"])

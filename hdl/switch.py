@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..config import FabricConfig
 from .ecn import EcnMarker
 from .islip import ISLIP
+from .pfc import PFC_REQUEST, PfcEgress, PfcIngress
 from .packet import packet_layout
 from .skid_buffer import SkidBuffer
 from .voq import VOQBuffer
@@ -43,6 +44,9 @@ class Switch(wiring.Component):
         class toward that output (a packet under way completes); driven by
         priority flow control or the testbench.
     rx_packets, tx_packets, drops : per-port packet counters.
+    pfc_tx, pfc_rx : with ``[pfc] enabled``, pause frames sent upstream by
+        each input port and received from downstream at each output port
+        (``pfc_*_valid`` bit per port), and their counters.
     ecn_marks : with ``[ecn] enabled``, packets marked CE per (output,
         priority); ``ecn_decided``/``ecn_backlog`` show each output's marking
         decisions and the backlog they saw (for the testbench's curves).
@@ -60,6 +64,18 @@ class Switch(wiring.Component):
             "tx_packets": Out(COUNTER_WIDTH).array(sw.ports),
             "drops": Out(COUNTER_WIDTH).array(sw.ports),
         }
+        if cfg.pfc.enabled:
+            classes = sw.ports * sw.priorities
+            members.update({
+                "pfc_tx_valid": Out(sw.ports),
+                "pfc_tx": Out(PFC_REQUEST).array(sw.ports),
+                "pfc_rx_valid": In(sw.ports),
+                "pfc_rx": In(PFC_REQUEST).array(sw.ports),
+                "pfc_tx_frames": Out(COUNTER_WIDTH).array(classes),
+                "pfc_rx_frames": Out(COUNTER_WIDTH).array(classes),
+                "pfc_paused_cycles": Out(COUNTER_WIDTH).array(classes),
+                "pfc_peak_occupancy": Out(sw.buffer_flits.bit_length()).array(classes),
+            })
         if cfg.ecn.enabled:
             backlog_bits = (sw.ports * sw.buffer_flits).bit_length()
             members.update({
@@ -108,10 +124,21 @@ class Switch(wiring.Component):
                 out_free[o].eq(~busy & credit[o]),
             ]
 
+        paused = self.pause
+        if self._cfg.pfc.enabled:
+            m.submodules.pfc_egress = pfc_egress = PfcEgress(self._cfg)
+            m.d.comb += pfc_egress.rx_valid.eq(self.pfc_rx_valid)
+            for o in range(n):
+                m.d.comb += pfc_egress.rx[o].eq(self.pfc_rx[o])
+            for q in range(n * np_):
+                m.d.comb += [self.pfc_rx_frames[q].eq(pfc_egress.frames_received[q]),
+                             self.pfc_paused_cycles[q].eq(pfc_egress.paused_cycles[q])]
+            paused = self.pause | pfc_egress.pause
+
         # Requests: complete packets, free input, free output with credit, not paused.
         eligible = Cat(out_free[q // np_] for q in range(n * np_))
         for k in range(n):
-            m.d.comb += islip.req[k].eq(Mux(in_free[k], bufs[k].req & eligible & ~self.pause, 0))
+            m.d.comb += islip.req[k].eq(Mux(in_free[k], bufs[k].req & eligible & ~paused, 0))
 
         for k in range(n):
             buf = bufs[k]
@@ -128,9 +155,33 @@ class Switch(wiring.Component):
             with m.Else():
                 m.d.sync += rd_out[k].eq(cur_out[k])
 
+        # What each input reads this cycle: (output, class) of its flit.
+        read_index, read_prio = [], []
+        for k in range(n):
+            cur_prio = Signal(range(max(np_, 2)), name=f"cur_prio{k}")
+            with m.If(islip.match[k]):
+                m.d.sync += cur_prio.eq(islip.match_prio[k])
+            read_prio.append(Mux(islip.match[k], islip.match_prio[k], cur_prio))
+            read_index.append(Mux(islip.match[k], islip.match_out[k], cur_out[k]) * np_
+                              + read_prio[k])
+        if self._cfg.pfc.enabled:
+            m.submodules.pfc_ingress = pfc_ingress = PfcIngress(
+                self._cfg, refresh=self._cfg.pfc.refresh_cycles(sw.data_width))
+            for k in range(n):
+                m.d.comb += [
+                    pfc_ingress.wr[k].eq(bufs[k].wr_valid), pfc_ingress.wr_prio[k].eq(bufs[k].wr_prio),
+                    pfc_ingress.rd[k].eq(bufs[k].start | bufs[k].advance),
+                    pfc_ingress.rd_prio[k].eq(read_prio[k]),
+                    self.pfc_tx[k].eq(pfc_ingress.tx[k]),
+                ]
+            m.d.comb += self.pfc_tx_valid.eq(pfc_ingress.tx_valid)
+            for q in range(n * np_):
+                m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
+                             self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
+
         leaving = [bufs[k].rd_payload.as_value() for k in range(n)]
         if self._cfg.ecn.enabled:
-            leaving = self._ecn(m, bufs, islip)
+            leaving = self._ecn(m, bufs, islip, read_index)
 
         # Crossbar into the egress queues: at most one input's read register
         # holds a flit for a given output in any cycle.
@@ -157,7 +208,7 @@ class Switch(wiring.Component):
             ]
         return m
 
-    def _ecn(self, m, bufs, islip):
+    def _ecn(self, m, bufs, islip, read_index):
         """ECN marking: decide at each packet start, rewrite ECT to CE on the way out.
 
         Returns, per input, the flit leaving its read register.
@@ -175,11 +226,13 @@ class Switch(wiring.Component):
             head = Signal(name=f"head_read{k}")       # the read register holds its head
             with m.If(start):
                 m.d.sync += [cur_index.eq(start_index), mark.eq(marker.mark[k])]
+            # cur_index is the (output, class) of the packet whose head is
+            # now in the read register, for its mark counter.
             m.d.sync += head.eq(start)
             m.d.comb += [
                 marker.wr[k].eq(buf.wr_valid), marker.wr_index[k].eq(buf.wr_index),
                 marker.rd[k].eq(buf.start | buf.advance),
-                marker.rd_index[k].eq(Mux(start, start_index, cur_index)),
+                marker.rd_index[k].eq(read_index[k]),
                 marker.start[k].eq(start), marker.start_out[k].eq(islip.match_out[k]),
                 marker.start_index[k].eq(start_index),
             ]

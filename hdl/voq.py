@@ -64,6 +64,7 @@ class VOQBuffer(wiring.Component):
             "free_flits": Out(range(sw.buffer_flits + 1)),
             "wr_valid": Out(1),      # a flit is written this cycle ...
             "wr_index": Out(range(self._requests)),   # ... toward dst * priorities + prio
+            "wr_prio": Out(range(max(sw.priorities, 2))),   # ... of this class
             "rx_packet": Out(1),     # pulse: a packet was admitted (head flit)
             "drop_packet": Out(1),   # pulse: a packet was dropped (head flit)
         })
@@ -105,6 +106,7 @@ class VOQBuffer(wiring.Component):
         dropping = Signal()           # ... and it is being discarded
         left = Signal(range(1 << self._layout["length"].shape.width))
         wr_req = Signal(range(self._requests))   # dst * priorities + prio
+        wr_prio = Signal(range(max(sw.priorities, 2)))
 
         p = self._layout(self.i.payload)
         length = Mux(p.length == 0, 1, p.length)
@@ -121,12 +123,13 @@ class VOQBuffer(wiring.Component):
         q_wr = Mux(is_head, req_in, wr_req) if nq > 1 else 0
         write = Signal()
         m.d.comb += [write.eq(accept & keep), self.wr_valid.eq(write),
-                     self.wr_index.eq(Mux(is_head, req_in, wr_req))]
+                     self.wr_index.eq(Mux(is_head, req_in, wr_req)),
+                     self.wr_prio.eq(Mux(is_head, p.prio, wr_prio))]
 
         with m.If(accept):
             with m.If(is_head):
                 m.d.sync += [left.eq(length - 1), in_packet.eq(length != 1),
-                             dropping.eq(~fits), wr_req.eq(req_in)]
+                             dropping.eq(~fits), wr_req.eq(req_in), wr_prio.eq(p.prio)]
             with m.Else():
                 m.d.sync += [left.eq(left - 1), in_packet.eq(left != 1)]
         m.d.comb += [

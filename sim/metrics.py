@@ -5,7 +5,7 @@ import numpy as np
 from .records import Records
 from .traffic import Trace
 
-__all__ = ["summarize", "ecn_summary"]
+__all__ = ["summarize", "ecn_summary", "pfc_summary"]
 
 
 def summarize(trace: Trace, rec: Records, ports: int) -> dict:
@@ -39,6 +39,31 @@ def summarize(trace: Trace, rec: Records, ports: int) -> dict:
         "stalled": bool(rec.stalled),
         "counters": rec.counters,
         **({"ecn": ecn_summary(trace, rec)} if (rec.ecn_backlog >= 0).any() else {}),
+        **({"pfc": pfc_summary(rec, ports)} if "pfc_tx_frames" in rec.counters else {}),
+    }
+
+
+def pfc_summary(rec: Records, ports: int) -> dict:
+    """The ``pfc`` section: pause frames, paused cycles and peak occupancy per port and class.
+
+    Per-port lists are ``[port][class]``: frames sent upstream by each input
+    port, received from downstream at each output port, cycles each output
+    was paused, and the peak flits each input stored per class.
+    """
+    def per_port(values):
+        per = len(values) // ports
+        return [values[k * per:(k + 1) * per] for k in range(ports)]
+
+    c = rec.counters
+    return {
+        "frames_sent": int(len(rec.pfc_frames)),
+        "pause_frames_sent": int((rec.pfc_frames[:, 3:] > 0).any(axis=1).sum())
+        if len(rec.pfc_frames) else 0,
+        "sent_per_port_class": per_port(c["pfc_tx_frames"]),
+        "received_per_port_class": per_port(c["pfc_rx_frames"]),
+        "paused_cycles_per_port_class": per_port(c["pfc_paused_cycles"]),
+        "peak_occupancy_per_port_class": per_port(c["pfc_peak_occupancy"]),
+        "peak_occupancy": int(max(c["pfc_peak_occupancy"], default=0)),
     }
 
 

@@ -27,6 +27,8 @@ class Records:
         marked); the codepoint it was sent with if never delivered.
     ecn_backlog : int64 array, the backlog the ECN decision saw when the
         packet was scheduled (-1: no decision, ECN disabled).
+    pfc_frames : int64 array of rows (cycle, input port, class-enable
+        vector, eight pause times): the pause frames the switch sent.
     cycles : cycles simulated.
     stalled : the run stopped because nothing moved for the stall limit.
     counters : per-port hardware counters at the end, ``rx_packets``,
@@ -40,6 +42,7 @@ class Records:
     payload_ok: np.ndarray
     ecn_out: np.ndarray
     ecn_backlog: np.ndarray
+    pfc_frames: np.ndarray = field(default_factory=lambda: np.zeros((0, 11), np.int64))
     cycles: int = 0
     stalled: bool = False
     counters: dict = field(default_factory=dict)
@@ -59,7 +62,7 @@ class Records:
         """Write an ``.npz`` file."""
         np.savez(path, out_port=self.out_port, head=self.head, tail=self.tail,
                  dropped=self.dropped, payload_ok=self.payload_ok,
-                 ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog,
+                 ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog, pfc_frames=self.pfc_frames,
                  cycles=self.cycles, stalled=self.stalled,
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
@@ -71,4 +74,5 @@ class Records:
             return cls(out_port=z["out_port"], head=z["head"], tail=z["tail"],
                        dropped=z["dropped"], payload_ok=z["payload_ok"],
                        ecn_out=z["ecn_out"], ecn_backlog=z["ecn_backlog"],
+                       pfc_frames=z["pfc_frames"],
                        cycles=int(z["cycles"]), stalled=bool(z["stalled"]), counters=counters)

@@ -9,9 +9,12 @@ same rules, and the scoreboard holds one against the other.
 
 from collections import deque
 
-from ..config import FabricConfig
+import numpy as np
+
+from ..config import FabricConfig, PfcConfig
 from .backpressure import PauseSchedule, SinkReady
 from .ecn import EcnMarker
+from .pfc import FRAME_COLUMNS, PfcEgress, PfcIngress, SinkPause
 from .islip import ISLIPModel
 from .records import Records
 from .skid_buffer import SkidBufferModel
@@ -34,10 +37,12 @@ class SwitchModel:
         self._cfg = cfg
 
     def run(self, trace: Trace, *, sink: SinkReady | None = None,
-            pause: PauseSchedule | None = None,
+            pause: PauseSchedule | None = None, sink_pause: SinkPause | None = None,
             stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
         """Simulate until every packet of ``trace`` is delivered or dropped.
 
+        ``pause`` drives the pause mask directly; with ``[pfc] enabled``,
+        ``sink_pause`` makes the egress sinks send pause frames instead.
         Returns the per-packet :class:`~.records.Records`. A run in which
         nothing moves for ``stall_limit`` cycles while packets are
         outstanding stops with ``stalled`` set.
@@ -53,11 +58,17 @@ class SwitchModel:
         rec = Records.empty(len(trace))
         head_cycle, tail_cycle, out_port, dropped = [-1] * len(trace), [-1] * len(trace), [-1] * len(trace), [False] * len(trace)
         ecn = EcnMarker(self._cfg.ecn, n, np_) if self._cfg.ecn.enabled else None
+        pfc_on = self._cfg.pfc.enabled
+        pfc_in = PfcIngress(self._cfg) if pfc_on else None
+        pfc_out = PfcEgress(self._cfg) if pfc_on else None
+        sink_pause = sink_pause or (SinkPause(self._cfg, 0.0, 0) if pfc_on else None)
+        prio_of = trace.prio.tolist()
+        frames = []
         ecn_in = trace.ecn.tolist()
         ecn_out = list(ecn_in)
         ecn_backlog = [-1] * len(trace)
 
-        sources = Sources(trace, n)
+        sources = Sources(trace, n, self._cfg.switch.priorities)
         skids = [SkidBufferModel() for _ in range(n)]
         sched = ISLIPModel(n, np_, sw.islip_iterations)
         # Input buffer state.
@@ -91,8 +102,11 @@ class SwitchModel:
             # next generation cycle (the pointers cannot move meanwhile).
             if not (any(rd_valid) or any(active) or any(len(skid) for skid in skids)
                     or any(waiting) or any(stored) or any(in_packet) or any(egress)
-                    or sources.busy()):
+                    or sources.busy() or (pfc_on and pfc_in.busy())):
                 nxt = sources.next_generation()
+                if nxt is not None and pfc_on and sink_pause.next_frame(cycle) is not None:
+                    # Sinks' frames set egress state: do not jump over them.
+                    nxt = min(nxt, sink_pause.next_frame(cycle))
                 if nxt is not None and nxt > cycle:
                     last_progress += nxt - cycle
                     cycle = nxt
@@ -114,6 +128,11 @@ class SwitchModel:
 
             # Requests: the highest class per (input, output) not paused.
             paused = pause.mask(cycle)
+            if pfc_on:
+                sent = pfc_in.step()
+                for port, enable, times in sent:
+                    frames.append((cycle, port, enable, *times))
+                paused |= pfc_out.mask(cycle)
             level = [[-1] * n for _ in range(n)]
             any_request = False
             for i in range(n):
@@ -195,6 +214,8 @@ class SwitchModel:
                         left[i] -= 1
                     if popped and keep:
                         stored[i] += 1
+                        if pfc_on:
+                            pfc_in.occupancy[i][prio_of[pkt]] += 1
                         if ecn is not None:
                             ecn.backlog[req_of[pkt]] += 1
                         if last:
@@ -233,9 +254,20 @@ class SwitchModel:
                     read = False
                 if read and ecn is not None:
                     ecn.backlog[req_of[rd_pkt[i]]] -= 1
+                if read and pfc_on:
+                    pfc_in.occupancy[i][prio_of[rd_pkt[i]]] -= 1
                 free[i] += read - reserve[i]
                 stored[i] -= read
 
+            if pfc_on:
+                # Frames take effect from the next cycle: at the sources
+                # (upstream) for those the switch sent, at egress for the sinks'.
+                for port, enable, times in sent:
+                    for p in range(np_):
+                        if enable >> p & 1:
+                            sources.pause(port, p, cycle + 1, PfcConfig.quanta_to_cycles(times[p], sw.data_width))
+                for port, enable, times in sink_pause.frames(cycle):
+                    pfc_out.receive(cycle, port, enable, times)
             if progress:
                 last_progress = cycle + 1
             cycle += 1
@@ -252,4 +284,10 @@ class SwitchModel:
         rec.ecn_backlog[:] = ecn_backlog
         if ecn is not None:
             rec.counters["ecn_marks"] = ecn.marks
+        if pfc_on:
+            rec.pfc_frames = np.array(frames, np.int64).reshape(-1, FRAME_COLUMNS)
+            rec.counters.update(pfc_tx_frames=pfc_in.frames_sent,
+                                pfc_rx_frames=pfc_out.frames_received,
+                                pfc_paused_cycles=pfc_out.paused_cycles(cycle),
+                                pfc_peak_occupancy=pfc_in.peak)
         return rec

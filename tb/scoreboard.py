@@ -3,7 +3,8 @@
 Checks, for every packet of the trace: delivered exactly once (or dropped),
 at its destination port, with every flit intact; order kept per (input,
 output, priority); dropped only where the model drops; head and tail
-departure cycles equal to the model's; the ECN codepoint each packet left
+departure cycles equal to the model's; the pause frames sent (cycle,
+port, classes, times) equal to the model's; the ECN codepoint each packet left
 with and the backlog its marking decision saw equal to the model's; and the
 hardware counters equal to the model's. The first mismatch in time is named with its tag and cycles.
 """
@@ -77,6 +78,7 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
         problems.append(f"{int(corrupt.sum())} packet(s) with corrupted flits, "
                         f"first tag {int(trace.tag[corrupt][0])}")
     problems += _order_problems(trace, rtl)
+    problems += _frame_problems(rtl, model)
     for name in sorted(set(model.counters) | set(rtl.counters)):
         if rtl.counters.get(name) != model.counters.get(name):
             problems.append(f"counter {name}: RTL {rtl.counters.get(name)} vs model "
@@ -137,3 +139,17 @@ def _order_problems(trace: Trace, rtl: Records) -> list[str]:
         return [f"order broken in flow of tag {int(trace.tag[idx[order[k + 1]]])}: "
                 f"left at {int(h[k + 1])}, after its predecessor at {int(h[k])}"]
     return []
+
+
+def _frame_problems(rtl: Records, model: Records) -> list[str]:
+    """Pause frames must be the same frames, from the same ports, in the same cycles."""
+    a, b = rtl.pfc_frames, model.pfc_frames
+    if a.shape == b.shape and (a == b).all():
+        return []
+    rows = min(len(a), len(b))
+    differ = np.flatnonzero((a[:rows] != b[:rows]).any(axis=1)) if rows else np.array([], int)
+    k = int(differ[0]) if len(differ) else rows
+    show = lambda f, i: (f"cycle {f[i][0]} port {f[i][1]} classes {f[i][2]:#04x} "   # noqa: E731
+                         f"times {list(f[i][3:])}" if i < len(f) else "none")
+    return [f"pause frames differ ({len(a)} in RTL, {len(b)} in the model); frame {k}: "
+            f"RTL {show(a, k)} vs model {show(b, k)}"]

@@ -24,7 +24,10 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from ..hdl.packet import FlitCodec, packet_layout
+from ..config import PfcConfig
+from ..hdl.pfc import PFC_REQUEST
 from ..sim.backpressure import PauseSchedule, SinkReady
+from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
 from ..sim.source import Sources
 from ..sim.switch import DEFAULT_STALL_LIMIT
@@ -34,6 +37,15 @@ from .payload import flit_data
 from .scoreboard import compare
 
 __all__ = ["SwitchTB"]
+
+
+def _times(times):
+    """Eight pause times as the side channel's array field (list of 8 ints -> int)."""
+    return sum(t << (16 * j) for j, t in enumerate(times))
+
+
+def _untimes(bits):
+    return [(bits >> (16 * j)) & 0xFFFF for j in range(8)]
 
 
 class SwitchTB:
@@ -75,6 +87,7 @@ class SwitchTB:
                                tag=int(trace.tag[pkt]) & self.tag_mask)
 
     async def run(self, trace: Trace, sink: SinkReady, pause: PauseSchedule,
+                  sink_pause: SinkPause | None = None,
                   stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
         """Drive ``trace`` from cycle 0 (the first after reset) until every packet is resolved."""
         n = self.ports
@@ -88,7 +101,7 @@ class SwitchTB:
         rec = Records.empty(len(trace))
         head, tail, out_port = rec.head, rec.tail, rec.out_port
         payload_ok = [True] * len(trace)
-        sources = Sources(trace, n)
+        sources = Sources(trace, n, self.cfg.switch.priorities)
         headers = {}
         driven = [None] * n           # payload currently on each input, None when valid is low
         ready_driven = -1
@@ -112,6 +125,17 @@ class SwitchTB:
         decided = dut.ecn_decided if ecn_on else None
         seen = [getattr(dut, f"ecn_backlog__{k}") for k in range(n)] if ecn_on else []
         decisions = [deque() for _ in range(n)]
+        # Priority flow control: frames the switch sends upstream pause the
+        # sources from the next cycle; the sinks' frames go into pfc_rx.
+        pfc_on = self.cfg.pfc.enabled
+        np_ = self.cfg.switch.priorities
+        pfc_codec = FlitCodec(PFC_REQUEST) if pfc_on else None
+        tx_valid = dut.pfc_tx_valid if pfc_on else None
+        tx = [getattr(dut, f"pfc_tx__{k}") for k in range(n)] if pfc_on else []
+        rx = [getattr(dut, f"pfc_rx__{k}") for k in range(n)] if pfc_on else []
+        rx_driven = 0
+        xoff = set()                  # (port, class) paused upstream, as the frames say
+        frames = []
         first_bit = 1 << codec.field_spec("first")[0]
         last_bit = 1 << codec.field_spec("last")[0]
         cycle = 0
@@ -120,8 +144,10 @@ class SwitchTB:
         total = len(trace)
 
         while resolved < total:
-            if inside == 0 and not sources.busy():
+            if inside == 0 and not sources.busy() and not xoff:
                 nxt = sources.next_generation()
+                if nxt is not None and pfc_on and sink_pause.next_frame(cycle) is not None:
+                    nxt = min(nxt, sink_pause.next_frame(cycle))
                 if nxt is not None and nxt > cycle:
                     # Idle: nothing in the switch, nothing to offer until nxt.
                     for k in range(n):
@@ -130,6 +156,8 @@ class SwitchTB:
                             driven[k] = None
                     # Land after a falling edge, where inputs are always driven:
                     # a write at a rising edge would race the flops sampling it.
+                    if rx_driven:
+                        dut.pfc_rx_valid.value = rx_driven = 0
                     await ClockCycles(dut.clk, nxt - cycle, FallingEdge)
                     last_progress += nxt - cycle
                     cycle = nxt
@@ -172,6 +200,13 @@ class SwitchTB:
             if paused != pause_driven:
                 dut.pause.value = paused
                 pause_driven = paused
+            if pfc_on:
+                valid = 0
+                for port, enable, times in sink_pause.frames(cycle):
+                    rx[port].value = pfc_codec.pack(class_enable=enable, times=_times(times))
+                    valid |= 1 << port
+                if valid != rx_driven:
+                    dut.pfc_rx_valid.value = rx_driven = valid
 
             await ReadOnly()
             progress = False
@@ -227,6 +262,19 @@ class SwitchTB:
                     resolved += 1
                 else:
                     expect[k] = (pkt, flit + 1)
+            if pfc_on:
+                bits = int(tx_valid.value)
+                for k in range(n) if bits else ():
+                    if (bits >> k) & 1:
+                        frame = pfc_codec.unpack(int(tx[k].value))
+                        enable, times = frame["class_enable"], _untimes(frame["times"])
+                        frames.append((cycle, k, enable, *times))
+                        for p in range(np_):
+                            if enable >> p & 1:
+                                sources.pause(k, p, cycle + 1, PfcConfig.quanta_to_cycles(
+                                    times[p], self.cfg.switch.data_width))
+                                (xoff.add if times[p] else xoff.discard)((k, p))
+                        progress = True
             # A dropped packet is resolved when the drop counters say so; which
             # packets they were is known at the end: entered, never delivered.
             drops_now = sum(int(d.value) for d in drop_counters)
@@ -240,11 +288,14 @@ class SwitchTB:
             cycle += 1
             await FallingEdge(dut.clk)
 
-        # Let the last transfers reach the counters before reading them.
+        # Counters are read in the read-only phase of cycle `cycle`: they hold
+        # everything up to the last edge, as the model's do.
         for k in range(n):
             if driven[k] is not None:
                 self.in_valid[k].value = 0
-        await ClockCycles(dut.clk, 2)
+        if pfc_on and rx_driven:
+            dut.pfc_rx_valid.value = 0
+        await ReadOnly()
         rec.payload_ok[:] = payload_ok
         rec.payload_ok[rec.tail < 0] = False
         if not stalled:
@@ -256,6 +307,12 @@ class SwitchTB:
             "tx_packets": [int(getattr(dut, f"tx_packets__{k}").value) for k in range(n)],
             "drops": [int(getattr(dut, f"drops__{k}").value) for k in range(n)],
         }
+        if pfc_on:
+            rec.pfc_frames = np.array(frames, np.int64).reshape(-1, FRAME_COLUMNS)
+            for name in ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles",
+                         "pfc_peak_occupancy"):
+                rec.counters[name] = [int(getattr(dut, f"{name}__{q}").value)
+                                      for q in range(n * np_)]
         if ecn_on:
             rec.counters["ecn_marks"] = [int(getattr(dut, f"ecn_marks__{q}").value)
                                          for q in range(n * self.cfg.switch.priorities)]
@@ -268,11 +325,10 @@ async def switch_trace(dut):
     cfg, p = tb_params.read()
     trace = Trace.load(p["trace"])
     sink = SinkReady(cfg.switch.ports, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
-    pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, p.get("pause_rate", 0.0),
-                          p.get("pause_seed", 0))
+    pause, sink_pause = pause_sources(cfg, p.get("pause_rate", 0.0), p.get("pause_seed", 0))
     tb = SwitchTB(dut, cfg)
     await tb.reset()
-    rtl = await tb.run(trace, sink, pause, p.get("stall_limit", DEFAULT_STALL_LIMIT))
+    rtl = await tb.run(trace, sink, pause, sink_pause, p.get("stall_limit", DEFAULT_STALL_LIMIT))
     rtl.save(p["rtl_records"])
     if p.get("model_records"):
         model = Records.load(p["model_records"])

@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from ..config import FabricConfig
-from ..sim.backpressure import PauseSchedule, SinkReady
+from ..sim.backpressure import SinkReady
+from ..sim.pfc import pause_sources
 from ..sim.metrics import summarize
 from ..sim.records import Records
 from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel
@@ -37,10 +38,10 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
                      packet_lengths=packet_lengths, ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.switch.ports, sink_stall, seed)
-    pause = PauseSchedule(cfg.switch.ports, cfg.switch.priorities, pause_rate, seed)
+    pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
     t0 = time.perf_counter()
-    model = SwitchModel(cfg).run(trace, sink=sink, pause=pause,
+    model = SwitchModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                                  stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)
@@ -93,12 +94,18 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         results["match"] = comparison.to_dict()
         results["wall_seconds"] = wall
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
+    if cfg.pfc.enabled:
+        # Peak occupancy against what the thresholds promise never to exceed.
+        for section in (results, results["model"]):
+            section["pfc"]["occupancy_limit"] = cfg.pfc.xoff + cfg.pfc.headroom
     _save_packets(out / "packets.npz", trace, model, rtl)
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 
 
 def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None) -> None:
+    np.savez_compressed(path.with_name("pfc_frames.npz"), model=model.pfc_frames,
+                        **({"rtl": rtl.pfc_frames} if rtl is not None else {}))
     cols = {"tag": trace.tag, "gen": trace.gen, "src": trace.src, "dst": trace.dst,
             "prio": trace.prio, "length": trace.length,
             "model_out": model.out_port, "model_head": model.head, "model_tail": model.tail,

@@ -1,23 +1,19 @@
 """Priority flow control (IEEE 802.1Qbb) inside the switch: XOFF/XON at ingress, pause at egress.
 
 Inside the fabric a pause frame travels on a compact side channel with the
-frame's own fields, :data:`PFC_REQUEST` (class-enable vector and eight
+frame's own fields, :data:`REQUEST_LAYOUT` (class-enable vector and eight
 16-bit pause times); ``superfabric.hdl.pfc_frame`` turns that into the real
 MAC control frame and back for a port that faces a MAC.
 """
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
-from amaranth.lib import data, wiring
+from amaranth.hdl import Signal, Module, Mux, Cat, Const
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
+from .pfc_frame import REQUEST_LAYOUT
 
-__all__ = ["PFC_REQUEST", "PfcIngress", "PfcEgress", "pause_shift"]
-
-#: The fields of one pause frame: bit n of ``class_enable`` covers class n,
-#: ``times[n]`` is its pause in quanta of 512 bit times (0: resume).
-PFC_REQUEST = data.StructLayout({"class_enable": unsigned(8),
-                                 "times": data.ArrayLayout(unsigned(16), 8)})
+__all__ = ["PfcIngress", "PfcEgress", "pause_shift"]
 
 
 def pause_shift(data_width: int) -> int:
@@ -58,7 +54,7 @@ class PfcIngress(wiring.Component):
             "wr": In(1).array(n), "wr_prio": In(prio).array(n),
             "rd": In(1).array(n), "rd_prio": In(prio).array(n),
             "tx_valid": Out(n),
-            "tx": Out(PFC_REQUEST).array(n),
+            "tx": Out(REQUEST_LAYOUT).array(n),
             "frames_sent": Out(32).array(classes),
             "peak": Out(self.occupancy_bits).array(classes),
         })
@@ -92,7 +88,8 @@ class PfcIngress(wiring.Component):
                     self.tx[k].times[p].eq(Mux(pause, pfc.pause_quanta, 0)),
                 ]
                 with m.If(pause):
-                    m.d.sync += [paused.eq(1), refresh.eq(self._refresh)]
+                    # Counting R-1 down to 0 makes the refresh period R cycles.
+                    m.d.sync += [paused.eq(1), refresh.eq(self._refresh - 1)]
                 if pfc.xon:     # with xon = 0 the occupancy never falls below it
                     with m.Elif(resume):
                         m.d.sync += paused.eq(0)
@@ -126,7 +123,7 @@ class PfcEgress(wiring.Component):
         self.timer_bits = (65535 << pause_shift(sw.data_width)).bit_length()
         super().__init__({
             "rx_valid": In(n),
-            "rx": In(PFC_REQUEST).array(n),
+            "rx": In(REQUEST_LAYOUT).array(n),
             "pause": Out(classes),
             "frames_received": Out(32).array(classes),
             "paused_cycles": Out(32).array(classes),

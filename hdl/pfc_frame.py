@@ -38,7 +38,7 @@ _BODY_BYTES = FRAME_BYTES - _FCS_BYTES
 
 
 def flit_layout(data_width: int) -> data.StructLayout:
-    """The flit payload of a MAC stream ``data_width`` bits wide; ``first``/``last`` frame a frame."""
+    """The flit payload of a MAC stream of ``data_width`` bits; ``first``/``last`` delimit frames."""
     return data.StructLayout({"data": data_width, "first": 1, "last": 1})
 
 
@@ -238,7 +238,8 @@ class PFCFrameDecoder(wiring.Component):
         flits, lanes = self._flits, self._data_width // 8
         flit = self.i.payload
         lane = [flit.data[8 * k:8 * k + 8] for k in range(lanes)]
-        header = {offset + k: byte for offset, field in HEADER.items() for k, byte in enumerate(field)}
+        header = {offset + k: byte
+                  for offset, field in HEADER.items() for k, byte in enumerate(field)}
 
         # The flit's number in the frame; `flits` once the frame is too long.
         index = Signal(range(flits + 1))
@@ -278,8 +279,10 @@ class PFCFrameDecoder(wiring.Component):
                                for b in range(k * lanes, min((k + 1) * lanes, FRAME_BYTES))}
                     with m.Case(k):
                         expected = [(byte, header[b]) for b, byte in in_flit.items() if b in header]
-                        match = (Cat([v for v, _ in expected]) == Cat([C(c, 8) for _, c in expected])
-                                 if expected else C(1, 1))
+                        match = C(1, 1)
+                        if expected:
+                            match = (Cat([value for value, _ in expected])
+                                     == Cat([C(byte, 8) for _, byte in expected]))
                         m.d.comb += header_next.eq(match if k == 0 else header_ok & match)
                         for b, byte in in_flit.items():
                             if b == CLASS_ENABLE_OFFSET:

@@ -8,7 +8,8 @@ from amaranth.lib.wiring import In, Out
 from ..config import FabricConfig
 from .ecn import EcnMarker
 from .islip import ISLIP
-from .pfc import PFC_REQUEST, PfcEgress, PfcIngress
+from .pfc import PfcEgress, PfcIngress
+from .pfc_frame import REQUEST_LAYOUT
 from .packet import packet_layout
 from .skid_buffer import SkidBuffer
 from .voq import VOQBuffer
@@ -68,9 +69,9 @@ class Switch(wiring.Component):
             classes = sw.ports * sw.priorities
             members.update({
                 "pfc_tx_valid": Out(sw.ports),
-                "pfc_tx": Out(PFC_REQUEST).array(sw.ports),
+                "pfc_tx": Out(REQUEST_LAYOUT).array(sw.ports),
                 "pfc_rx_valid": In(sw.ports),
-                "pfc_rx": In(PFC_REQUEST).array(sw.ports),
+                "pfc_rx": In(REQUEST_LAYOUT).array(sw.ports),
                 "pfc_tx_frames": Out(COUNTER_WIDTH).array(classes),
                 "pfc_rx_frames": Out(COUNTER_WIDTH).array(classes),
                 "pfc_paused_cycles": Out(COUNTER_WIDTH).array(classes),

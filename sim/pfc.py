@@ -89,7 +89,7 @@ class PfcIngress:
                     enable |= 1 << p
                     times[p] = self.quanta
                     paused[p] = True
-                    refresh[p] = self.refresh_period
+                    refresh[p] = self.refresh_period - 1     # a refresh every period
                 elif paused[p] and occ[p] < self.xon:
                     enable |= 1 << p
                     paused[p] = False

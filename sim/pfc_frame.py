@@ -19,6 +19,8 @@ from here, so the two cannot disagree on them; its CRC is its own.
 import zlib
 from collections.abc import Sequence
 
+from ..config import PfcConfig
+
 __all__ = ["PFC_DA", "ETHERTYPE", "OPCODE", "QUANTUM_BITS", "PRIORITIES", "FRAME_BYTES",
            "HEADER", "SA_OFFSET", "CLASS_ENABLE_OFFSET", "TIMES_OFFSET",
            "encode", "decode", "pause_cycles"]
@@ -53,10 +55,12 @@ def _check_request(class_enable: int, times: Sequence[int]) -> None:
     if not isinstance(class_enable, int) or not 0 <= class_enable <= 0xFF:
         raise ValueError(f"class_enable = {class_enable!r}: must be an integer 0..255")
     if len(times) != PRIORITIES:
-        raise ValueError(f"times has {len(times)} entries: must have {PRIORITIES}, one per priority")
+        raise ValueError(f"times has {len(times)} entries: must have {PRIORITIES}, "
+                         "one per priority")
     for n, time in enumerate(times):
         if not isinstance(time, int) or not 0 <= time <= _TIME_MAX:
-            raise ValueError(f"times[{n}] = {time!r}: must be an integer 0..{_TIME_MAX} (pause quanta)")
+            raise ValueError(f"times[{n}] = {time!r}: must be an integer 0..{_TIME_MAX} "
+                             "(pause quanta)")
 
 
 def encode(class_enable: int, times: Sequence[int], *, src_mac: bytes = bytes(6),
@@ -158,5 +162,6 @@ def pause_cycles(quanta: int, data_width: int) -> int:
     if not isinstance(quanta, int) or not 0 <= quanta <= _TIME_MAX:
         raise ValueError(f"quanta = {quanta!r}: must be an integer 0..{_TIME_MAX}")
     if not isinstance(data_width, int) or data_width < 1:
-        raise ValueError(f"data_width = {data_width!r}: must be a positive integer (bits per cycle)")
-    return -(-quanta * QUANTUM_BITS // data_width)
+        raise ValueError(f"data_width = {data_width!r}: must be a positive integer "
+                         "(bits per cycle)")
+    return PfcConfig.quanta_to_cycles(quanta, data_width)

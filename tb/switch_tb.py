@@ -25,7 +25,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from ..hdl.packet import FlitCodec, packet_layout
 from ..config import PfcConfig
-from ..hdl.pfc import PFC_REQUEST
+from ..hdl.pfc_frame import REQUEST_LAYOUT
 from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
@@ -129,7 +129,7 @@ class SwitchTB:
         # sources from the next cycle; the sinks' frames go into pfc_rx.
         pfc_on = self.cfg.pfc.enabled
         np_ = self.cfg.switch.priorities
-        pfc_codec = FlitCodec(PFC_REQUEST) if pfc_on else None
+        pfc_codec = FlitCodec(REQUEST_LAYOUT) if pfc_on else None
         tx_valid = dut.pfc_tx_valid if pfc_on else None
         tx = [getattr(dut, f"pfc_tx__{k}") for k in range(n)] if pfc_on else []
         rx = [getattr(dut, f"pfc_rx__{k}") for k in range(n)] if pfc_on else []

@@ -59,7 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--sink-stall", type=float, default=0.0,
                    help="probability an egress port is not ready in a cycle")
     r.add_argument("--pause-rate", type=float, default=0.0,
-                   help="probability an (output, priority) is paused in each 64-cycle period")
+                   help="probability an (output, priority) is paused in each 64-cycle period "
+                        "(with pfc.enabled, by pause frames from the sinks)")
     r.add_argument("--sim", default="model", help="model, icarus or verilator")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")

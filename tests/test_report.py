@@ -157,17 +157,18 @@ def test_report_of_one_run(tmp_path):
     assert not (out / "ecn_marking.png").exists()
 
 
-def test_ecn_run_has_a_marking_curve(tmp_path):
+def test_ecn_and_pfc_runs_have_their_plots(tmp_path):
     run = tmp_path / "run"
     cfg = FabricConfig.load(preset="tiny", overrides=["ecn.enabled=true", "ecn.kmin=4",
-                                                      "ecn.kmax=40"])
-    res = run_point(cfg, traffic="uniform", load=0.8, cycles=2000, seed=3, sim="model",
-                    out_dir=run, packet_lengths="fixed:4")
-    assert res["ecn"]["marks"] > 0
+                                                      "ecn.kmax=40", "pfc.enabled=true"])
+    res = run_point(cfg, traffic="incast", load=0.8, cycles=2000, seed=3, sim="model",
+                    out_dir=run, packet_lengths="fixed:4", pause_rate=0.2)
+    assert res["ecn"]["marks"] > 0 and res["pfc"]["frames_sent"] > 0
     html = write_report(run, tmp_path / "report")
-    png = html.parent / "ecn_marking.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "ECN marking curve" in (html.parent / "report.md").read_text()
+    md = (html.parent / "report.md").read_text()
+    for png, title in (("ecn_marking.png", "ECN marking curve"), ("pfc.png", "Priority flow control")):
+        assert (html.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert title in md
 
 
 def test_sweep_report_table(sweep_dir, sweep_report):

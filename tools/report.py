@@ -644,9 +644,45 @@ def _plot_ecn(data: ReportData) -> Plot | None:
                 "kmax; model dashed, RTL solid; the dotted line is the configured RED profile.")
 
 
+def _plot_pfc(data: ReportData) -> Plot | None:
+    if data.chosen_load is None:
+        return None
+    rows = []
+    for key in data.series():
+        found = [m.figures["pfc"] for m in data.of(key, data.chosen_load) if m.figures.get("pfc")]
+        if found:
+            sent = np.mean([[sum(c) for c in f["sent_per_port_class"]] for f in found], axis=0)
+            paused = np.mean([[sum(c) for c in f["paused_cycles_per_port_class"]] for f in found],
+                             axis=0)
+            rows.append((key, sent, paused))
+    if not rows:
+        return None
+    fig, (left, right) = _figure(2)
+    width = 0.8 / len(rows)
+    for i, (key, sent, paused) in enumerate(rows):
+        style = data.style(key)
+        shift = (i - (len(rows) - 1) / 2) * width
+        for ax, values in ((left, sent), (right, paused)):
+            ax.bar(np.arange(len(values)) + shift, values, width, color=style["color"],
+                   label=style["label"], alpha=style.get("alpha", 1.0),
+                   hatch="//" if key[2] == "model" else None, edgecolor="white", linewidth=0.5)
+    left.set(xlabel="input port", ylabel="pause frames sent upstream",
+             title=f"PFC frames sent at load {data.chosen_load:g}")
+    right.set(xlabel="output port", ylabel="cycles paused by downstream (all classes)",
+              title=f"Egress paused cycles at load {data.chosen_load:g}")
+    for ax in (left, right):
+        ax.set_ylim(bottom=0)
+    _legend(fig, left)
+    return Plot("pfc.png", "Priority flow control", fig,
+                f"Pause frames each input port sent upstream (pause, refresh and resume) and "
+                f"cycles each output was paused by frames from downstream, summed over classes, "
+                f"at offered load {data.chosen_load:g}, mean over seeds; model hatched.")
+
+
 #: The report's figures, in order. Each returns None when its data is absent.
 PLOTS: tuple[Callable[[ReportData], Plot | None], ...] = (
-    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput, _plot_ecn)
+    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput, _plot_pfc,
+    _plot_ecn)
 
 
 # --------------------------------------------------------------------------

@@ -19,7 +19,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "FabricConfig", "PRESETS"]
+__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "FaultsConfig",
+           "FabricConfig", "PRESETS"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -79,6 +80,8 @@ class FabricConfig:
     switch: SwitchConfig
     ecn: EcnConfig
     pfc: PfcConfig
+    rdma: RdmaConfig
+    faults: FaultsConfig
 
     # -- construction -----------------------------------------------------
 
@@ -101,6 +104,7 @@ class FabricConfig:
                 raise ConfigError(f"{name}: section missing")
             built[name] = _build_section(name, _SECTIONS[name], data[name])
         _check_across(built["switch"], built["pfc"])
+        _check_rdma(built["switch"], built["ecn"], built["pfc"], built["rdma"], built["faults"])
         return cls(**built)
 
     @classmethod
@@ -229,7 +233,115 @@ class PfcConfig:
             raise ConfigError(f"pfc.xon = {self.xon}: must be below pfc.xoff ({self.xoff})")
 
 
-_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig}
+def _power_of_two(lo: int, hi: int, doc: str):
+    return field(metadata={"range": (lo, hi), "power_of_two": True, "doc": doc})
+
+
+@dataclass(frozen=True)
+class RdmaConfig:
+    """The ``[rdma]`` section: one connection-aggregation engine per endpoint.
+
+    Every endpoint owns ``qps / ports`` queue pairs; QP ``q`` talking to
+    peer ``d`` uses channel ``d * channels_per_peer + q mod
+    channels_per_peer``, and reliability state (PSNs, window, timer) exists
+    per channel only. ``docs/architecture.md`` section 10 has the protocol.
+    """
+
+    enabled: bool = _flag("attach an RDMA engine to every switch port")
+    qps: int = _ranged(1, 1 << 16, "queue pairs in total, a multiple of switch.ports")
+    channels_per_peer: int = _ranged(1, 16, "reliable channels from an endpoint to each peer")
+    window: int = _power_of_two(2, 256, "packets in flight per channel")
+    ack_every: int = _ranged(1, 256, "packets a receiver accepts before it must acknowledge")
+    ack_timeout: int = _ranged(1, 65535, "cycles a receiver holds back an acknowledgement")
+    retransmit_timeout: int = _ranged(2, 1 << 20, "cycles without progress before going back N")
+    keys: int = _power_of_two(2, 1024, "memory registration table entries per endpoint")
+    pages: int = _power_of_two(2, 1 << 16, "page table entries per endpoint")
+    page_words: int = _power_of_two(1, 1 << 16, "64-bit words per page")
+    memory_words: int = _power_of_two(2, 1 << 24, "host memory per endpoint, in 64-bit words")
+
+    def _check(self) -> None:
+        if self.ack_every > self.window:
+            raise ConfigError(f"rdma.ack_every = {self.ack_every}: must be at most rdma.window "
+                              f"({self.window}), or a full window would wait for the ack timer")
+        if self.retransmit_timeout <= self.ack_timeout:
+            raise ConfigError(f"rdma.retransmit_timeout = {self.retransmit_timeout}: must exceed "
+                              f"rdma.ack_timeout ({self.ack_timeout}), or held-back "
+                              f"acknowledgements would cause retransmissions")
+        if self.page_words > self.memory_words:
+            raise ConfigError(f"rdma.page_words = {self.page_words}: must be at most "
+                              f"rdma.memory_words ({self.memory_words})")
+
+    def per_endpoint(self, ports: int) -> int:
+        """Queue pairs per endpoint."""
+        return self.qps // ports
+
+
+@dataclass(frozen=True)
+class FaultsConfig:
+    """The ``[faults]`` section: what the link fault injectors do to packets.
+
+    One injector per endpoint uplink draws once per packet from a 16-bit
+    LFSR and drops, duplicates, reorders or corrupts (one header bit) it
+    with these probabilities. The RTL takes them as run-time inputs, so
+    changing them does not rebuild the simulator.
+    """
+
+    drop_rate: float = _fraction("probability that a packet is dropped")
+    duplicate_rate: float = _fraction("probability that a packet is sent twice")
+    reorder_rate: float = _fraction("probability that a packet is held back behind the next one")
+    corrupt_rate: float = _fraction("probability that one header bit of a packet is flipped")
+    reorder_cycles: int = _ranged(1, 65535, "longest hold of a reordered packet, in idle cycles")
+    seed: int = _ranged(1, 0xFFFF, "seed of the injectors' LFSRs (never zero)")
+
+    #: The order in which the rates split the LFSR's range.
+    KINDS = ("drop", "duplicate", "reorder", "corrupt")
+
+    def _check(self) -> None:
+        total = self.drop_rate + self.duplicate_rate + self.reorder_rate + self.corrupt_rate
+        if total > 1:
+            raise ConfigError(f"faults.drop_rate + duplicate_rate + reorder_rate + corrupt_rate = "
+                              f"{total:g}: must be at most 1")
+
+    def thresholds(self) -> tuple[int, int, int, int]:
+        """Cumulative 17-bit thresholds on the 16-bit draw: drop below the first,
+        duplicate below the second, and so on (RTL and model alike)."""
+        out, acc = [], 0.0
+        for rate in (self.drop_rate, self.duplicate_rate, self.reorder_rate, self.corrupt_rate):
+            acc += rate
+            out.append(min(1 << 16, round(acc * (1 << 16))))
+        return tuple(out)
+
+    def link_seed(self, port: int) -> int:
+        """The LFSR's start state on ``port``'s uplink: distinct per port, never zero."""
+        state = (self.seed ^ (port * 0x9E37)) & 0xFFFF
+        return state or 0xACE1
+
+    @property
+    def active(self) -> bool:
+        return self.thresholds()[-1] > 0
+
+
+_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig, "rdma": RdmaConfig,
+             "faults": FaultsConfig}
+
+
+def _check_rdma(sw: SwitchConfig, ecn: EcnConfig, pfc: PfcConfig, rdma: RdmaConfig,
+                faults: FaultsConfig) -> None:
+    """Rules for the RDMA engines; they matter only when the engines are there."""
+    if not rdma.enabled:
+        return
+    if sw.data_width != 64:
+        raise ConfigError(f"switch.data_width = {sw.data_width}: must be 64 with rdma.enabled "
+                          f"(the RDMA headers are 64-bit words)")
+    if sw.max_packet_flits < 3:
+        raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
+                          f"with rdma.enabled (two header flits and a payload word)")
+    if rdma.qps % sw.ports:
+        raise ConfigError(f"rdma.qps = {rdma.qps}: must be a multiple of switch.ports ({sw.ports})")
+    if ecn.enabled or pfc.enabled:
+        which = "ecn" if ecn.enabled else "pfc"
+        raise ConfigError(f"{which}.enabled = true: must be false with rdma.enabled (the engines "
+                          f"model no congestion control and do not obey pause frames)")
 
 
 def _check_across(sw: SwitchConfig, pfc: PfcConfig) -> None:
@@ -280,6 +392,9 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
         lo, hi = meta["range"]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             raise ConfigError(f"{where} = {value!r}: must be an integer in {lo}..{hi} ({meta['doc']})")
+        if meta.get("power_of_two") and value & (value - 1):
+            raise ConfigError(f"{where} = {value!r}: must be a power of two in {lo}..{hi} "
+                              f"({meta['doc']})")
     elif "bool" in meta:
         if not isinstance(value, bool):
             raise ConfigError(f"{where} = {value!r}: must be true or false ({meta['doc']})")

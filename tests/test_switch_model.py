@@ -1,12 +1,14 @@
 """The golden model of the switch against queueing theory and against itself."""
 
+from collections import deque
+
 import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.metrics import summarize
-from superfabric.sim.switch import SwitchModel
+from superfabric.sim.switch import SwitchCore, SwitchModel
 from superfabric.sim.traffic import Trace, generate
 
 #: Generation to tail delivery of a lone 1-flit packet: skid buffer, buffer
@@ -101,3 +103,101 @@ def test_sink_backpressure_slows_delivery_and_is_reproducible():
     _, _, _, s_free = _run([], "uniform", 0.5, cycles=3000, stall=0.0)
     assert (rec_a.tail == rec_b.tail).all()
     assert s_a["latency"]["mean"] > s_free["latency"]["mean"]
+
+
+class _Endpoints:
+    """A hand-made dynamic source: packets are created while the switch runs.
+
+    Each input sends its packets in creation order, back to back, with the
+    interface of :class:`~superfabric.sim.source.Sources` that
+    :meth:`SwitchCore.step` calls.
+    """
+
+    def __init__(self, core):
+        self.core = core
+        self.backlog = [deque() for _ in range(core.ports)]
+        self.packet = [-1] * core.ports
+        self.flit = [0] * core.ports
+
+    def send(self, src, dst, length):
+        pkt = self.core.add_packet(dst, 0, length)
+        self.backlog[src].append(pkt)
+        return pkt
+
+    def offer(self, port, cycle):
+        if self.packet[port] < 0 and self.backlog[port]:
+            self.packet[port], self.flit[port] = self.backlog[port].popleft(), 0
+        return self.packet[port]
+
+    def accept(self, port):
+        self.flit[port] += 1
+        if self.flit[port] == self.core.length[self.packet[port]]:
+            self.packet[port] = -1
+
+
+def test_core_steps_a_packet_created_mid_run_at_zero_load_latency():
+    # docs/architecture.md 5.4: generated in cycle g, flit k of an L-flit
+    # packet is handed over in g + L + 3 + k, so the tail in g + 2L + 2.
+    cfg = FabricConfig.load()
+    core = SwitchCore(cfg)
+    ends = _Endpoints(core)
+    g, length, every = 7, 4, (1 << cfg.switch.ports) - 1
+    seen = []
+    for cycle in range(40):
+        if cycle == g:
+            pkt = ends.send(2, 5, length)
+        assert core.busy() == (g < cycle <= g + 2 * length + 2)
+        seen += [(cycle, flit) for flit in core.step(cycle, ends, every)]
+    assert pkt == 0
+    assert seen == [(g + length + 3 + k, (5, pkt, k, k == length - 1)) for k in range(length)]
+    assert (core.head, core.tail, core.out_port) == ([g + length + 3], [g + 2 * length + 2], [5])
+    assert core.outstanding == 0 and core.counters(40)["tx_packets"][5] == 1
+
+
+def test_core_delivers_packets_created_in_reaction_to_deliveries():
+    # Ping-pong between ports 0 and 3: each 1-flit packet is answered in the
+    # cycle after its delivery, so a leg takes 4 + 1 cycles; a burst added
+    # mid-run on other ports (1 -> 6) is delivered too and changes nothing.
+    cfg = FabricConfig.load()
+    core = SwitchCore(cfg)
+    ends = _Endpoints(core)
+    every = (1 << cfg.switch.ports) - 1
+    src = {ends.send(0, 3, 1): 0}
+    tails, burst = [], []
+    for cycle in range(60):
+        if cycle == 20:
+            burst = [ends.send(1, 6, 2) for _ in range(3)]
+        for o, pkt, k, last in core.step(cycle, ends, every):
+            if pkt in src and last:
+                tails.append(cycle)
+                if len(tails) < 10:
+                    src[ends.send(o, src[pkt], 1)] = o    # created now, offered next cycle
+    assert tails == [5 * leg + 4 for leg in range(10)]
+    assert [core.out_port[p] for p in burst] == [6, 6, 6]
+    assert core.tail[burst[0]] == 20 + 2 * 2 + 2
+    assert all(core.tail[p] > core.tail[q] for p, q in zip(burst[1:], burst))
+    assert core.outstanding == 0 and not core.busy()
+
+
+def test_core_with_packets_created_at_generation_matches_the_trace_run():
+    # Registering packets only when they are generated, and stepping every
+    # cycle (no idle jumps), gives the records of the whole-trace run.
+    cfg = FabricConfig.load(overrides=["switch.priorities=1", "switch.buffer_flits=32",
+                                       "switch.ingress_full=drop"])
+    n = cfg.switch.ports
+    trace = generate(cfg, "uniform", load=0.6, cycles=2000, seed=3, packet_lengths="bimodal:1,8,0.5")
+    sink = SinkReady(n, 0.2, 3)
+    rec = SwitchModel(cfg).run(trace, sink=sink)
+    core = SwitchCore(cfg)
+    ends = _Endpoints(core)
+    row, cycle = 0, 0
+    while row < len(trace) or core.outstanding:
+        while row < len(trace) and trace.gen[row] == cycle:
+            assert ends.send(int(trace.src[row]), int(trace.dst[row]), int(trace.length[row])) == row
+            row += 1
+        core.step(cycle, ends, sink.mask(cycle))
+        cycle += 1
+    assert rec.dropped.any() and cycle == rec.cycles
+    assert core.head == rec.head.tolist() and core.tail == rec.tail.tolist()
+    assert core.dropped == rec.dropped.tolist()
+    assert core.counters(cycle) == rec.counters

@@ -53,7 +53,7 @@ ACCESS_LOCAL_READ = 1
 ACCESS_REMOTE_WRITE = 2
 
 #: Flit 0 of every RDMA packet.
-BTH_FIELDS = (("opcode", 8), ("ack_req", 1), ("ch", CH_BITS), ("syndrome", 3), ("hcs", 8),
+BTH_FIELDS = (("opcode", 8), ("ack_req", 1), ("ch", CH_BITS), ("epoch", 1), ("syndrome", 2), ("hcs", 8),
               ("dqp", QP_BITS), ("psn", PSN_BITS))
 #: Flit 1 of a data packet: the message's remote range and this packet's offset in it.
 RETH_FIELDS = (("rkey", KEY_BITS), ("raddr", VA_BITS), ("mlen", LEN_BITS), ("offset", LEN_BITS))

@@ -50,8 +50,12 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
     _add_config_args(r)
     r.add_argument("--traffic", default="uniform", metavar="PATTERN",
-                   help="traffic pattern, optionally with parameters (hotspot:fraction=0.3)")
+                   help="traffic pattern, optionally with parameters (hotspot:fraction=0.3); "
+                        "rdma-uniform or rdma-allreduce (with --set rdma.enabled=true) for "
+                        "work requests through the RDMA engines")
     r.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
+    r.add_argument("--bad-fraction", type=float, default=0.0,
+                   help="rdma traffic: share of deliberately bad work requests, 0..1")
     r.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
     r.add_argument("--seed", type=int, default=1, help="seed of traffic and backpressure")
     r.add_argument("--lengths", default="fixed:1", metavar="SPEC",
@@ -137,20 +141,44 @@ def _run(args) -> int:
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
-                    waves=args.waves or None)
-    lat = res["latency"]
-    line = (f"{args.sim}: throughput {res['throughput']:.4f}, latency mean {lat['mean']:.2f} "
-            f"p99 {lat['p99']:.1f} cycles, packets {res['packets']['delivered']}/"
-            f"{res['packets']['offered']} delivered, {res['packets']['dropped']} dropped, "
-            f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
-        f"{args.sim}: no packet delivered"
-    print(line)
+                    waves=args.waves or None, bad_fraction=args.bad_fraction)
+    if "rdma" in res:
+        _print_rdma(args.sim, res)
+    else:
+        lat = res["latency"]
+        line = (f"{args.sim}: throughput {res['throughput']:.4f}, latency mean {lat['mean']:.2f} "
+                f"p99 {lat['p99']:.1f} cycles, packets {res['packets']['delivered']}/"
+                f"{res['packets']['offered']} delivered, {res['packets']['dropped']} dropped, "
+                f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
+            f"{args.sim}: no packet delivered"
+        print(line)
     if res["match"] is not None:
         m = res["match"]
+        report = Path(args.out) / "mismatch.txt"
         print("match: exact" if m["exact"] else f"match: NOT exact, {m['mismatches']} mismatches, "
-              f"first {json.dumps(m['first_mismatch'])}; see {Path(args.out) / 'mismatch.txt'}")
+              f"first {json.dumps(m['first_mismatch'])}"
+              + (f"; see {report}" if report.exists() else ""))
     print(f"results: {Path(args.out) / 'results.json'}")
     return 0 if res["match"] is None or res["match"]["exact"] else 1
+
+
+def _print_rdma(sim: str, res: dict) -> None:
+    rd = res["rdma"]
+    req, lat, data = rd["requests"], rd["latency"], rd["data"]
+    if lat["mean"] is None:
+        print(f"{sim}: no request completed OK ({req['completed']}/{req['posted']} completed)")
+    else:
+        print(f"{sim}: {req['ok']}/{req['posted']} requests ok, {req['unexpected_status']} with "
+              f"an unexpected status, goodput {rd['goodput']:.4f} words/cycle/endpoint, latency "
+              f"mean {lat['mean']:.1f} p99 {lat['p99']:.1f} cycles, "
+              f"{rd['retransmissions']['total']} retransmissions, {rd['timeouts']['total']} "
+              f"timeouts, {res['cycles_per_second']:,.0f} cycles/s")
+    print(f"data: {data['intact']}/{data['checked']} OK completions intact, "
+          f"{data['stray_words']} stray words; connection state "
+          f"{rd['connection_state']['aggregated_bytes']:,} bytes aggregated vs "
+          f"{rd['connection_state']['per_qp_bytes']:,} per QP")
+    if rd["stalled"]:
+        print(f"stalled: {rd['stuck']}")
 
 
 def main(argv: list[str] | None = None) -> int:

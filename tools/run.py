@@ -1,4 +1,8 @@
-"""``superfabric run``: one trace through the golden model and, optionally, an RTL simulator."""
+"""``superfabric run``: one trace through the golden model and, optionally, an RTL simulator.
+
+The ``rdma-*`` patterns run a workload of work requests through the RDMA
+fabric instead of packets through the bare switch (section 10.9).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import FabricConfig
+from ..config import ConfigError, FabricConfig
 from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
 from ..sim.metrics import summarize
+from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel
-from ..sim.traffic import Trace, generate
+from ..sim.traffic import Trace, TrafficError, generate
 
-__all__ = ["SIMS", "run_point"]
+__all__ = ["SIMS", "run_point", "run_rdma_point"]
 
 SIMS = ("model", "icarus", "verilator")
 
@@ -25,14 +30,29 @@ SIMS = ("model", "icarus", "verilator")
 def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
               sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
               sink_stall: float = 0.0, pause_rate: float = 0.0, waves: bool | None = None,
-              stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build") -> dict:
+              stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
+              bad_fraction: float = 0.0) -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
     For an RTL simulator the model runs on the same trace and the scoreboard
     compares the two; the returned dict is what ``results.json`` holds.
+    An ``rdma-*`` pattern goes to :func:`run_rdma_point`: ``bad_fraction``
+    is for those only, sink stalls and pauses are refused, and
+    ``packet_lengths`` and ``stall_limit`` do not apply.
     """
     if sim not in SIMS:
         raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMS)}")
+    if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
+        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate)):
+            if value:
+                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
+                                   f"(the RDMA engines always accept their flits)")
+        return run_rdma_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed, sim=sim,
+                              out_dir=out_dir, bad_fraction=bad_fraction, waves=waves,
+                              build_root=build_root)
+    if bad_fraction:
+        raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: only for "
+                           f"{' and '.join(RDMA_PATTERNS)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
@@ -99,6 +119,61 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         for section in (results, results["model"]):
             section["pfc"]["occupancy_limit"] = cfg.pfc.xoff + cfg.pfc.headroom
     _save_packets(out / "packets.npz", trace, model, rtl)
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
+                   sim: str, out_dir: str | Path, bad_fraction: float = 0.0,
+                   waves: bool | None = None, build_root: str | Path = "build") -> dict:
+    """Run one RDMA workload through the fabric model and, optionally, the RTL.
+
+    Writes ``workload.npz``, ``model_records.npz`` and ``results.json`` into
+    ``out_dir`` (the RTL runner adds ``rtl_records.npz``, ``mismatch.txt``
+    and ``sim/``); the ``rdma`` section summarises the RTL's records for RTL
+    runs, the model's otherwise. Needs ``rdma.enabled``.
+    """
+    if not cfg.rdma.enabled:
+        raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
+                          f"(add --set rdma.enabled=true)")
+    # Imported here so that a switch run does not load the RDMA model.
+    from ..sim.rdma_fabric import RdmaFabricModel
+    from ..sim.rdma_metrics import rdma_summary
+
+    out = Path(out_dir)
+    workload = generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                             bad_fraction=bad_fraction)
+    out.mkdir(parents=True, exist_ok=True)
+    workload.save(out / "workload.npz")
+    t0 = time.perf_counter()
+    model = RdmaFabricModel(cfg).run(workload)
+    model_seconds = time.perf_counter() - t0
+    model.save(out / "model_records.npz")
+    model_summary = rdma_summary(cfg, workload, model)
+    results = {
+        "config": cfg.to_dict(),
+        "simulator": sim,
+        "versions": _versions(sim),
+        "traffic": {**workload.describe(), "bad_fraction": bad_fraction},
+        "model": {**model_summary, "wall_seconds": model_seconds,
+                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
+    }
+    if sim == "model":
+        results["rdma"] = model_summary
+        results["match"] = None
+        results["wall_seconds"] = model_seconds
+        results["cycles_per_second"] = results["model"]["cycles_per_second"]
+    else:
+        from ..tb.rdma_runner import run_rdma_rtl
+        # The runner builds (or reuses) the simulator itself, so the time includes the build.
+        t0 = time.perf_counter()
+        rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
+                                  build_root=build_root)
+        wall = time.perf_counter() - t0
+        results["rdma"] = rdma_summary(cfg, workload, rtl)
+        results["match"] = match
+        results["wall_seconds"] = wall
+        results["cycles_per_second"] = rtl.cycles / wall if wall else None
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
 

@@ -149,9 +149,18 @@ class FabricConfig:
 
     @property
     def key(self) -> str:
-        """A short stable digest of the configuration, for build directories."""
+        """A short stable digest of the configuration."""
         import hashlib
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    @property
+    def build_key(self) -> str:
+        """A digest of what the hardware is generated from, for build directories:
+        the ``[faults]`` settings are run-time inputs of the RTL and left out."""
+        import hashlib
+        data = self.to_dict()
+        del data["faults"]
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from amaranth.back import verilog
 
 from ..config import FabricConfig
 from .packet import packet_layout
+from .rdma_fabric import RdmaFabric
 from .skid_buffer import SkidBuffer
 from .switch import Switch
 
@@ -16,6 +17,7 @@ __all__ = ["TOPS", "write_verilog"]
 TOPS = {
     "switch": lambda cfg: Switch(cfg),
     "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
+    "rdma_fabric": lambda cfg: RdmaFabric(cfg),
 }
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
@@ -59,9 +61,35 @@ def _start_combinational(text: str) -> str:
                    f"`else\n{m[0]}\n`endif"), text)
 
 
+_ZERO_INIT = re.compile(r"^(\s*)initial begin\n((?:\s*(\S+)\[\d+\] = \d+'h0+;\n)+)\s*end\n", re.M)
+
+
+def _loop_zero_init(text: str) -> str:
+    """Write a memory's all-zero initialiser as one loop instead of a line per word.
+
+    Yosys spells out every word, which for the RDMA fabric's host memories
+    is hundreds of thousands of lines that the simulators must compile.
+    Only blocks that set every word of one memory to zero, in order, change.
+    """
+    count = 0
+
+    def loop(m):
+        nonlocal count
+        indent, body, name = m[1], m[2], m[3]
+        lines = body.strip().splitlines()
+        expected = [f"{name}[{k}] =" for k in range(len(lines))]
+        if [ln.strip().rsplit(" ", 1)[0] for ln in lines] != expected or len(lines) < 64:
+            return m[0]
+        count += 1
+        var = f"zero_init_{count}"
+        return (f"{indent}integer {var};\n{indent}initial for ({var} = 0; {var} < {len(lines)}; "
+                f"{var} = {var} + 1) {name}[{var}] = 0;\n")
+    return _ZERO_INIT.sub(loop, text)
+
+
 def _header(top: str, cfg: FabricConfig) -> str:
     lines = [f"// superfabric {top}: generated from the configuration below; do not edit.",
-             "// Configuration key: " + cfg.key,
+             "// Configuration key: " + cfg.build_key,
              "// Lint waivers for the code generator's idioms (Verilator -Wall):"]
     for rule, why in _LINT_WAIVERS.items():
         lines.append(f"//   {rule}: {why}")
@@ -81,7 +109,7 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str = "switch"
     component = TOPS[top](cfg)
     text = verilog.convert(component, name=top, emit_src=False)
     path = out / f"{top}.v"
-    path.write_text(_header(top, cfg) + _start_combinational(text))
+    path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")
     (out / "config.json").write_text(cfg.to_json() + "\n")
     return path

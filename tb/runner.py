@@ -154,7 +154,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     from ..hdl.verilog import write_verilog
 
     _point_at(sim)
-    name = f"{top}-{cfg.key}-{_hdl_digest()}" + ("-waves" if waves else "")
+    name = f"{top}-{cfg.build_key}-{_hdl_digest()}" + ("-waves" if waves else "")
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
     with _locked(build_dir.with_suffix(".lock")):

@@ -1,0 +1,105 @@
+"""The simulation top of an RDMA fabric: engines, host memories, fault injectors, switch.
+
+Endpoint ``e`` is an :class:`~.rdma_engine.RdmaEngine` with its host
+memory, whose uplink passes a :class:`~.fault_injector.FaultInjector` into
+switch input ``e`` and whose downlink is switch output ``e``. The host
+memories stand in for the hosts behind the DMA ports; the testbench loads
+and reads them through the ``mem_*`` port, and writes the registration
+tables through ``tbl_*``, before and after the run. Per-endpoint ports are
+packed into one vector each (endpoint ``e`` at ``[e*w : (e+1)*w]``) so that
+the testbench touches a handful of signals per cycle.
+"""
+
+from amaranth.hdl import Module, Mux, Cat
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..config import FabricConfig
+from .fault_injector import FaultInjector
+from .packet import port_bits
+from .rdma_engine import COUNTERS, COUNTER_WIDTH, RdmaEngine
+from .rdma_header import cpl_layout, rcpl_layout, wr_layout
+from .rdma_keys import table_width
+from .switch import Switch
+
+__all__ = ["RdmaFabric"]
+
+
+class RdmaFabric(wiring.Component):
+    """``switch.ports`` RDMA endpoints on one switch, for simulation."""
+
+    def __init__(self, cfg: FabricConfig):
+        if not cfg.rdma.enabled:
+            raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
+        self._cfg = cfg
+        n = cfg.switch.ports
+        super().__init__({
+            "wr_valid": In(n), "wr_ready": Out(n), "wr_data": In(n * wr_layout(cfg).size),
+            "cpl_valid": Out(n), "cpl_data": Out(n * cpl_layout().size),
+            "rcpl_valid": Out(n), "rcpl_data": Out(n * rcpl_layout(cfg).size),
+            "tbl_en": In(1), "tbl_ep": In(port_bits(n)), "tbl_sel": In(1), "tbl_index": In(16),
+            "tbl_data": In(table_width(cfg)),
+            "mem_we": In(1), "mem_addr": In(range(cfg.rdma.memory_words)),
+            "mem_wdata": In(n * 64), "mem_rdata": Out(n * 64),
+            "fault_thresholds": In(4 * 17), "fault_reorder_cycles": In(16),
+            "fault_seed": In(16), "fault_load": In(1),
+            "counters": Out(n * len(COUNTERS) * COUNTER_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        n = cfg.switch.ports
+        m = Module()
+        switch = m.submodules.switch = Switch(cfg)
+        wrw, cw, rw = wr_layout(cfg).size, cpl_layout().size, rcpl_layout(cfg).size
+        counters = []
+        for e in range(n):
+            engine = RdmaEngine(cfg, e)
+            inject = FaultInjector(cfg)
+            memory = Memory(shape=64, depth=cfg.rdma.memory_words, init=[])
+            m.submodules[f"engine{e}"] = engine
+            m.submodules[f"inject{e}"] = inject
+            m.submodules[f"host{e}"] = memory
+
+            wiring.connect(m, engine.tx, inject.i)
+            wiring.connect(m, inject.o, switch.i[e])
+            wiring.connect(m, switch.o[e], engine.rx)
+            m.d.comb += [
+                inject.thresholds[k].eq(self.fault_thresholds[17 * k:17 * k + 17]) for k in range(4)
+            ]
+            # FaultsConfig.link_seed, applied to the seed input.
+            seed = self.fault_seed ^ ((e * 0x9E37) & 0xFFFF)
+            m.d.comb += [inject.reorder_cycles.eq(self.fault_reorder_cycles),
+                         inject.seed.eq(Mux(seed == 0, 0xACE1, seed)), inject.load.eq(self.fault_load)]
+
+            m.d.comb += [
+                engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),
+                engine.wr.payload.eq(self.wr_data[e * wrw:(e + 1) * wrw]),
+                self.cpl_valid[e].eq(engine.cpl_valid),
+                self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl),
+                self.rcpl_valid[e].eq(engine.rcpl_valid),
+                self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl),
+                engine.tables.en.eq(self.tbl_en & (self.tbl_ep == e)),
+                engine.tables.sel.eq(self.tbl_sel), engine.tables.index.eq(self.tbl_index),
+                engine.tables.data.eq(self.tbl_data),
+            ]
+            counters.extend(engine.counters)
+
+            # Host memory: the engine's DMA ports, and the testbench's port
+            # for loading and reading back, which wins while it writes.
+            dma_rd = memory.read_port(domain="comb")
+            tb_rd = memory.read_port(domain="comb")
+            wr = memory.write_port()
+            m.d.comb += [
+                dma_rd.addr.eq(engine.dma.rd_addr), engine.dma.rd_data.eq(dma_rd.data),
+                tb_rd.addr.eq(self.mem_addr), self.mem_rdata[64 * e:64 * e + 64].eq(tb_rd.data),
+            ]
+            with m.If(self.mem_we):
+                m.d.comb += [wr.en.eq(1), wr.addr.eq(self.mem_addr),
+                             wr.data.eq(self.mem_wdata[64 * e:64 * e + 64])]
+            with m.Else():
+                m.d.comb += [wr.en.eq(engine.dma.wr_en), wr.addr.eq(engine.dma.wr_addr),
+                             wr.data.eq(engine.dma.wr_data)]
+        m.d.comb += self.counters.eq(Cat(*counters))
+        return m

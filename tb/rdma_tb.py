@@ -1,0 +1,246 @@
+"""cocotb testbench of the RDMA fabric: post work requests, record completions, compare.
+
+Parameters (``superfabric.tb.params``): ``workload`` (an ``.npz`` from
+``RdmaWorkload.save``), ``rtl_records`` (where to write the RTL's
+records), ``model_records`` (the golden model's records to hold the RTL
+against; optional), ``stall_limit`` and ``report`` (where the scoreboard's
+findings go).
+
+The testbench plays the hosts: before cycle 0 it writes every endpoint's
+registration and page tables and loads the host memories (one address of
+all endpoints per cycle) and the fault injectors' seeds; from cycle 0 it
+offers each endpoint's WRs in order, from their post cycle on, and records
+every completion; after the last completion it reads the counters and
+reads the host memories back. All per-endpoint signals are packed vectors,
+so a cycle costs a handful of signal accesses whatever the endpoint count.
+"""
+
+from pathlib import Path
+
+import numpy as np
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
+
+from ..hdl.packet import port_bits
+from ..hdl.rdma_engine import COUNTER_WIDTH, COUNTERS
+from ..sim import rdma_wire as wire
+from ..sim.rdma_records import RdmaRecords
+from ..sim.rdma_traffic import RdmaWorkload
+from . import params as tb_params
+from .rdma_scoreboard import compare, default_stall_limit, verify
+
+__all__ = ["RdmaTB"]
+
+_KEY_COLUMNS = ("valid", "key", "va", "words", "page", "access", "peers")
+
+
+def _fields(fields, bits):
+    return wire.unpack(fields, bits)
+
+
+class RdmaTB:
+    """Clock, reset, host side and fault settings of one RDMA fabric instance."""
+
+    def __init__(self, dut, cfg):
+        self.dut = dut
+        self.cfg = cfg
+        self.n = cfg.switch.ports
+        pb = port_bits(self.n)
+        self.wr_fields = wire.WR_FIELDS + (("dst", pb),)
+        self.wr_width = sum(w for _, w in self.wr_fields)
+        self.cpl_fields = (("qp", wire.QP_BITS), ("tag", wire.TAG_BITS), ("status", 2))
+        self.cpl_width = sum(w for _, w in self.cpl_fields)
+        self.rcpl_fields = (("qp", wire.QP_BITS), ("src", pb), ("length", wire.LEN_BITS))
+        self.rcpl_width = sum(w for _, w in self.rcpl_fields)
+        rd = cfg.rdma
+        self.entry_fields = wire.KEY_ENTRY_FIELDS + (("page", max(1, (rd.pages - 1).bit_length())),
+                                                     ("peers", self.n))
+
+    async def reset(self):
+        """Start the clock and hold reset for a few cycles with every input quiet."""
+        dut = self.dut
+        Clock(dut.clk, 10, unit="ns").start()
+        dut.rst.value = 1
+        for name in ("wr_valid", "wr_data", "tbl_en", "tbl_ep", "tbl_sel", "tbl_index", "tbl_data",
+                     "mem_we", "mem_addr", "mem_wdata", "fault_thresholds", "fault_reorder_cycles",
+                     "fault_seed", "fault_load"):
+            getattr(dut, name).value = 0
+        await ClockCycles(dut.clk, 3)
+        await FallingEdge(dut.clk)
+        dut.rst.value = 0
+
+    async def load(self, workload: RdmaWorkload):
+        """Tables, host memories and fault settings, one write per cycle, before cycle 0."""
+        dut, n = self.dut, self.n
+        dut.tbl_en.value = 1
+        for e in range(n):
+            dut.tbl_ep.value = e
+            dut.tbl_sel.value = 0
+            for index, row in enumerate(workload.keys[e].tolist()):
+                dut.tbl_index.value = index
+                dut.tbl_data.value = wire.pack(self.entry_fields, **dict(zip(_KEY_COLUMNS, row)))
+                await FallingEdge(dut.clk)
+            dut.tbl_sel.value = 1
+            for index, ppn in enumerate(workload.page_table[e].tolist()):
+                dut.tbl_index.value = index
+                dut.tbl_data.value = ppn
+                await FallingEdge(dut.clk)
+        dut.tbl_en.value = 0
+        # The memories start as zeros: only addresses with data are written.
+        memory = workload.memory
+        dut.mem_we.value = 1
+        for addr in np.flatnonzero(memory.any(axis=0)).tolist():
+            dut.mem_addr.value = addr
+            dut.mem_wdata.value = sum(int(memory[e, addr]) << (64 * e) for e in range(n))
+            await FallingEdge(dut.clk)
+        dut.mem_we.value = 0
+        faults = self.cfg.faults
+        dut.fault_thresholds.value = sum(t << (17 * k) for k, t in enumerate(faults.thresholds()))
+        dut.fault_reorder_cycles.value = faults.reorder_cycles
+        dut.fault_seed.value = faults.seed
+        dut.fault_load.value = 1
+        await FallingEdge(dut.clk)
+        dut.fault_load.value = 0
+
+    async def run(self, workload: RdmaWorkload, stall_limit: int) -> RdmaRecords:
+        """Post the WRs from cycle 0 (the cycle after loading) until every one completed."""
+        dut, n, cfg = self.dut, self.n, self.cfg
+        wr = workload.wr
+        rows = len(workload)
+        rec = RdmaRecords.empty(rows, n, cfg.rdma.memory_words)
+        post = wr["post"].tolist()
+        queues = [np.flatnonzero(wr["src"] == e).tolist() for e in range(n)]   # row order
+        packed = [wire.pack(self.wr_fields, **{k: int(wr[k][i]) for k, _ in self.wr_fields})
+                  for i in range(rows)]
+        head = [0] * n
+        taken, done, status, count, order = ([-1] * rows, [-1] * rows, [-1] * rows, [0] * rows,
+                                             [-1] * rows)
+        given = [0] * n
+        rx = []
+        cw, rw, ww = self.cpl_width, self.rcpl_width, self.wr_width
+        cmask, rmask = (1 << cw) - 1, (1 << rw) - 1
+        valid_driven, data_driven = 0, 0
+        completed = 0
+        cycle = 0
+        last_progress = 0
+        stalled = False
+        while completed < rows:
+            # Drive phase (after the falling edge): the WR each endpoint offers.
+            valid, data = 0, data_driven
+            for e in range(n):
+                q = queues[e]
+                if head[e] < len(q) and post[q[head[e]]] <= cycle:
+                    valid |= 1 << e
+                    row = q[head[e]]
+                    data = (data & ~(((1 << ww) - 1) << (ww * e))) | (packed[row] << (ww * e))
+            if valid != valid_driven:
+                dut.wr_valid.value = valid
+                valid_driven = valid
+            if data != data_driven:
+                dut.wr_data.value = data
+                data_driven = data
+            await ReadOnly()
+            progress = False
+            if valid:
+                accepted = valid & int(dut.wr_ready.value)
+                for e in range(n):
+                    if accepted >> e & 1:
+                        taken[queues[e][head[e]]] = cycle
+                        head[e] += 1
+                        progress = True
+            cpl = int(dut.cpl_valid.value)
+            if cpl:
+                bits = int(dut.cpl_data.value)
+                for e in range(n):
+                    if cpl >> e & 1:
+                        c = _fields(self.cpl_fields, (bits >> (cw * e)) & cmask)
+                        i = c["tag"]
+                        if 0 <= i < rows and wr["src"][i] == e:
+                            if count[i] == 0:
+                                done[i], status[i], order[i] = cycle, c["status"], given[e]
+                                completed += 1
+                            count[i] += 1
+                        given[e] += 1
+                        progress = True
+            rcpl = int(dut.rcpl_valid.value)
+            if rcpl:
+                bits = int(dut.rcpl_data.value)
+                for e in range(n):
+                    if rcpl >> e & 1:
+                        c = _fields(self.rcpl_fields, (bits >> (rw * e)) & rmask)
+                        rx.append((cycle, e, c["src"], c["qp"], c["length"]))
+            if progress:
+                last_progress = cycle
+            elif cycle - last_progress >= stall_limit:
+                stalled = True
+                await FallingEdge(dut.clk)
+                cycle += 1
+                break
+            await FallingEdge(dut.clk)
+            cycle += 1
+        # Now in cycle `cycle`, one after the last completion: the counters
+        # hold every event up to it, as the model's do.
+        await ReadOnly()
+        bits = int(dut.counters.value)
+        mask = (1 << COUNTER_WIDTH) - 1
+        for e in range(n):
+            for k, name in enumerate(COUNTERS):
+                rec.counters[name][e] = (bits >> (COUNTER_WIDTH * (e * len(COUNTERS) + k))) & mask
+        rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
+        rec.completions[:], rec.order[:] = count, order
+        rec.rx_completions = np.array(rx, np.int64).reshape(-1, 5)
+        rec.cycles = cycle
+        rec.stalled = stalled
+        if stalled:
+            rec.stuck = _owing(workload, rec, cfg)
+        await FallingEdge(dut.clk)
+        await self.read_back(rec)
+        return rec
+
+    async def read_back(self, rec: RdmaRecords):
+        """Every word of every host memory, one address of all endpoints per cycle."""
+        dut, n = self.dut, self.n
+        words = self.cfg.rdma.memory_words
+        out = np.zeros((n, words), np.uint64)
+        mask = (1 << 64) - 1
+        for addr in range(words):
+            dut.mem_addr.value = addr
+            await ReadOnly()
+            bits = int(dut.mem_rdata.value)
+            for e in range(n):
+                out[e, addr] = (bits >> (64 * e)) & mask
+            await FallingEdge(dut.clk)
+        rec.memory = out
+
+
+def _owing(workload, rec, cfg) -> str:
+    """One line naming the endpoint and channel of the oldest WR still owed a completion."""
+    wr = workload.wr
+    open_rows = np.flatnonzero(rec.completions == 0)
+    i = int(open_rows[np.argmin(wr["post"][open_rows])])
+    e, qp, dst = int(wr["src"][i]), int(wr["qp"][i]), int(wr["dst"][i])
+    ch = dst * cfg.rdma.channels_per_peer + qp % cfg.rdma.channels_per_peer
+    return (f"endpoint {e} channel {ch} (peer {dst}): WR {i} (qp {qp}) "
+            f"{'taken at cycle ' + str(rec.taken[i]) if rec.taken[i] >= 0 else 'never taken'}, "
+            f"{int(len(open_rows))} completions owed")
+
+
+@cocotb.test()
+async def rdma_workload(dut):
+    """Run a workload; the scoreboard checks it, and against the model when given."""
+    cfg, p = tb_params.read()
+    workload = RdmaWorkload.load(p["workload"])
+    tb = RdmaTB(dut, cfg)
+    await tb.reset()
+    await tb.load(workload)
+    rtl = await tb.run(workload, int(p.get("stall_limit") or default_stall_limit(cfg)))
+    rtl.save(p["rtl_records"])
+    problems = verify(cfg, workload, rtl)
+    if p.get("model_records"):
+        model = RdmaRecords.load(p["model_records"])
+        problems = compare(workload, rtl, model) + problems
+    if p.get("report") and problems:
+        Path(p["report"]).write_text("\n".join(problems) + "\n")
+    assert not problems, f"{len(problems)} problems; first: {problems[0]}"

@@ -7,6 +7,7 @@ from amaranth.back import verilog
 
 from ..config import FabricConfig
 from .packet import packet_layout
+from .rdma_engine import RdmaEngine
 from .rdma_fabric import RdmaFabric
 from .skid_buffer import SkidBuffer
 from .switch import Switch
@@ -17,6 +18,10 @@ __all__ = ["TOPS", "write_verilog"]
 TOPS = {
     "switch": lambda cfg: Switch(cfg),
     "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
+    # One endpoint's engine, for FPGA builds (as endpoint 0; the index
+    # only fixes the engine's own address on the fabric).
+    "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
+    # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
 }
 

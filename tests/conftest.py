@@ -11,6 +11,11 @@ from superfabric.tb.runner import RUNS, SIMULATORS, SimulatorMissing, find_simul
 #: configuration and HDL version), so each configuration compiles once.
 BUILD_ROOT = Path(__file__).resolve().parent.parent / "build" / "test"
 
+#: A small RDMA fabric for tests (with the `tiny` preset: four endpoints):
+#: little host memory keeps loading and reading it back short on Icarus.
+RDMA_SMALL = ["rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=2048", "rdma.page_words=64",
+              "rdma.pages=64"]
+
 
 def require_simulator(sim: str) -> None:
     """Skip when ``sim`` is missing, but fail under CI, which must prove both ran."""

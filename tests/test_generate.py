@@ -9,7 +9,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.tb.runner import find_simulator
 
-from conftest import require_simulator
+from conftest import RDMA_SMALL, require_simulator
 
 GENERATED = [
     ("default", []),
@@ -61,6 +61,31 @@ def test_generate_skid_buffer(tmp_path):
     lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall",
                            str(tmp_path / "skid_buffer.v")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stderr[:3000]
+
+
+@pytest.mark.parametrize("top", ["rdma_engine", "rdma_fabric"])
+def test_generate_rdma_lint_clean(top, tmp_path):
+    require_simulator("verilator")
+    require_simulator("icarus")
+    args = ["generate", "--preset", "tiny", "--top", top, "-o", str(tmp_path)]
+    for o in RDMA_SMALL:
+        args += ["--set", o]
+    res = superfabric(*args)
+    assert res.returncode == 0, res.stderr
+    verilog = tmp_path / f"{top}.v"
+    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
+                          capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stderr[:3000]
+    assert "%Warning" not in lint.stderr
+    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
+                            capture_output=True, text=True)
+    assert icarus.returncode == 0, icarus.stderr[:3000]
+
+
+def test_generate_rdma_needs_rdma_enabled(tmp_path):
+    res = superfabric("generate", "--preset", "tiny", "--top", "rdma_engine", "-o", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "rdma.enabled" in res.stderr
 
 
 @pytest.mark.parametrize("args,field", [

@@ -15,15 +15,15 @@ from superfabric.sim.rdma_fabric import RdmaFabricModel
 from superfabric.sim.rdma_traffic import generate_rdma
 from superfabric.tb.rdma_runner import run_rdma_rtl
 
-from conftest import BUILD_ROOT
+from conftest import BUILD_ROOT, RDMA_SMALL, require_simulator
 
-# A small fabric keeps each run short; `tiny` has four endpoints.
-BASE = ["rdma.enabled=true", "rdma.qps=16", "rdma.memory_words=4096", "rdma.retransmit_timeout=512"]
-FAULTS = ["faults.drop_rate=0.03", "faults.duplicate_rate=0.02", "faults.reorder_rate=0.02",
-          "faults.corrupt_rate=0.02"]
+# A short retransmission timeout keeps the faulty runs short.
+BASE = RDMA_SMALL + ["rdma.retransmit_timeout=256"]
+FAULTS = ["faults.drop_rate=0.05", "faults.duplicate_rate=0.03", "faults.reorder_rate=0.03",
+          "faults.corrupt_rate=0.03"]
 
 
-def _run(sim, tmp_path, overrides, *, pattern="rdma-uniform", load=0.4, cycles=600, seed=1,
+def _run(sim, tmp_path, overrides, *, pattern="rdma-uniform", load=0.3, cycles=800, seed=1,
          bad_fraction=0.0):
     cfg = FabricConfig.load(preset="tiny", overrides=BASE + overrides)
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=seed,
@@ -34,9 +34,10 @@ def _run(sim, tmp_path, overrides, *, pattern="rdma-uniform", load=0.4, cycles=6
     return workload, model, rtl, match
 
 
-def test_lossless_exact(sim, tmp_path):
+@pytest.mark.parametrize("pattern", ["rdma-uniform", "rdma-allreduce"])
+def test_lossless_exact(sim, pattern, tmp_path):
     """Lossless: RTL equals the model cycle for cycle, and every request completes once."""
-    workload, model, rtl, match = _run(sim, tmp_path, [])
+    workload, model, rtl, match = _run(sim, tmp_path, [], pattern=pattern)
     assert match["problems"] == [], match["problems"]
     assert match["exact"]
     assert (rtl.status == wire.STATUS_OK).all()
@@ -47,13 +48,31 @@ def test_bad_keys_write_nothing(sim, tmp_path):
     """Requests with bad keys, ranges, peers or fields fail with their status and write nothing."""
     workload, model, rtl, match = _run(sim, tmp_path, [], bad_fraction=0.3, seed=2)
     assert match["problems"] == [], match["problems"]
+    assert match["exact"]
     statuses = set(rtl.status.tolist())
     assert {wire.STATUS_LOCAL, wire.STATUS_REMOTE, wire.STATUS_BAD} <= statuses
 
 
 def test_faults_recover(sim, tmp_path):
-    """Seeded drops, duplicates, reordering and corruption: same completions as the model."""
-    workload, model, rtl, match = _run(sim, tmp_path, FAULTS, seed=3)
+    """Seeded drops, duplicates, reordering and corruption, with bad requests among the
+    good: every request completes once with its status, equal to the model cycle for cycle."""
+    workload, model, rtl, match = _run(sim, tmp_path, FAULTS, bad_fraction=0.3)
     assert match["problems"] == [], match["problems"]
+    assert match["exact"]
     c = rtl.counters
-    assert sum(c["retransmissions"]) > 0 and sum(c["corrupt"]) > 0 and sum(c["duplicates"]) > 0
+    for name in ("retransmissions", "timeouts", "naks", "corrupt", "duplicates"):
+        assert sum(c[name]) > 0, name
+
+
+def test_dead_link_stalls_naming_the_channel(tmp_path):
+    """A link that drops everything: the run stops as stalled and names the stuck channel."""
+    require_simulator("verilator")
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + ["faults.drop_rate=1.0"])
+    workload = generate_rdma(cfg, "rdma-uniform", load=0.3, cycles=800, seed=4)
+    model = RdmaFabricModel(cfg).run(workload, stall_limit=700)
+    rtl, match = run_rdma_rtl(cfg, workload, sim="verilator", out_dir=tmp_path, model=model,
+                              stall_limit=700, build_root=BUILD_ROOT)
+    assert rtl.stalled and model.stalled and match["exact"]
+    assert rtl.cycles == model.cycles
+    assert match["problems"][0].startswith(f"stalled at cycle {rtl.cycles}: endpoint ")
+    assert " channel " in match["problems"][0]

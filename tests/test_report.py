@@ -16,6 +16,8 @@ from superfabric.config import FabricConfig
 from superfabric.tools.report import (TABLE_HEADER, ReportError, format_latency,
                                       format_throughput, hol_saturation, oq_queueing_delay,
                                       write_report)
+from superfabric.sim.rdma_metrics import connection_state
+from superfabric.tools.report_rdma import CONNECTION_HEADER, RDMA_TABLE_HEADER
 from superfabric.tools.run import run_point
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -31,9 +33,9 @@ FAILED_ID = "model-uniform-l1.000-s1"
 FAILED_ERROR = "TrafficError: load = 1.0: the switch caught fire"
 
 
-def table_rows(markdown: str) -> list[dict]:
-    """The rows of the report's table of points, as dicts keyed by the header."""
-    header = "| " + " | ".join(TABLE_HEADER) + " |"
+def table_rows(markdown: str, columns=TABLE_HEADER) -> list[dict]:
+    """The rows of the report's table with this header, as dicts keyed by the header."""
+    header = "| " + " | ".join(columns) + " |"
     lines = markdown.splitlines()
     start = lines.index(header) + 2                     # skip the alignment row
     rows = []
@@ -41,7 +43,7 @@ def table_rows(markdown: str) -> list[dict]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
-        rows.append(dict(zip(TABLE_HEADER, cells)))
+        rows.append(dict(zip(columns, cells)))
     return rows
 
 
@@ -207,10 +209,15 @@ def test_sweep_report_flags_mismatch_and_failure(sweep_report):
 
 def test_sweep_report_html_is_self_contained(sweep_report):
     """Every PNG is valid and inlined in the HTML; nothing is fetched from elsewhere."""
-    html = sweep_report.read_text()
-    pngs = sorted(sweep_report.parent.glob("*.png"))
-    assert [p.name for p in pngs] == ["latency.png", "latency_cdf.png", "port_throughput.png",
-                                      "throughput.png"]
+    assert_self_contained(sweep_report, ["latency.png", "latency_cdf.png", "port_throughput.png",
+                                         "throughput.png"])
+
+
+def assert_self_contained(report: Path, names: list[str]) -> None:
+    """The report's PNGs are ``names``, valid, inlined in the HTML, and nothing else is loaded."""
+    html = report.read_text()
+    pngs = sorted(report.parent.glob("*.png"))
+    assert [p.name for p in pngs] == names
     for png in pngs:
         data = png.read_bytes()
         assert data.startswith(PNG_MAGIC), png.name
@@ -287,18 +294,258 @@ class _BodyAttributes(HTMLParser):
 
 def test_html_renders_in_chromium(sweep_report, tmp_path):
     """Chromium decodes every embedded image, runs no failing script, and draws the page."""
+    assert_renders_in_chromium(sweep_report, tmp_path)
+
+
+def assert_renders_in_chromium(report: Path, tmp_path: Path) -> None:
+    """Every image of ``report`` decodes in headless Chromium, no script fails, the page draws."""
     exe = require_chromium()
-    url = sweep_report.resolve().as_uri()
+    url = report.resolve().as_uri()
     dom = chromium(exe, tmp_path / "profile", "--dump-dom", url).stdout
     parser = _BodyAttributes()
     parser.feed(dom)
     body = parser.attrs
     assert body is not None, dom[:500]
     assert "data-errors" not in body, body["data-errors"]
-    assert int(body["data-images-total"]) == len(list(sweep_report.parent.glob("*.png"))) > 0
+    assert int(body["data-images-total"]) == len(list(report.parent.glob("*.png"))) > 0
     assert body["data-images-loaded"] == body["data-images-total"]
 
     shot = tmp_path / "shot.png"
     chromium(exe, tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,2000", url)
     data = shot.read_bytes()
     assert data.startswith(PNG_MAGIC) and len(data) > 10_000
+
+
+# --------------------------------------------------------------------------
+# Reports of RDMA runs
+
+#: A small RDMA fabric: four endpoints of two QPs each, small memories.
+RDMA = ["rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=2048", "rdma.page_words=64",
+        "rdma.pages=64"]
+RDMA_PATTERNS = ("rdma-uniform", "rdma-allreduce")
+RDMA_LOADS = (0.3, 0.6)
+DROP_RATES = (0, 0.1)
+RDMA_CYCLES = 600
+RDMA_MISMATCH_ID = "verilator-rdma_uniform-drop_rate0.1-l0.600-s2"
+RDMA_MISMATCH_GOODPUT_DELTA = -0.0125
+RDMA_MISMATCH_STRAY_WORDS = 5
+RDMA_FAILED_ID = "model-rdma_uniform-drop_rate0-l0.050-s1"
+RDMA_FAILED_ERROR = "TrafficError: traffic.cycles = 600: endpoint 0 posts only 1 work requests"
+RDMA_PNGS = ["rdma_goodput.png", "rdma_latency.png", "rdma_latency_cdf.png", "rdma_recovery.png"]
+
+
+def rdma_config(drop_rate: float) -> FabricConfig:
+    return FabricConfig.load(preset="tiny", overrides=[*RDMA, f"faults.drop_rate={drop_rate}"])
+
+
+def relabel_rdma_as_rtl(src: Path, dst: Path, *, sim: str, match: dict,
+                        goodput_delta: float = 0.0, stray_words: int = 0) -> None:
+    """Copy an RDMA model run as if ``sim`` had run it (a fixture: no RTL is simulated).
+
+    The model's records double as the RTL's; ``goodput_delta`` and
+    ``stray_words`` make the RTL's figures differ from the model's.
+    """
+    dst.mkdir(parents=True)
+    res = json.loads((src / "results.json").read_text())
+    res["simulator"] = sim
+    res["match"] = match
+    res["rdma"]["goodput"] += goodput_delta
+    res["rdma"]["data"]["stray_words"] = stray_words
+    res["build_seconds"] = 0.0
+    res["sweep"]["id"] = dst.name
+    (dst / "results.json").write_text(json.dumps(res))
+    for name in ("workload.npz", "model_records.npz"):
+        shutil.copy(src / name, dst / name)
+    shutil.copy(src / "model_records.npz", dst / "rtl_records.npz")
+
+
+@pytest.fixture(scope="module")
+def rdma_sweep_dir(tmp_path_factory) -> Path:
+    """An RDMA sweep over a drop rate: model points, RTL copies of some, one failure."""
+    root = tmp_path_factory.mktemp("rdma_sweep")
+    exact = {"exact": True, "mismatches": 0, "first_mismatch": None, "problems": [],
+             "passed": True}
+    first = "WR 7 (endpoint 1, qp 0, to 2, 3 words): done RTL 212, model 210 (from cycle 150)"
+    differs = {"exact": False, "mismatches": 2, "first_mismatch": first,
+               "problems": [first, "counter retransmissions: RTL [1, 0, 0, 0], model [0, 0, 0, 0]"],
+               "passed": False}
+    points = []
+    for drop in DROP_RATES:
+        cfg = rdma_config(drop)
+        vary = {"faults.drop_rate": drop}
+        for pattern in RDMA_PATTERNS:
+            for load in RDMA_LOADS:
+                for seed in SEEDS:
+                    tail = f"{pattern.replace('-', '_')}-drop_rate{drop}-l{load:.3f}-s{seed}"
+                    pid = f"model-{tail}"
+                    out = root / "points" / pid
+                    res = run_point(cfg, traffic=pattern, load=load, cycles=RDMA_CYCLES,
+                                    seed=seed, sim="model", out_dir=out)
+                    res["sweep"] = {"id": pid, "vary": vary, "worker": None}
+                    (out / "results.json").write_text(json.dumps(res))
+                    entry = {"vary": vary, "config": cfg.to_dict(), "traffic": pattern,
+                             "load": load, "seed": seed, "cycles": RDMA_CYCLES}
+                    points.append({"id": pid, "sim": "model", **entry})
+                    if pattern == "rdma-uniform" and drop:
+                        rtl_id = f"verilator-{tail}"
+                        bad = rtl_id == RDMA_MISMATCH_ID
+                        relabel_rdma_as_rtl(
+                            out, root / "points" / rtl_id, sim="verilator",
+                            match=differs if bad else exact,
+                            goodput_delta=RDMA_MISMATCH_GOODPUT_DELTA if bad else 0.0,
+                            stray_words=RDMA_MISMATCH_STRAY_WORDS if bad else 0)
+                        points.append({"id": rtl_id, "sim": "verilator", **entry})
+    failed = {"id": RDMA_FAILED_ID, "vary": {"faults.drop_rate": 0},
+              "config": rdma_config(0).to_dict(), "traffic": "rdma-uniform", "load": 0.05,
+              "seed": 1, "sim": "model", "cycles": RDMA_CYCLES}
+    (root / "points" / RDMA_FAILED_ID).mkdir()
+    (root / "points" / RDMA_FAILED_ID / "error.json").write_text(
+        json.dumps({"point": failed, "error": RDMA_FAILED_ERROR}))
+    points.append(failed)
+    spec = {"traffic": list(RDMA_PATTERNS), "loads": [0.05, *RDMA_LOADS], "seeds": len(SEEDS),
+            "sims": ["model", "verilator"], "cycles": RDMA_CYCLES,
+            "vary": ["faults.drop_rate=0,0.1"], "base": rdma_config(0).to_dict()}
+    (root / "sweep.json").write_text(json.dumps({"spec": spec, "points": points}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def rdma_report(rdma_sweep_dir, tmp_path_factory) -> Path:
+    """The report of :func:`rdma_sweep_dir`; returns the path of report.html."""
+    return write_report(rdma_sweep_dir, tmp_path_factory.mktemp("rdma_report"))
+
+
+def test_rdma_report_of_one_run(tmp_path):
+    """A single RDMA model run: its plots, its row and its connection state."""
+    cfg = rdma_config(0.1)
+    res = run_point(cfg, traffic="rdma-allreduce", load=0.6, cycles=RDMA_CYCLES, seed=3,
+                    sim="model", out_dir=tmp_path / "run")
+    out = write_report(tmp_path / "run", tmp_path / "report").parent
+    for name in ("report.md", "report.html", *RDMA_PNGS):
+        assert (out / name).stat().st_size > 0, name
+    md = (out / "report.md").read_text()
+    assert md.startswith("# superfabric report: RDMA run ")
+    assert "Model runs only" in section(md, "Attention")
+    assert "Every point ran to completion (1 point)." in section(md, "Attention")
+    (row,) = table_rows(md, RDMA_TABLE_HEADER)
+    rdma = res["rdma"]
+    assert (row["pattern"], row["variant"], row["load"], row["seed"], row["sim"]) == \
+        ("rdma-allreduce", "base", "0.6", "3", "model")
+    assert row["goodput model"] == format_throughput(rdma["goodput"])
+    assert row["mean latency model"] == format_latency(rdma["latency"]["mean"])
+    assert row["p99 latency model"] == format_latency(rdma["latency"]["p99"])
+    assert row["ok/posted"] == f"{rdma['requests']['ok']}/{rdma['requests']['posted']}"
+    assert row["retransmissions/NAKs/timeouts"] == \
+        f"{rdma['retransmissions']['total']}/{rdma['naks']['total']}/{rdma['timeouts']['total']}"
+    assert row["intact/checked"] == f"{rdma['data']['intact']}/{rdma['data']['checked']}"
+    assert (row["checks"], row["match"], row["goodput RTL"]) == ("ok", "-", "-")
+    # One fault rate only: recovery is plotted against load.
+    assert "How the engines recovered, against offered load" in md
+    # The switch's figures are not drawn for RDMA runs.
+    assert not (out / "throughput.png").exists()
+
+
+def test_rdma_report_connection_state(rdma_report):
+    """One row per configuration, with the bytes and the reduction of section 10.9."""
+    md = (rdma_report.parent / "report.md").read_text()
+    assert md.index("## Plots") < md.index("## Connection state") < md.index("## Points")
+    rows = table_rows(md, CONNECTION_HEADER)
+    assert [r["variant"] for r in rows] == [f"drop_rate={d}" for d in DROP_RATES]
+    for row, drop in zip(rows, DROP_RATES):
+        cs = connection_state(rdma_config(drop))
+        assert row["channel state (bytes)"] == \
+            f"{cs['aggregated_bytes']:,} ({cs['provisioned_bytes']:,} provisioned)"
+        assert row["one connection per QP (bytes)"] == f"{cs['per_qp_bytes']:,}"
+        assert row["reduction"] == f"{cs['reduction']:.2f}×"
+        assert row["bytes per channel"] == f"{cs['bytes_per_channel']:,}"
+        assert (row["endpoints"], row["QPs per endpoint"], row["channels per peer"]) == \
+            ("4", "2", "2")
+
+
+def test_rdma_report_table(rdma_sweep_dir, rdma_report):
+    """Every point is a row, with its figures; the failed one included."""
+    md = (rdma_report.parent / "report.md").read_text()
+    rows = table_rows(md, RDMA_TABLE_HEADER)
+    sweep = json.loads((rdma_sweep_dir / "sweep.json").read_text())
+    assert len(rows) == len(sweep["points"]) == \
+        len(DROP_RATES) * len(RDMA_PATTERNS) * len(RDMA_LOADS) * len(SEEDS) \
+        + len(RDMA_LOADS) * len(SEEDS) + 1
+    by_key = {(r["pattern"], r["variant"], r["load"], r["seed"], r["sim"]): r for r in rows}
+    for p in sweep["points"][:-1]:
+        res = json.loads((rdma_sweep_dir / "points" / p["id"] / "results.json").read_text())
+        row = by_key[(p["traffic"], f"drop_rate={p['vary']['faults.drop_rate']}",
+                      f"{p['load']:g}", str(p["seed"]), p["sim"])]
+        column = "goodput model" if p["sim"] == "model" else "goodput RTL"
+        assert row[column] == format_throughput(res["rdma"]["goodput"])
+        total = res["rdma"]["retransmissions"]["total"]
+        assert row["retransmissions/NAKs/timeouts"].startswith(f"{total}/")
+    (bad,) = [r for r in rows if r["match"] == "2 mismatches"]
+    assert (bad["pattern"], bad["variant"], bad["load"], bad["seed"]) == \
+        ("rdma-uniform", "drop_rate=0.1", "0.6", "2")
+    assert bad["goodput Δ"] == format_throughput(RDMA_MISMATCH_GOODPUT_DELTA)
+    assert bad["checks"] == "failed"
+    assert {r["match"] for r in rows if r["sim"] == "verilator"} == {"exact", "2 mismatches"}
+    (failed,) = [r for r in rows if r["match"] == "error"]
+    assert (failed["load"], failed["goodput model"]) == ("0.05", "-")
+    # Without drops nothing is retransmitted; with 10 % dropped, something is.
+    recovery = {d: [int(r["retransmissions/NAKs/timeouts"].split("/")[0]) for r in rows
+                    if r["variant"] == f"drop_rate={d}" and r["match"] != "error"]
+                for d in DROP_RATES}
+    assert set(recovery[0]) == {0} and sum(recovery[0.1]) > 0
+
+
+def test_rdma_report_flags_mismatch_failure_and_checks(rdma_report):
+    """The mismatch, the failed point and the run that failed its checks are named first."""
+    md = (rdma_report.parent / "report.md").read_text()
+    attention = section(md, "Attention")
+    assert md.index("## Attention") < md.index("## Plots")
+    differ = re.search(r"RTL and model differ at: 1 of 4 RTL points\*\*\n\n- (.*)", attention)
+    assert differ, attention
+    assert RDMA_MISMATCH_ID in differ.group(1)
+    assert "RTL differs from the model: 2 difference(s); WR 7 (endpoint 1" in differ.group(1)
+    assert "failed points: 1" in attention
+    assert f"{RDMA_FAILED_ID}): {RDMA_FAILED_ERROR}" in attention
+    checks = re.search(r"runs that failed their checks: 1\*\*\n\n- (.*)", attention)
+    assert checks, attention
+    assert RDMA_MISMATCH_ID in checks.group(1)
+    assert (f"verilator: {RDMA_MISMATCH_STRAY_WORDS} memory words changed outside the OK "
+            f"completions") in checks.group(1)
+    assert "model:" not in checks.group(1)
+
+
+def test_rdma_report_plots(rdma_report):
+    """The RDMA figures, inlined; recovery against the varied drop rate."""
+    assert_self_contained(rdma_report, RDMA_PNGS)
+    md = (rdma_report.parent / "report.md").read_text()
+    for title in ("Goodput", "Mean and p99 message latency", "Message latency CDF",
+                  "Retransmissions, NAKs and timeouts"):
+        assert f"![{title}](" in md, title
+    assert "How the engines recovered, against the varied faults.drop_rate" in md
+    assert "Distribution of message latency at offered load 0.6," in md
+    assert "- bad fraction: 0.0" in section(md, "Provenance")
+
+
+def test_rdma_html_renders_in_chromium(rdma_report, tmp_path):
+    """The RDMA report renders like the switch report: every image decodes, no script fails."""
+    assert_renders_in_chromium(rdma_report, tmp_path)
+
+
+def test_switch_and_rdma_runs_are_not_mixed(rdma_sweep_dir, tmp_path):
+    """A sweep directory holding both kinds of run is a one-line ReportError."""
+    sweep = json.loads((rdma_sweep_dir / "sweep.json").read_text())
+    keep = [p for p in sweep["points"] if p["sim"] == "model" and p["load"] == 0.3][:1]
+    src = tmp_path / "sweep"
+    shutil.copytree(rdma_sweep_dir / "points" / keep[0]["id"], src / "points" / keep[0]["id"])
+    switch_id = "model-uniform-l0.300-s1"
+    res = run_point(FabricConfig.load(preset="tiny"), traffic="uniform", load=0.3, cycles=200,
+                    seed=1, sim="model", out_dir=src / "points" / switch_id)
+    res["sweep"] = {"id": switch_id, "vary": {}, "worker": None}
+    (src / "points" / switch_id / "results.json").write_text(json.dumps(res))
+    points = keep + [{"id": switch_id, "vary": {}, "traffic": "uniform", "load": 0.3,
+                      "seed": 1, "sim": "model", "cycles": 200}]
+    (src / "sweep.json").write_text(json.dumps({"spec": {}, "points": points}))
+    with pytest.raises(ReportError) as e:
+        write_report(src, tmp_path / "report")
+    message = str(e.value)
+    assert "\n" not in message and "uniform" in message and "rdma-uniform" in message
+    assert not (tmp_path / "report").exists()

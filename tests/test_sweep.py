@@ -12,6 +12,10 @@ from superfabric.tools.sweep import SweepError, parse_loads
 
 from conftest import require_simulator
 
+#: A small RDMA fabric: four endpoints of two QPs each, small memories.
+RDMA = ["--set", "rdma.enabled=true", "--set", "rdma.qps=8", "--set", "rdma.memory_words=2048",
+        "--set", "rdma.page_words=64", "--set", "rdma.pages=64"]
+
 
 def superfabric(*args, **kw):
     """Run the console entry point as a user would."""
@@ -81,6 +85,67 @@ def test_failed_point_is_recorded_not_lost(tmp_path):
     assert len(_results(out)) == 1
 
 
+def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
+    """RDMA patterns over loads, seeds and a fault rate: every point, resumable, reported."""
+    out = tmp_path / "sweep"
+    args = ["sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform,rdma-allreduce",
+            "--loads", "0.3,0.6", "--seeds", "2", "--vary", "faults.drop_rate=0,0.1",
+            "--sim", "model", "--cycles", "600", "--workers", "1", "-o", str(out)]
+    first = superfabric(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    results = _results(out)
+    assert len(results) == 2 * 2 * 2 * 2
+    spec = json.loads((out / "sweep.json").read_text())
+    assert sorted(p["id"] for p in spec["points"]) == sorted(results)
+    for pid, res in results.items():
+        assert res["sweep"]["id"] == pid and res["simulator"] == "model"
+        drop = res["sweep"]["vary"]["faults.drop_rate"]
+        assert res["config"]["faults"]["drop_rate"] == drop and f"drop_rate{drop}-" in pid
+        assert res["config"]["rdma"]["qps"] == 8           # the --set, under the vary
+        assert (out / "points" / pid / "workload.npz").is_file()
+        rdma = res["rdma"]
+        assert rdma["requests"]["completed"] == rdma["requests"]["posted"] > 0
+        assert rdma["data"]["corrupted"] == rdma["data"]["stray_words"] == 0
+        if drop == 0:
+            assert rdma["retransmissions"]["total"] == 0
+    lossy = [r for r in results.values() if r["config"]["faults"]["drop_rate"] > 0]
+    assert sum(r["rdma"]["retransmissions"]["total"] for r in lossy) > 0
+    stamps = {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
+
+    again = superfabric(*args)
+    assert again.returncode == 0, again.stderr
+    assert "16 skipped" in again.stdout and "0 run" in again.stdout
+    assert stamps == {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
+
+    report = superfabric("report", str(out), "-o", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    md = (tmp_path / "report" / "report.md").read_text()
+    for title in ("## Attention", "## Plots", "## Connection state", "## Points"):
+        assert title in md, title
+    assert "against the varied faults.drop_rate" in md
+    for res in results.values():
+        assert f"{res['rdma']['goodput']:.4f}" in md
+    for png in ("rdma_goodput.png", "rdma_latency.png", "rdma_latency_cdf.png",
+                "rdma_recovery.png"):
+        assert (tmp_path / "report" / png).stat().st_size > 0, png
+
+
+def test_failed_rdma_point_is_recorded_not_lost(tmp_path):
+    # 16 QPs per endpoint cannot each get a request in 400 cycles: that point fails at run time.
+    out = tmp_path / "sweep"
+    res = superfabric("sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform",
+                      "--loads", "0.5", "--vary", "rdma.qps=8,64", "--sim", "model",
+                      "--cycles", "400", "--workers", "1", "-o", str(out))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "1 failed" in res.stdout and "traffic.cycles" in res.stdout
+    (error,) = (out / "points").glob("*/error.json")
+    err = json.loads(error.read_text())
+    assert "qps64" in err["point"]["id"] and "\n" not in err["error"]
+    assert err["error"].startswith("TrafficError: traffic.cycles")
+    (ok,) = _results(out).values()
+    assert ok["config"]["rdma"]["qps"] == 8
+
+
 @pytest.mark.parametrize("args,field", [
     (["--loads", "0.5:0.1:0"], "--loads"),
     (["--sim", "model,questa"], "--sim"),
@@ -88,6 +153,11 @@ def test_failed_point_is_recorded_not_lost(tmp_path):
     (["--vary", "switch.ports"], "--vary"),
     (["--vary", "switch.ports=4,64"], "switch.ports"),
     (["--seeds", "0"], "--seeds"),
+    (["--traffic", "uniform,rdma-uniform", *RDMA], "--traffic"),
+    (["--traffic", "rdma-uniform"], "rdma.enabled"),
+    (["--traffic", "rdma-allreduce", *RDMA, "--vary", "rdma.enabled=true,false"], "rdma.enabled"),
+    (["--traffic", "rdma-uniform", *RDMA, "--sink-stall", "0.1"], "--sink-stall"),
+    (["--traffic", "rdma-uniform", *RDMA, "--lengths", "fixed:4"], "--lengths"),
 ])
 def test_bad_sweep_arguments_are_one_line(args, field, tmp_path):
     res = superfabric("sweep", "--preset", "tiny", *args, "-o", str(tmp_path / "s"))

@@ -44,7 +44,10 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
-    g.add_argument("--top", default="switch", help="top-level block: switch (default) or skid_buffer")
+    g.add_argument("--top", default="switch",
+                   help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
+                        "engine) or rdma_fabric (the RDMA simulation top); rdma_* need "
+                        "--set rdma.enabled=true")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -123,6 +126,9 @@ def _generate(args) -> int:
     if args.top not in TOPS:
         raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
     cfg = _config(args)
+    if args.top.startswith("rdma_") and not cfg.rdma.enabled:
+        raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
+                          f"(add --set rdma.enabled=true)")
     path = write_verilog(cfg, args.out, top=args.top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")

@@ -547,5 +547,6 @@ def test_switch_and_rdma_runs_are_not_mixed(rdma_sweep_dir, tmp_path):
     with pytest.raises(ReportError) as e:
         write_report(src, tmp_path / "report")
     message = str(e.value)
-    assert "\n" not in message and "uniform" in message and "rdma-uniform" in message
+    assert "\n" not in message and str(src) in message
+    assert "switch traffic (uniform)" in message and "RDMA traffic (rdma-uniform)" in message
     assert not (tmp_path / "report").exists()

@@ -1,9 +1,17 @@
 """``superfabric report``: Markdown, HTML and PNG reports of one run or a whole sweep.
 
 A run directory holds ``results.json`` and ``packets.npz`` (written by
-:func:`superfabric.tools.run.run_point`); a sweep directory holds
-``sweep.json`` and, per point, a run directory ``points/<id>/`` or, when the
-point failed, ``points/<id>/error.json``.
+:func:`superfabric.tools.run.run_point`), or for RDMA traffic
+``workload.npz`` and the records; a sweep directory holds ``sweep.json``
+and, per point, a run directory ``points/<id>/`` or, when the point failed,
+``points/<id>/error.json``.
+
+Switch runs and RDMA runs (``rdma-*`` patterns) measure different things,
+so a report is of one :class:`ReportKind`: this module holds the machinery
+both share (reading the source, seeds averaged into curves, the attention
+list, provenance, Markdown and HTML) and the switch's plots and table;
+:mod:`superfabric.tools.report_rdma` holds the RDMA ones. A source that
+mixes the two kinds is refused.
 
 The report opens with what needs attention (RTL/model mismatches, failed,
 missing and stalled points), then the plots, a table of every point and the
@@ -16,8 +24,7 @@ seeds that share (pattern, config variant, simulator, load). An RTL run also
 carries the golden model's figures for the same trace; they form the model's
 curve (dashed), the RTL's is solid with markers. Every plot is one function
 in :data:`PLOTS` that returns ``None`` when the data it needs is absent, so a
-new figure (pause or ECN marking, once runs record ``pfc``/``ecn``) is one
-more function there.
+new figure is one more function there (in :mod:`~superfabric.tools.report_rdma` for RDMA runs).
 """
 
 from __future__ import annotations
@@ -33,9 +40,11 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["HOL_SATURATION", "PLOTS", "TABLE_HEADER", "Plot", "Point", "ReportData",
-           "ReportError", "Source", "format_latency", "format_throughput", "hol_saturation",
-           "load_source", "oq_queueing_delay", "write_report"]
+from ..sim.rdma_traffic import RDMA_PATTERNS
+
+__all__ = ["HOL_SATURATION", "PLOTS", "SWITCH", "TABLE_HEADER", "Plot", "Point", "ReportData",
+           "ReportError", "ReportKind", "Source", "format_latency", "format_throughput",
+           "hol_saturation", "load_source", "oq_queueing_delay", "write_report"]
 
 #: Order of simulators in legends and tables: the reference first.
 _SIM_ORDER = ("model", "icarus", "verilator")
@@ -162,10 +171,20 @@ class Point:
         """True when an RTL simulator ran (and the model ran beside it)."""
         return self.sim != "model"
 
+    @property
+    def kind(self) -> str:
+        """``rdma`` for work requests through the RDMA fabric, ``switch`` otherwise."""
+        return _kind_of_pattern(self.pattern)
+
     def describe(self) -> str:
         """Pattern, variant, load, seed and simulator, for the report's lists."""
         return (f"{self.pattern}, {self.variant}, load {self.load:g}, seed {self.seed}, "
                 f"{self.sim} ({self.id})")
+
+
+def _kind_of_pattern(pattern: str) -> str:
+    # The rule run_point dispatches by.
+    return "rdma" if pattern.partition(":")[0] in RDMA_PATTERNS else "switch"
 
 
 def _variant_label(vary: dict) -> str:
@@ -203,6 +222,24 @@ class Source:
         """The points that ran and wrote ``results.json``."""
         return [p for p in self.points if p.results is not None]
 
+    @property
+    def kind(self) -> str:
+        """``switch`` or ``rdma``, from the patterns of the points (or of the sweep's spec).
+
+        Raises
+        ------
+        ReportError
+            When the source holds both kinds of run.
+        """
+        patterns = [p.pattern for p in self.points] or list((self.spec or {}).get("traffic", []))
+        kinds = defaultdict(list)
+        for pattern in patterns:
+            kinds[_kind_of_pattern(pattern)].append(pattern)
+        if len(kinds) > 1:
+            raise ReportError(f"{self.path}: mixes switch traffic ({_distinct(kinds['switch'])}) "
+                              f"and RDMA traffic ({_distinct(kinds['rdma'])}); report them apart")
+        return next(iter(kinds), "switch")
+
 
 def _read_json(path: Path) -> dict:
     try:
@@ -216,24 +253,27 @@ def _read_json(path: Path) -> dict:
     return data
 
 
-#: The sections of results.json the report reads.
-_RESULTS_KEYS = ("config", "simulator", "traffic", "model", "packets", "throughput", "latency")
+#: The sections of results.json the report reads, for every run and per kind of run.
+_RESULTS_KEYS = ("config", "simulator", "traffic", "model")
+_KIND_KEYS = {"switch": ("packets", "throughput", "latency"), "rdma": ("rdma",)}
 
 
 def _point_from_results(path: Path) -> Point:
     res = _read_json(path)
-    missing = [k for k in _RESULTS_KEYS if k not in res]
-    if missing:
-        raise ReportError(f"{path}: not a superfabric results file (no {', '.join(missing)})")
     try:
         traffic = res["traffic"]
         sweep = res.get("sweep") or {}
-        return Point(id=sweep.get("id", path.parent.name), dir=path.parent,
-                     pattern=traffic["pattern"], load=float(traffic["load"]),
-                     seed=int(traffic["seed"]), sim=res["simulator"],
-                     vary=sweep.get("vary") or {}, results=res)
+        point = Point(id=sweep.get("id", path.parent.name), dir=path.parent,
+                      pattern=traffic["pattern"], load=float(traffic["load"]),
+                      seed=int(traffic["seed"]), sim=res["simulator"],
+                      vary=sweep.get("vary") or {}, results=res)
     except (KeyError, TypeError, ValueError) as e:
         raise ReportError(f"{path}: not a superfabric results file (missing or bad {e})") from None
+    missing = [k for k in _RESULTS_KEYS + _KIND_KEYS[point.kind] if k not in res]
+    if missing:
+        raise ReportError(f"{path}: not a superfabric results file of {point.kind} traffic "
+                          f"{point.pattern!r} (no {', '.join(missing)})")
+    return point
 
 
 def _point_from_error(path: Path) -> Point:
@@ -289,6 +329,44 @@ def load_source(src: str | Path) -> Source:
                       f"(sweep.json)")
 
 
+@dataclass(frozen=True)
+class ReportKind:
+    """What differs between the report of switch runs and that of RDMA runs.
+
+    Attributes
+    ----------
+    name : str
+        ``switch`` or ``rdma`` (:attr:`Point.kind`).
+    figures : callable
+        ``results.json`` -> the figures of the simulator that ran: the whole
+        file for the switch, its ``rdma`` section for RDMA. The model's
+        figures are ``results["model"]`` for both.
+    plots : tuple of callable
+        Each takes the :class:`ReportData` and returns a :class:`Plot`, or
+        None when the data it needs is absent.
+    tables : callable
+        :class:`ReportData` -> the document blocks between the plots and the
+        provenance (the table of points, and whatever else the kind adds).
+    match_summary : callable
+        The ``match`` section of an RTL run that differs from the model ->
+        one line for the attention list.
+    checks : callable
+        :class:`Point` -> the problems its own figures show (beyond a stall),
+        for the attention list; empty when there are none.
+    traffic : callable
+        The runs' ``results["traffic"]`` sections -> lines of the
+        provenance's traffic list, beyond patterns, loads and seeds.
+    """
+
+    name: str
+    figures: Callable[[dict], dict]
+    plots: tuple
+    tables: Callable
+    match_summary: Callable[[dict], str]
+    checks: Callable[[Point], list[str]]
+    traffic: Callable[[list[dict]], list[str]]
+
+
 # --------------------------------------------------------------------------
 # Figures per (pattern, variant, simulator, load, seed)
 
@@ -299,7 +377,7 @@ class _Measure:
 
     point: Point
     sim: str
-    figures: dict           # throughput, throughput_per_port, latency, packets, ...
+    figures: dict           # ReportKind.figures of results.json, or results["model"]
 
     @property
     def series(self) -> tuple[str, str, str]:
@@ -310,17 +388,19 @@ class _Measure:
         return int(self.point.results["config"]["switch"]["ports"])
 
 
-def _measures(points: list[Point]) -> list[_Measure]:
+def _measures(points: list[Point], kind: ReportKind) -> list[_Measure]:
     # The model is deterministic, so runs of one trace on two simulators carry
-    # the same model figures; keep one, or seeds would be counted twice.
+    # the same model figures; keep one, or seeds would be counted twice. The
+    # traffic section describes the whole stimulus (pattern, load, seed,
+    # lengths, stalls, bad requests...), the config the rest.
     seen = set()
     out = []
     for p in points:
         res = p.results
         if p.rtl:
-            out.append(_Measure(p, p.sim, res))
-        key = (p.pattern, p.variant, p.load, p.seed, res["traffic"].get("cycles"),
-               res["traffic"].get("packet_lengths"), json.dumps(res["config"], sort_keys=True))
+            out.append(_Measure(p, p.sim, kind.figures(res)))
+        key = (p.variant, json.dumps(res["traffic"], sort_keys=True),
+               json.dumps(res["config"], sort_keys=True))
         if key not in seen:
             seen.add(key)
             out.append(_Measure(p, "model", res["model"]))
@@ -331,15 +411,20 @@ def _latency(stat: str) -> Callable[[dict], float | None]:
     return lambda figures: (figures.get("latency") or {}).get(stat)
 
 
-def _curve(measures: list[_Measure], value: Callable[[dict], float | None]):
-    """Mean over seeds of ``value`` at each load: sorted ``(loads, values)`` arrays."""
-    by_load = defaultdict(list)
+def _offered_load(m: _Measure) -> float:
+    return m.point.load
+
+
+def _curve(measures: list[_Measure], value: Callable[[dict], float | None],
+           x: Callable[[_Measure], float] = _offered_load):
+    """Mean over seeds of ``value`` at each ``x`` (the load by default): sorted arrays."""
+    by_x = defaultdict(list)
     for m in measures:
         v = value(m.figures)
         if v is not None:
-            by_load[m.point.load].append(v)
-    loads = sorted(by_load)
-    return np.array(loads), np.array([np.mean(by_load[x]) for x in loads])
+            by_x[x(m)].append(v)
+    xs = sorted(by_x)
+    return np.array(xs), np.array([np.mean(by_x[k]) for k in xs])
 
 
 def _same_load(a: float, b: float) -> bool:
@@ -357,11 +442,14 @@ class ReportData:
         One entry per (run, simulator); model figures once per trace.
     chosen_load : float or None
         Load of the latency CDF and per-port plots; ``None`` without runs.
+    kind : ReportKind
+        Switch or RDMA runs.
     """
 
     source: Source
     measures: list
     chosen_load: float | None
+    kind: ReportKind
 
     def series(self) -> list[tuple[str, str, str]]:
         """Every (pattern, variant, simulator), the model before the RTL."""
@@ -376,17 +464,8 @@ class ReportData:
     def style(self, series: tuple[str, str, str]) -> dict:
         """Matplotlib line style: colour per (pattern, variant), dashed for the model."""
         groups = sorted({k[:2] for k in self.series()})
-        colour = f"C{groups.index(series[:2]) % 10}"
         pattern, variant, sim = series
-        style = {"color": colour, "label": f"{pattern}, {variant}, {sim}"}
-        # RTL wide and translucent under a thin model line on top: where they
-        # agree (the usual case) both stay visible.
-        if sim == "model":
-            style.update(linestyle="--", marker="x", markersize=5, linewidth=1.2, zorder=3)
-        else:
-            style.update(linestyle="-", marker="s" if sim == "icarus" else "o", markersize=6,
-                         linewidth=2.6, alpha=0.55, zorder=2)
-        return style
+        return _line_style(groups.index(series[:2]), f"{pattern}, {variant}, {sim}", sim)
 
     def reference_ports(self) -> list[int]:
         """The switch radices present, for the reference curves."""
@@ -406,6 +485,19 @@ class ReportData:
         t0 = min(v for x, v in means if _same_load(x, lowest))
         return t0, (f"{t0:.2f} cycles, the minimum mean latency observed at the lowest load "
                     f"({lowest:g})")
+
+
+def _line_style(group: int, label: str, sim: str) -> dict:
+    """Matplotlib line style: colour ``C<group>``, the model dashed, an RTL simulator solid."""
+    style = {"color": f"C{group % 10}", "label": label}
+    # RTL wide and translucent under a thin model line on top: where they
+    # agree (the usual case) both stay visible.
+    if sim == "model":
+        style.update(linestyle="--", marker="x", markersize=5, linewidth=1.2, zorder=3)
+    else:
+        style.update(linestyle="-", marker="s" if sim == "icarus" else "o", markersize=6,
+                     linewidth=2.6, alpha=0.55, zorder=2)
+    return style
 
 
 def _choose_load(points: list[Point], requested: float | None) -> float | None:
@@ -540,14 +632,29 @@ def _packet_latencies(point: Point, sim: str) -> np.ndarray | None:
     return (tail[delivered] - gen[delivered]).astype(np.float64)
 
 
-def _plot_latency_cdf(data: ReportData) -> Plot | None:
+def _latency_cdf(data: ReportData, latencies: Callable[[Point, str], np.ndarray | None], *,
+                name: str, what: str, population: str, files: str) -> Plot | None:
+    """The latency CDF at the chosen load, per series, the runs of all seeds pooled.
+
+    Parameters
+    ----------
+    data : ReportData
+    latencies : callable
+        ``(point, sim)`` -> the latencies of one run on one simulator, in
+        cycles, or None when its files do not hold them.
+    name : str
+        File name of the PNG.
+    what, population, files : str
+        For the labels: what has a latency (``packet``), which of them count
+        (``delivered packets``) and the files they come from.
+    """
     if data.chosen_load is None:
         return None
     fig, (ax,) = _figure()
     runs = 0
     for key in data.series():
         parts = [lat for m in data.of(key, data.chosen_load)
-                 if (lat := _packet_latencies(m.point, m.sim)) is not None]
+                 if (lat := latencies(m.point, m.sim)) is not None]
         pooled = np.sort(np.concatenate(parts)) if parts else np.empty(0)
         if not len(pooled):
             continue
@@ -557,13 +664,20 @@ def _plot_latency_cdf(data: ReportData) -> Plot | None:
         ax.step(pooled, np.arange(1, len(pooled) + 1) / len(pooled), where="post", **style)
     if not runs:
         return None
-    ax.set(xlabel="latency (cycles, log scale)", ylabel="fraction of delivered packets",
-           title=f"Latency CDF at load {data.chosen_load:g}", xscale="log", ylim=(0, 1.01))
+    ax.set(xlabel=f"{what} latency (cycles, log scale)", ylabel=f"fraction of {population}",
+           title=f"{what.capitalize()} latency CDF at load {data.chosen_load:g}", xscale="log",
+           ylim=(0, 1.01))
     _plain_log_ticks(ax.xaxis)
     _legend(fig, ax)
-    return Plot("latency_cdf.png", "Latency CDF", fig,
-                f"Distribution of packet latency at offered load {data.chosen_load:g}, the "
-                f"packets of all seeds pooled ({runs} runs' packets.npz); model dashed, RTL solid.")
+    return Plot(name, f"{what.capitalize()} latency CDF", fig,
+                f"Distribution of {what} latency at offered load {data.chosen_load:g}, the "
+                f"{population} of all seeds pooled ({runs} runs' {files}); model dashed, "
+                f"RTL solid.")
+
+
+def _plot_latency_cdf(data: ReportData) -> Plot | None:
+    return _latency_cdf(data, _packet_latencies, name="latency_cdf.png", what="packet",
+                       population="delivered packets", files="packets.npz")
 
 
 def _plot_port_throughput(data: ReportData) -> Plot | None:
@@ -692,22 +806,15 @@ PLOTS: tuple[Callable[[ReportData], Plot | None], ...] = (
 #   ("table", header, rows, numeric_columns)  ("figure", Plot)  ("pre", text)
 
 
-def _attention(source: Source) -> list[tuple]:
-    from ..tb.scoreboard import Comparison
+def _attention(source: Source, kind: ReportKind) -> list[tuple]:
     blocks = [("h", 2, "Attention")]
     rtl = [p for p in source.ok if p.rtl]
     differ = [p for p in rtl if not p.results["match"]["exact"]]
     if differ:
         blocks.append(("alert", f"RTL and model differ at: {len(differ)} of "
                                 f"{_count(len(rtl), 'RTL point')}"))
-        items = []
-        for p in differ:
-            m = p.results["match"]
-            summary = Comparison(exact=False, mismatches=m.get("mismatches", 0),
-                                 first_mismatch=m.get("first_mismatch"),
-                                 problems=m.get("problems") or []).summary()
-            items.append(f"{p.describe()}: {summary}")
-        blocks.append(("list", items))
+        blocks.append(("list", [f"{p.describe()}: {kind.match_summary(p.results['match'])}"
+                                for p in differ]))
     elif rtl:
         sims = sorted({p.sim for p in rtl})
         blocks.append(("ok", f"RTL and model agree exactly at every RTL point "
@@ -722,12 +829,17 @@ def _attention(source: Source) -> list[tuple]:
         blocks.append(("alert", f"points not run (neither results.json nor error.json): "
                                 f"{len(source.missing)}"))
         blocks.append(("list", list(source.missing)))
-    stalled = [p for p in source.ok if p.results.get("stalled")]
+    stalled = [p for p in source.ok if kind.figures(p.results).get("stalled")]
     if stalled:
-        blocks.append(("alert", f"stalled runs (stopped making progress before delivering "
-                                f"every packet): {len(stalled)}"))
+        blocks.append(("alert", f"stalled runs (stopped making progress before the end of "
+                                f"their traffic): {len(stalled)}"))
         blocks.append(("list", [p.describe() for p in stalled]))
-    if not (failed or source.missing or stalled):
+    checked = [(p, problems) for p in source.ok if (problems := kind.checks(p))]
+    if checked:
+        blocks.append(("alert", f"runs that failed their checks: {len(checked)}"))
+        blocks.append(("list", [f"{p.describe()}: {'; '.join(problems)}"
+                                for p, problems in checked]))
+    if not (failed or source.missing or stalled or checked):
         blocks.append(("ok", f"Every point ran to completion "
                              f"({_count(len(source.points), 'point')})."))
     return blocks
@@ -750,27 +862,72 @@ TABLE_HEADER = ("pattern", "variant", "load", "seed", "sim",
 _NUMERIC = frozenset(range(2, 4)) | frozenset(range(5, 15))
 
 
-def _table_row(p: Point) -> list[str]:
-    head = [p.pattern, p.variant, f"{p.load:g}", str(p.seed), p.sim]
-    if p.results is None:
-        return head + ["-"] * (len(TABLE_HEADER) - len(head) - 1) + ["error"]
-    res, model = p.results, p.results["model"]
-    rtl = res if p.rtl else {}
-    cells = list(head)
-    for value, fmt in ((lambda f: f.get("throughput"), format_throughput),
-                       (_latency("mean"), format_latency), (_latency("p99"), format_latency)):
-        r, m = (value(rtl) if rtl else None), value(model)
+def _row_head(p: Point) -> list[str]:
+    """The cells that name a point: pattern, variant, load, seed, simulator."""
+    return [p.pattern, p.variant, f"{p.load:g}", str(p.seed), p.sim]
+
+
+def _failed_row(p: Point, columns: int) -> list[str]:
+    """The row of a failed point: its name, dashes, and ``error`` as the match."""
+    head = _row_head(p)
+    return head + ["-"] * (columns - len(head) - 1) + ["error"]
+
+
+def _compared_cells(p: Point, kind: ReportKind, columns) -> list[str]:
+    """RTL, model and Δ cells for each ``(value, format)`` of ``columns``."""
+    rtl = kind.figures(p.results) if p.rtl else None
+    model = p.results["model"]
+    cells = []
+    for value, fmt in columns:
+        r, m = (value(rtl) if rtl is not None else None), value(model)
         cells += [fmt(r), fmt(m), _format_delta(r, m, fmt)]
-    packets = res["packets"]
-    cells.append(f"{packets['delivered']}/{packets['dropped']}")
-    match = res.get("match")
-    if match is None:
-        cells.append("-")
-    elif match["exact"]:
-        cells.append("exact")
-    else:
-        cells.append(f"{match.get('mismatches', 0)} mismatches")
     return cells
+
+
+def _match_cell(match: dict | None) -> str:
+    if match is None:
+        return "-"
+    return "exact" if match["exact"] else f"{match.get('mismatches', 0)} mismatches"
+
+
+def _table_row(p: Point) -> list[str]:
+    if p.results is None:
+        return _failed_row(p, len(TABLE_HEADER))
+    res = p.results
+    cells = _row_head(p) + _compared_cells(p, SWITCH, (
+        (lambda f: f.get("throughput"), format_throughput),
+        (_latency("mean"), format_latency), (_latency("p99"), format_latency)))
+    cells.append(f"{res['packets']['delivered']}/{res['packets']['dropped']}")
+    cells.append(_match_cell(res.get("match")))
+    return cells
+
+
+def _switch_tables(data: ReportData) -> list[tuple]:
+    rows = [_table_row(p) for p in sorted(data.source.points, key=_sort_key)]
+    return [("h", 2, "Points"),
+            ("p", "Δ is RTL minus model. Latencies in cycles, generation to tail delivery; "
+                  "throughput in flits per output per cycle."),
+            ("table", TABLE_HEADER, rows, _NUMERIC)]
+
+
+def _switch_match_summary(match: dict) -> str:
+    from ..tb.scoreboard import Comparison
+    return Comparison(exact=False, mismatches=match.get("mismatches", 0),
+                      first_mismatch=match.get("first_mismatch"),
+                      problems=match.get("problems") or []).summary()
+
+
+def _switch_traffic(traffic: list[dict]) -> list[str]:
+    return [f"cycles: {_distinct(t['cycles'] for t in traffic)}",
+            f"packet lengths: {_distinct(t.get('packet_lengths') for t in traffic)}",
+            f"sink stall: {_distinct(t.get('sink_stall', 0.0) for t in traffic)}",
+            f"pause rate: {_distinct(t.get('pause_rate', 0.0) for t in traffic)}"]
+
+
+#: Reports of switch runs: results.json's top level holds the figures.
+SWITCH = ReportKind(name="switch", figures=lambda results: results, plots=PLOTS,
+                    tables=_switch_tables, match_summary=_switch_match_summary,
+                    checks=lambda point: [], traffic=_switch_traffic)
 
 
 def _flatten(config: dict, prefix: str = "") -> dict:
@@ -811,7 +968,7 @@ def _configuration(source: Source) -> list[tuple]:
     return blocks
 
 
-def _provenance(source: Source) -> list[tuple]:
+def _provenance(source: Source, kind: ReportKind) -> list[tuple]:
     ok = source.ok
     blocks = [("h", 2, "Provenance"), ("p", f"Source: {source.path}")]
     if source.spec is not None:
@@ -824,11 +981,7 @@ def _provenance(source: Source) -> list[tuple]:
         f"patterns: {_distinct(p.pattern for p in source.points)}",
         f"loads: {_distinct(p.load for p in source.points)}",
         f"seeds: {_distinct(p.seed for p in source.points)}",
-        f"cycles: {_distinct(t['cycles'] for t in traffic)}",
-        f"packet lengths: {_distinct(t.get('packet_lengths') for t in traffic)}",
-        f"sink stall: {_distinct(t.get('sink_stall', 0.0) for t in traffic)}",
-        f"pause rate: {_distinct(t.get('pause_rate', 0.0) for t in traffic)}",
-    ])]
+        *kind.traffic(traffic)])]
 
     # Each simulator's own time: an RTL run's wall_seconds is its simulation
     # alone, its model run and its (possibly cached) build are recorded apart.
@@ -837,12 +990,14 @@ def _provenance(source: Source) -> list[tuple]:
     build = 0.0
     for p in ok:
         res = p.results
-        runs = [(p.sim, res)] + ([("model", res["model"])] if p.rtl else [])
-        for sim, figures in runs:
+        runs = [(p.sim, kind.figures(res).get("cycles"), res.get("wall_seconds"))]
+        if p.rtl:
+            runs.append(("model", res["model"].get("cycles"), res["model"].get("wall_seconds")))
+        for sim, cycles, seconds in runs:
             entry = speed[sim]
             entry[0] += 1
-            entry[1] += int(figures.get("cycles") or 0)
-            entry[2] += float(figures.get("wall_seconds") or 0.0)
+            entry[1] += int(cycles or 0)
+            entry[2] += float(seconds or 0.0)
         build += float(res.get("build_seconds") or 0.0)
         versions[p.sim].add(", ".join(f"{k} {v}"
                                       for k, v in sorted(res.get("versions", {}).items())))
@@ -862,20 +1017,17 @@ def _provenance(source: Source) -> list[tuple]:
 
 
 def _document(data: ReportData, plots: list[Plot]) -> list[tuple]:
-    source = data.source
-    kind = (f"sweep of {len(source.points) + len(source.missing)} points"
+    source, kind = data.source, data.kind
+    what = (f"sweep of {len(source.points) + len(source.missing)} points"
             if source.spec is not None else "run")
-    blocks = [("h", 1, f"superfabric report: {kind} {source.path}")]
-    blocks += _attention(source)
+    traffic = "RDMA " if kind.name == "rdma" else ""
+    blocks = [("h", 1, f"superfabric report: {traffic}{what} {source.path}")]
+    blocks += _attention(source, kind)
     if plots:
         blocks.append(("h", 2, "Plots"))
         blocks += [("figure", plot) for plot in plots]
-    rows = [_table_row(p) for p in sorted(source.points, key=_sort_key)]
-    blocks += [("h", 2, "Points"),
-               ("p", "Δ is RTL minus model. Latencies in cycles, generation to tail delivery; "
-                     "throughput in flits per output per cycle."),
-               ("table", TABLE_HEADER, rows, _NUMERIC)]
-    blocks += _provenance(source)
+    blocks += kind.tables(data)
+    blocks += _provenance(source, kind)
     return blocks
 
 
@@ -981,12 +1133,14 @@ def write_report(src: Path, out: Path, *, cdf_load: float | None = None) -> Path
     Parameters
     ----------
     src : pathlib.Path
-        A run directory (``results.json``) or a sweep directory (``sweep.json``).
+        A run directory (``results.json``) or a sweep directory (``sweep.json``),
+        of switch traffic or of RDMA traffic (``rdma-*`` patterns), not both.
     out : pathlib.Path
         Report directory, created when missing; the PNGs go next to the reports.
     cdf_load : float, optional
-        Offered load of the latency CDF and per-port throughput plots; it must
-        be a load of the runs. Default: the highest load <= 0.9 present.
+        Offered load of the latency CDF (and, for switch runs, per-port
+        throughput and PFC) plots; it must be a load of the runs. Default:
+        the highest load <= 0.9 present.
 
     Returns
     -------
@@ -997,16 +1151,20 @@ def write_report(src: Path, out: Path, *, cdf_load: float | None = None) -> Path
     ------
     ReportError
         When ``src`` is neither kind of directory, a file in it is unreadable,
-        or ``cdf_load`` is not a load of its runs.
+        it mixes switch and RDMA runs, or ``cdf_load`` is not a load of its runs.
     """
     source = load_source(src)
+    if source.kind == "rdma":
+        from .report_rdma import RDMA as kind
+    else:
+        kind = SWITCH
     ok = source.ok
-    data = ReportData(source=source, measures=_measures(ok),
-                      chosen_load=_choose_load(ok, cdf_load))
+    data = ReportData(source=source, measures=_measures(ok, kind),
+                      chosen_load=_choose_load(ok, cdf_load), kind=kind)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plots = []
-    for make in PLOTS:
+    for make in kind.plots:
         plot = make(data)
         if plot is not None:
             plot.figure.savefig(out / plot.name, dpi=110)

@@ -1,11 +1,13 @@
 """``superfabric sweep``: many runs over loads, patterns, seeds, simulators and config keys, on Dask.
 
 Each point is one task that writes its own run directory under
-``DIR/points/<id>/`` (``results.json`` and ``packets.npz``, as ``superfabric
-run`` does), or ``error.json`` with a one-line error when it fails, so
-nothing is lost. A sweep is resumable: points whose ``results.json`` exists
-are skipped, failed ones are tried again. ``DIR/sweep.json`` records the
-command's arguments and the list of points.
+``DIR/points/<id>/`` (``results.json`` and ``packets.npz``, or for ``rdma-*``
+traffic ``workload.npz`` and the records, as ``superfabric run`` does), or
+``error.json`` with a one-line error when it fails, so nothing is lost. A
+sweep is resumable: points whose ``results.json`` exists are skipped, failed
+ones are tried again. ``DIR/sweep.json`` records the command's arguments and
+the list of points. A sweep is of switch traffic or of RDMA traffic, not
+both: the two measure different things, and their reports differ.
 
 Tasks run on a Dask ``distributed`` cluster: a local one with ``workers``
 processes by default, or an existing scheduler given by its address, so the
@@ -87,6 +89,9 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
     Every varied configuration is validated here, before anything runs.
+    ``rdma-*`` patterns need ``rdma.enabled`` in each, take no ``--lengths``
+    or ``--sink-stall``, and cannot share a sweep with switch patterns
+    (:class:`SweepError` naming the argument).
     """
     from .run import SIMS
     for sim in sims:
@@ -96,17 +101,18 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
         raise SweepError(f"--seeds = {seeds}: must be at least 1")
     if cycles < 1:
         raise SweepError(f"--cycles = {cycles}: must be at least 1")
-    from ..sim.traffic import PATTERNS
-    for pattern in traffic:
-        if pattern.split(":")[0] not in PATTERNS:
-            raise SweepError(f"--traffic = {pattern!r}: each pattern must be one of "
-                             f"{', '.join(PATTERNS)}")
+    rdma = _check_traffic(traffic, packet_lengths=packet_lengths, sink_stall=sink_stall)
     axes = _parse_vary(list(vary))
     keys = [k for k, _ in axes]
     points = []
     for combo in itertools.product(*(values for _, values in axes)):
         varied = dict(zip(keys, combo))
         cfg = _vary(base, varied)
+        if rdma and not cfg.rdma.enabled:
+            setting = ", ".join(f"{k}={v}" for k, v in varied.items())
+            where = f" (with {setting})" if varied else ""
+            raise SweepError(f"rdma.enabled = false{where}: must be true for --traffic "
+                             f"{','.join(traffic)} (add --set rdma.enabled=true)")
         tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
         for pattern, load, seed, sim in itertools.product(traffic, loads, range(1, seeds + 1), sims):
             pid = "-".join(x for x in (sim, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}") if x)
@@ -117,6 +123,32 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
             "sink_stall": sink_stall, "base": base.to_dict()}
     return SweepPlan(base=base, points=points, spec=spec)
+
+
+def _check_traffic(traffic: list[str], *, packet_lengths: str, sink_stall: float) -> bool:
+    """Check the patterns; True for RDMA traffic (``rdma-*``), False for switch traffic."""
+    from ..sim.rdma_traffic import RDMA_PATTERNS
+    from ..sim.traffic import PATTERNS
+    allowed = (*PATTERNS, *RDMA_PATTERNS)
+    for pattern in traffic:
+        if pattern.split(":")[0] not in allowed:
+            raise SweepError(f"--traffic = {pattern!r}: each pattern must be one of "
+                             f"{', '.join(allowed)}")
+    rdma = [p for p in traffic if p.split(":")[0] in RDMA_PATTERNS]
+    if not rdma:
+        return False
+    if len(rdma) < len(traffic):
+        switch = [p for p in traffic if p not in rdma]
+        raise SweepError(f"--traffic = {','.join(traffic)!r}: switch patterns "
+                         f"({', '.join(switch)}) and RDMA patterns ({', '.join(rdma)}) cannot "
+                         f"share a sweep; run one sweep of each")
+    if packet_lengths != "fixed:1":
+        raise SweepError(f"--lengths = {packet_lengths!r}: not for RDMA traffic (the workload "
+                         f"draws the work request lengths)")
+    if sink_stall:
+        raise SweepError(f"--sink-stall = {sink_stall!r}: must be 0 with RDMA traffic (the "
+                         f"engines always accept their flits)")
+    return True
 
 
 def _vary(base: FabricConfig, varied: dict) -> FabricConfig:

@@ -117,7 +117,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,7 +126,7 @@ from superfabric.config import ConfigError, FabricConfig
 
 from .rdma_wire import (ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE, KEY_BITS, OP_SEND, OP_WRITE,
                         STATUS_BAD, STATUS_LOCAL, STATUS_OK, STATUS_REMOTE, VA_BITS, payload_words)
-from .traffic import TrafficError, _bernoulli_arrivals, _check_integer
+from .traffic import TrafficError, bernoulli_arrivals, check_integer, read_npz
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
            "generate_rdma", "wr_cost"]
@@ -303,19 +302,8 @@ def _load(cls: type[RdmaWorkload], path: str | Path) -> RdmaWorkload:
     TrafficError
         If the file is missing or is not a workload.
     """
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
-    except FileNotFoundError:
-        raise TrafficError(f"{path}: no such workload file") from None
-    except (OSError, ValueError, zipfile.BadZipFile):
-        raise TrafficError(f"{path}: not a .npz workload file") from None
-    if "format" not in data or str(data["format"]) != _FORMAT:
-        raise TrafficError(f"{path}: not an RDMA workload (format must be {_FORMAT!r})")
     names = [*(f"wr_{c}" for c in WR_COLUMNS), "keys", "page_table", "memory", *_META]
-    missing = [k for k in names if k not in data]
-    if missing:
-        raise TrafficError(f"{path}: not an RDMA workload (no {missing[0]!r})")
+    data = read_npz(path, _FORMAT, "workload", "an RDMA workload", names)
     try:
         return cls(wr={c: data[f"wr_{c}"] for c in WR_COLUMNS}, keys=data["keys"],
                    page_table=data["page_table"], memory=data["memory"],
@@ -384,8 +372,8 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
     if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
         raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
                            f"(offered share of each endpoint's uplink)")
-    _check_integer("traffic.cycles", cycles, 1, "cycles of posting")
-    _check_integer("traffic.seed", seed, 0, "random seed")
+    check_integer("traffic.cycles", cycles, 1, "cycles of posting")
+    check_integer("traffic.seed", seed, 0, "random seed")
     if isinstance(bad_fraction, bool) or not isinstance(bad_fraction, numbers.Real) \
             or not 0.0 <= bad_fraction <= 1.0:
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be in 0..1 "
@@ -485,7 +473,7 @@ def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
     mtu = payload_words(cfg.switch.max_packet_flits)
     mean_cost = sum(w * float(np.mean(wr_cost(np.arange(lo, hi + 1), mtu)))
                     for (lo, hi), w in zip(_UNIFORM_SIZES, _UNIFORM_WEIGHTS))
-    post, src = _bernoulli_arrivals(post_rng, load / mean_cost, cycles,
+    post, src = bernoulli_arrivals(post_rng, load / mean_cost, cycles,
                                     np.arange(E, dtype=np.int16))
     order = np.argsort(src, kind="stable")
     post, src = post[order], src[order]

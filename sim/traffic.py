@@ -88,7 +88,8 @@ import numpy as np
 
 from superfabric.config import FabricConfig
 
-__all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths"]
+__all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
+           "read_npz", "bernoulli_arrivals", "check_integer"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
                              "incast", "all-to-all", "ring-allreduce", "bursty")
@@ -333,23 +334,34 @@ def _load(cls: type[Trace], path: str | Path) -> Trace:
     TrafficError
         If the file is missing or is not a trace.
     """
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            data = {k: f[k] for k in f.files}
-    except FileNotFoundError:
-        raise TrafficError(f"{path}: no such trace file") from None
-    except (OSError, ValueError, zipfile.BadZipFile):
-        raise TrafficError(f"{path}: not a .npz trace file") from None
-    if "format" not in data or str(data["format"]) != _FORMAT:
-        raise TrafficError(f"{path}: not a traffic trace (format must be {_FORMAT!r})")
-    missing = [k for k in (*_COLUMNS, *_META) if k not in data]
-    if missing:
-        raise TrafficError(f"{path}: not a traffic trace (no {missing[0]!r})")
+    data = read_npz(path, _FORMAT, "trace", "a traffic trace", (*_COLUMNS, *_META))
     try:
         return cls(**{c: data[c] for c in _COLUMNS},
                    **{m: kind(data[m]) for m, kind in _META.items()})
     except TypeError as e:
         raise TrafficError(f"{path}: not a traffic trace ({e})") from None
+
+
+def read_npz(path: str | Path, fmt: str, kind: str, what: str, names) -> dict:
+    """The arrays of an ``.npz`` file of format ``fmt`` holding every one of ``names``.
+
+    A missing file, another format or a missing array is a one-line
+    :class:`TrafficError` naming the ``kind`` of file and ``what`` it should be
+    ("a traffic trace").
+    """
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            data = {k: f[k] for k in f.files}
+    except FileNotFoundError:
+        raise TrafficError(f"{path}: no such {kind} file") from None
+    except (OSError, ValueError, zipfile.BadZipFile):
+        raise TrafficError(f"{path}: not a .npz {kind} file") from None
+    if "format" not in data or str(data["format"]) != fmt:
+        raise TrafficError(f"{path}: not {what} (format must be {fmt!r})")
+    missing = [k for k in names if k not in data]
+    if missing:
+        raise TrafficError(f"{path}: not {what} (no {missing[0]!r})")
+    return data
 
 
 # The spec names both the field ``load`` (the offered load) and the class
@@ -434,7 +446,7 @@ def _number(text: str, *, integer: bool = False) -> float | int | None:
 # -- injection ----------------------------------------------------------------
 
 
-def _bernoulli_arrivals(rng: np.random.Generator, p: float, cycles: int,
+def bernoulli_arrivals(rng: np.random.Generator, p: float, cycles: int,
                         senders: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Bernoulli(p) arrivals per sender and cycle, sorted by (cycle, sender).
 
@@ -573,8 +585,8 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
         raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
                            f"(offered flits per input per cycle, 1 = line rate)")
-    _check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
-    _check_integer("traffic.seed", seed, 0, "random seed")
+    check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
+    check_integer("traffic.seed", seed, 0, "random seed")
     lengths = parse_lengths(packet_lengths, sw.max_packet_flits)
     weights = _priority_weights(priority_weights, sw.priorities, name)
     load, cycles, seed = float(load), int(cycles), int(seed)
@@ -595,7 +607,7 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
         senders = np.arange(ports, dtype=np.int16)
         if name == "incast":
             senders = senders[senders != params["sink"]][:params["sources"]]
-        gen, src = _bernoulli_arrivals(inject, rate, cycles, senders)
+        gen, src = bernoulli_arrivals(inject, rate, cycles, senders)
         if name == "ring-allreduce":
             chunk = params["chunk"]
             if chunk is None:
@@ -615,7 +627,7 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
                  cycles=cycles, packet_lengths=packet_lengths, ecn=ecn)
 
 
-def _check_integer(where: str, value: object, lo: int, doc: str) -> None:
+def check_integer(where: str, value: object, lo: int, doc: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
         raise TrafficError(f"{where} = {value!r}: must be an integer >= {lo} ({doc})")
 

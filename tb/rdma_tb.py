@@ -3,8 +3,9 @@
 Parameters (``superfabric.tb.params``): ``workload`` (an ``.npz`` from
 ``RdmaWorkload.save``), ``rtl_records`` (where to write the RTL's
 records), ``model_records`` (the golden model's records to hold the RTL
-against; optional), ``stall_limit`` and ``report`` (where the scoreboard's
-findings go).
+against; optional), ``stall_limit``, ``expect_stall`` (the run is meant to
+stall: it passes when it does, equal to the model) and ``report`` (where
+the scoreboard's findings go).
 
 The testbench plays the hosts: before cycle 0 it writes every endpoint's
 registration and page tables and loads the host memories (one address of
@@ -34,10 +35,6 @@ from .rdma_scoreboard import compare, default_stall_limit, verify
 __all__ = ["RdmaTB"]
 
 _KEY_COLUMNS = ("valid", "key", "va", "words", "page", "access", "peers")
-
-
-def _fields(fields, bits):
-    return wire.unpack(fields, bits)
 
 
 class RdmaTB:
@@ -120,7 +117,6 @@ class RdmaTB:
         given = [0] * n
         rx = []
         cw, rw, ww = self.cpl_width, self.rcpl_width, self.wr_width
-        cmask, rmask = (1 << cw) - 1, (1 << rw) - 1
         valid_driven, data_driven = 0, 0
         completed = 0
         cycle = 0
@@ -150,27 +146,17 @@ class RdmaTB:
                         taken[queues[e][head[e]]] = cycle
                         head[e] += 1
                         progress = True
-            cpl = int(dut.cpl_valid.value)
-            if cpl:
-                bits = int(dut.cpl_data.value)
-                for e in range(n):
-                    if cpl >> e & 1:
-                        c = _fields(self.cpl_fields, (bits >> (cw * e)) & cmask)
-                        i = c["tag"]
-                        if 0 <= i < rows and wr["src"][i] == e:
-                            if count[i] == 0:
-                                done[i], status[i], order[i] = cycle, c["status"], given[e]
-                                completed += 1
-                            count[i] += 1
-                        given[e] += 1
-                        progress = True
-            rcpl = int(dut.rcpl_valid.value)
-            if rcpl:
-                bits = int(dut.rcpl_data.value)
-                for e in range(n):
-                    if rcpl >> e & 1:
-                        c = _fields(self.rcpl_fields, (bits >> (rw * e)) & rmask)
-                        rx.append((cycle, e, c["src"], c["qp"], c["length"]))
+            for e, c in self._given(dut.cpl_valid, dut.cpl_data, self.cpl_fields, cw):
+                i = c["tag"]
+                if 0 <= i < rows and wr["src"][i] == e:
+                    if count[i] == 0:
+                        done[i], status[i], order[i] = cycle, c["status"], given[e]
+                        completed += 1
+                    count[i] += 1
+                given[e] += 1
+                progress = True
+            for e, c in self._given(dut.rcpl_valid, dut.rcpl_data, self.rcpl_fields, rw):
+                rx.append((cycle, e, c["src"], c["qp"], c["length"]))
             if progress:
                 last_progress = cycle
             elif cycle - last_progress >= stall_limit:
@@ -198,6 +184,16 @@ class RdmaTB:
         await FallingEdge(dut.clk)
         await self.read_back(rec)
         return rec
+
+    def _given(self, valid, data, fields, width):
+        """``(endpoint, fields)`` of each endpoint whose ``valid`` bit is set this cycle."""
+        bits = int(valid.value)
+        if not bits:
+            return []
+        packed = int(data.value)
+        mask = (1 << width) - 1
+        return [(e, wire.unpack(fields, (packed >> (width * e)) & mask))
+                for e in range(self.n) if bits >> e & 1]
 
     async def read_back(self, rec: RdmaRecords):
         """Every word of every host memory, one address of all endpoints per cycle."""
@@ -243,4 +239,9 @@ async def rdma_workload(dut):
         problems = compare(workload, rtl, model) + problems
     if p.get("report") and problems:
         Path(p["report"]).write_text("\n".join(problems) + "\n")
-    assert not problems, f"{len(problems)} problems; first: {problems[0]}"
+    if p.get("expect_stall"):
+        # A run meant to stall (a dead link) passes when it stalls, as the model does.
+        assert rtl.stalled, "the run was expected to stall and did not"
+        assert not p.get("model_records") or not compare(workload, rtl, model), problems[0]
+    else:
+        assert not problems, f"{len(problems)} problems; first: {problems[0]}"

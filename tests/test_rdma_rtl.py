@@ -71,8 +71,8 @@ def test_dead_link_stalls_naming_the_channel(tmp_path):
     workload = generate_rdma(cfg, "rdma-uniform", load=0.3, cycles=800, seed=4)
     model = RdmaFabricModel(cfg).run(workload, stall_limit=700)
     rtl, match = run_rdma_rtl(cfg, workload, sim="verilator", out_dir=tmp_path, model=model,
-                              stall_limit=700, build_root=BUILD_ROOT)
-    assert rtl.stalled and model.stalled and match["exact"]
+                              stall_limit=700, expect_stall=True, build_root=BUILD_ROOT)
+    assert rtl.stalled and model.stalled and match["exact"] and match["passed"]
     assert rtl.cycles == model.cycles
     assert match["problems"][0].startswith(f"stalled at cycle {rtl.cycles}: endpoint ")
     assert " channel " in match["problems"][0]

@@ -81,14 +81,10 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         results["wall_seconds"] = model_seconds
         results["cycles_per_second"] = results["model"]["cycles_per_second"]
     else:
-        from ..tb.runner import build, resolve_waves, run_cocotb
+        from ..tb.runner import run_cocotb
         from ..tb.scoreboard import compare
 
-        # Build (or reuse) first, so the figures below time the simulation alone.
-        waves = resolve_waves(waves)
-        t0 = time.perf_counter()
-        build(cfg, sim=sim, waves=waves, build_root=build_root)
-        results["build_seconds"] = time.perf_counter() - t0
+        waves, results["build_seconds"] = _build(cfg, sim, "switch", waves, build_root)
 
         trace_path = out / "trace.npz"
         trace.save(trace_path)
@@ -165,12 +161,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results["cycles_per_second"] = results["model"]["cycles_per_second"]
     else:
         from ..tb.rdma_runner import run_rdma_rtl
-        from ..tb.runner import build, resolve_waves
-        waves = resolve_waves(waves)
-        # Build first, so that the run's time is the simulation's alone.
-        t0 = time.perf_counter()
-        build(cfg, sim=sim, top="rdma_fabric", waves=waves, build_root=build_root)
-        results["build_seconds"] = time.perf_counter() - t0
+        waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
         rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
                                   build_root=build_root)
@@ -181,6 +172,17 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
+
+
+def _build(cfg: FabricConfig, sim: str, top: str, waves: bool | None,
+           build_root: str | Path) -> tuple[bool, float]:
+    """Build (or reuse) ``top`` before the run, so that the run's figures time the
+    simulation alone; returns the waves setting resolved and the build's seconds."""
+    from ..tb.runner import build, resolve_waves
+    waves = resolve_waves(waves)
+    t0 = time.perf_counter()
+    build(cfg, sim=sim, top=top, waves=waves, build_root=build_root)
+    return waves, time.perf_counter() - t0
 
 
 def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None) -> None:

@@ -146,6 +146,20 @@ def test_failed_rdma_point_is_recorded_not_lost(tmp_path):
     assert ok["config"]["rdma"]["qps"] == 8
 
 
+def test_rdma_sweep_with_bad_requests(tmp_path):
+    """--bad-fraction reaches every point: the bad requests fail with the status meant."""
+    out = tmp_path / "sweep"
+    res = superfabric("sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform",
+                      "--loads", "0.3", "--bad-fraction", "0.3", "--sim", "model",
+                      "--cycles", "800", "--workers", "1", "-o", str(out))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (point,) = _results(out).values()
+    requests = point["rdma"]["requests"]
+    assert point["traffic"]["bad_fraction"] == 0.3
+    assert requests["ok"] < requests["completed"] == requests["posted"]
+    assert requests["unexpected_status"] == 0
+
+
 @pytest.mark.parametrize("args,field", [
     (["--loads", "0.5:0.1:0"], "--loads"),
     (["--sim", "model,questa"], "--sim"),
@@ -158,6 +172,8 @@ def test_failed_rdma_point_is_recorded_not_lost(tmp_path):
     (["--traffic", "rdma-allreduce", *RDMA, "--vary", "rdma.enabled=true,false"], "rdma.enabled"),
     (["--traffic", "rdma-uniform", *RDMA, "--sink-stall", "0.1"], "--sink-stall"),
     (["--traffic", "rdma-uniform", *RDMA, "--lengths", "fixed:4"], "--lengths"),
+    (["--traffic", "uniform", "--bad-fraction", "0.2"], "--bad-fraction"),
+    (["--traffic", "rdma-uniform", *RDMA, "--bad-fraction", "1.5"], "--bad-fraction"),
 ])
 def test_bad_sweep_arguments_are_one_line(args, field, tmp_path):
     res = superfabric("sweep", "--preset", "tiny", *args, "-o", str(tmp_path / "s"))

@@ -81,6 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
     w.add_argument("--lengths", default="fixed:1", metavar="SPEC", help="packet lengths")
     w.add_argument("--sink-stall", type=float, default=0.0, help="egress not-ready probability")
+    w.add_argument("--bad-fraction", type=float, default=0.0,
+                   help="rdma traffic: share of deliberately bad work requests, 0..1")
     w.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
                    help="sweep a config key too (repeatable; cartesian product)")
     w.add_argument("--workers", type=int, default=None, help="local Dask workers (default: cores)")
@@ -104,7 +106,7 @@ def _sweep(args) -> int:
     plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
                       loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
-                      sink_stall=args.sink_stall)
+                      sink_stall=args.sink_stall, bad_fraction=args.bad_fraction)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
     print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
           f"{summary['ran']} run, {len(summary['failed'])} failed, "

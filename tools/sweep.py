@@ -85,13 +85,13 @@ class SweepPlan:
 def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                loads: list[float], seeds: int, sims: list[str], cycles: int,
                vary: list[str] = (), packet_lengths: str = "fixed:1",
-               sink_stall: float = 0.0) -> SweepPlan:
+               sink_stall: float = 0.0, bad_fraction: float = 0.0) -> SweepPlan:
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
     Every varied configuration is validated here, before anything runs.
     ``rdma-*`` patterns need ``rdma.enabled`` in each, take no ``--lengths``
-    or ``--sink-stall``, and cannot share a sweep with switch patterns
-    (:class:`SweepError` naming the argument).
+    or ``--sink-stall``, and cannot share a sweep with switch patterns;
+    ``--bad-fraction`` is for them only (:class:`SweepError` naming the argument).
     """
     from .run import SIMS
     for sim in sims:
@@ -102,6 +102,10 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     if cycles < 1:
         raise SweepError(f"--cycles = {cycles}: must be at least 1")
     rdma = _check_traffic(traffic, packet_lengths=packet_lengths, sink_stall=sink_stall)
+    if not 0 <= bad_fraction <= 1:
+        raise SweepError(f"--bad-fraction = {bad_fraction!r}: must be in 0..1")
+    if bad_fraction and not rdma:
+        raise SweepError(f"--bad-fraction = {bad_fraction!r}: only for RDMA traffic (rdma-*)")
     axes = _parse_vary(list(vary))
     keys = [k for k, _ in axes]
     points = []
@@ -118,10 +122,11 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
             pid = "-".join(x for x in (sim, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}") if x)
             points.append({"id": pid, "vary": varied, "config": cfg.to_dict(), "traffic": pattern,
                            "load": load, "seed": seed, "sim": sim, "cycles": cycles,
-                           "packet_lengths": packet_lengths, "sink_stall": sink_stall})
+                           "packet_lengths": packet_lengths, "sink_stall": sink_stall,
+                           "bad_fraction": bad_fraction})
     spec = {"overrides": list(overrides), "traffic": traffic, "loads": loads, "seeds": seeds,
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
-            "sink_stall": sink_stall, "base": base.to_dict()}
+            "sink_stall": sink_stall, "bad_fraction": bad_fraction, "base": base.to_dict()}
     return SweepPlan(base=base, points=points, spec=spec)
 
 
@@ -179,7 +184,7 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
         res = run_point(cfg, traffic=point["traffic"], load=point["load"], cycles=point["cycles"],
                         seed=point["seed"], sim=point["sim"], out_dir=out,
                         packet_lengths=point["packet_lengths"], sink_stall=point["sink_stall"],
-                        build_root=build_root)
+                        bad_fraction=point.get("bad_fraction", 0.0), build_root=build_root)
     except Exception as e:  # a failed point is recorded, whatever failed
         message = " ".join(f"{type(e).__name__}: {e}".split())
         (out / "error.json").write_text(json.dumps(

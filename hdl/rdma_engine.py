@@ -86,12 +86,14 @@ class RdmaEngine(wiring.Component):
         def per(n, shape, name, init=0):
             return Array(Signal(shape, name=f"{name}{k}", init=init) for k in range(n))
 
-        nxt, snd, una, ret, hsn = (per(NC, PSN, f"ch_{n}_") for n in ("nxt", "snd", "una", "ret", "hsn"))
+        start = rd.start_psn
+        nxt, snd, una, ret, hsn = (per(NC, PSN, f"ch_{n}_", start)
+                                   for n in ("nxt", "snd", "una", "ret", "hsn"))
         timer = per(NC, rd.retransmit_timeout.bit_length(), "ch_timer_")
         msgerr = per(NC, 1, "ch_msgerr_")
         epoch = per(NC, 1, "ch_epoch_")
         err = Signal(NC * W)
-        epsn = per(NC, PSN, "cx_epsn_")
+        epsn = per(NC, PSN, "cx_epsn_", start)
         nak_sent, pend_ack, pend_seq, pend_acc = (per(NC, 1, f"cx_{n}_")
                                                  for n in ("nak_sent", "pend_ack", "pend_seq", "pend_acc"))
         unacked = per(NC, W.bit_length(), "cx_unacked_")

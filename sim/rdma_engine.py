@@ -107,13 +107,14 @@ class RdmaEngine:
         self._rto, self._ato, self._ack_every = rd.retransmit_timeout, rd.ack_timeout, rd.ack_every
         NC = self._NC = E * C
         # Channels (sender role).
-        self.nxt, self.snd, self.una, self.ret, self.hsn = ([0] * NC for _ in range(5))
+        start = rd.start_psn
+        self.nxt, self.snd, self.una, self.ret, self.hsn = ([start] * NC for _ in range(5))
         self.msgerr = [False] * NC
         self.epoch = [0] * NC        # flips at each NAK (access) heard
         self.desc = [[None] * W for _ in range(NC)]
         self.err = [[False] * W for _ in range(NC)]
         # Receive contexts (target role); pend is a mask of _PEND_* bits.
-        self.epsn = [0] * NC
+        self.epsn = [start] * NC
         self.nak_sent = [False] * NC
         self.pend = [0] * NC
         self.unacked = [0] * NC

@@ -220,3 +220,50 @@ def test_unreadable_config_file_is_one_line(tmp_path, make):
         FabricConfig.load(path=path)
     msg = str(e.value)
     assert str(path) in msg and "\n" not in msg
+
+
+# -- [rdma] and [faults] ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, fragments", [
+    (["rdma.window=24"], ["rdma.window = 24", "power of two"]),
+    (["rdma.ack_every=64"], ["rdma.ack_every = 64", "rdma.window (32)"]),
+    (["rdma.retransmit_timeout=64"], ["rdma.retransmit_timeout = 64", "rdma.ack_timeout (64)"]),
+    (["rdma.page_words=32768"], ["rdma.page_words = 32768", "rdma.memory_words (16384)"]),
+    (["rdma.channels_per_peer=17"], ["rdma.channels_per_peer = 17", "1..16"]),
+    (["rdma.start_psn=16777216"], ["rdma.start_psn = 16777216", "0..16777215"]),
+    (["faults.drop_rate=0.6", "faults.corrupt_rate=0.5"], ["drop_rate", "1.1", "at most 1"]),
+    (["faults.seed=0"], ["faults.seed = 0", "1..65535"]),
+    (["faults.reorder_rate=-0.1"], ["faults.reorder_rate = -0.1", "0..1"]),
+])
+def test_bad_rdma_and_fault_values(overrides, fragments):
+    config_error(lambda: FabricConfig.load(overrides=overrides), *fragments)
+
+
+@pytest.mark.parametrize("overrides, fragments", [
+    (["switch.data_width=32"], ["switch.data_width = 32", "must be 64 with rdma.enabled"]),
+    (["switch.max_packet_flits=2"], ["switch.max_packet_flits = 2", "at least 3"]),
+    (["rdma.qps=1001"], ["rdma.qps = 1001", "multiple of switch.ports (8)"]),
+    (["pfc.enabled=true"], ["pfc.enabled = true", "must be false with rdma.enabled"]),
+    (["ecn.enabled=true"], ["ecn.enabled = true", "must be false with rdma.enabled"]),
+])
+def test_rdma_rules_across_sections(overrides, fragments):
+    # The same values are fine while the engines are off.
+    FabricConfig.load(overrides=overrides)
+    config_error(lambda: FabricConfig.load(overrides=["rdma.enabled=true", *overrides]), *fragments)
+
+
+def test_fault_thresholds_and_link_seeds():
+    faults = FabricConfig.load(overrides=["faults.drop_rate=0.25", "faults.duplicate_rate=0.25",
+                                          "faults.corrupt_rate=0.5"]).faults
+    # Cumulative in the order drop, duplicate, reorder, corrupt, out of 65536.
+    assert faults.thresholds() == (16384, 32768, 32768, 65536)
+    seeds = {faults.link_seed(port) for port in range(32)}
+    assert len(seeds) == 32 and 0 not in seeds
+
+
+def test_faults_are_left_out_of_the_build_key():
+    base = FabricConfig.load(overrides=["rdma.enabled=true"])
+    lossy = FabricConfig.load(overrides=["rdma.enabled=true", "faults.drop_rate=0.1"])
+    assert lossy.key != base.key and lossy.build_key == base.build_key
+    assert FabricConfig.load(overrides=["rdma.enabled=true", "rdma.window=64"]).build_key != base.build_key

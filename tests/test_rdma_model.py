@@ -350,3 +350,17 @@ def test_records_round_trip(tmp_path):
         np.testing.assert_array_equal(getattr(back, name), getattr(rec, name))
     assert (back.cycles, back.stalled, back.stuck) == (rec.cycles, rec.stalled, rec.stuck)
     assert back.counters == rec.counters and list(back.counters) == list(COUNTERS)
+
+
+@pytest.mark.parametrize("faults", [[], ["faults.drop_rate=0.1", "faults.reorder_rate=0.05"]])
+def test_psns_wrap_at_24_bits(faults):
+    # Channels start 40 PSNs short of 2**24, so every busy channel crosses the
+    # wrap; with drops, go back N and NAKs cross it too.
+    start = (1 << 24) - 40
+    cfg = _config(f"rdma.start_psn={start}", *faults)
+    w = _workload(cfg, _random_requests(cfg, 120, seed=21, spacing=8), seed=21)
+    rec = RdmaFabricModel(cfg).run(w)
+    _check_complete(cfg, w, rec, np.zeros(len(w.wr["post"]), np.int8))
+    assert sum(rec.counters["tx_data"]) > 4 * 40     # more packets than PSNs left before the wrap
+    if faults:
+        assert sum(rec.counters["retransmissions"]) > 0

@@ -76,3 +76,12 @@ def test_dead_link_stalls_naming_the_channel(tmp_path):
     assert rtl.cycles == model.cycles
     assert match["problems"][0].startswith(f"stalled at cycle {rtl.cycles}: endpoint ")
     assert " channel " in match["problems"][0]
+
+
+def test_psn_wrap_exact(sim, tmp_path):
+    """Channels start just short of 2**24: the run crosses the PSN wrap, with drops."""
+    workload, model, rtl, match = _run(sim, tmp_path, [f"rdma.start_psn={(1 << 24) - 8}",
+                                                       "faults.drop_rate=0.05"])
+    assert match["problems"] == [], match["problems"]
+    assert match["exact"]
+    assert sum(rtl.counters["tx_data"]) > 8 * 8 and sum(rtl.counters["retransmissions"]) > 0

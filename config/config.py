@@ -267,6 +267,7 @@ class RdmaConfig:
     pages: int = _power_of_two(2, 1 << 16, "page table entries per endpoint")
     page_words: int = _power_of_two(1, 1 << 16, "64-bit words per page")
     memory_words: int = _power_of_two(2, 1 << 24, "host memory per endpoint, in 64-bit words")
+    dma_latency: int = _ranged(1, 64, "cycles from a DMA read request to its data")
     start_psn: int = _ranged(0, (1 << 24) - 1, "first PSN of every channel (24 bits; one near "
                              "16777215 makes a run wrap)")
 

@@ -20,7 +20,7 @@ from .rdma_header import (bth_layout, cpl_layout, data_opcode, descriptor_layout
                           psn_lt, psn_within, rcpl_layout, reth_layout, wr_layout)
 from .rdma_keys import KeyTables, TABLE_WRITE
 
-__all__ = ["RdmaEngine", "COUNTERS", "COUNTER_WIDTH"]
+__all__ = ["RdmaEngine", "COUNTERS", "COUNTER_WIDTH", "read_buffer_depth"]
 
 #: The engine's counters (section 10.8), in port order.
 COUNTERS = ("tx_data", "retransmissions", "tx_acks", "naks", "timeouts", "duplicates",
@@ -34,12 +34,25 @@ NONE, ACCEPT, DENIED, DUPLICATE, GAP, RENAK = range(6)
 
 
 def _memory_port(cfg: FabricConfig) -> wiring.Signature:
-    """The DMA ports toward host memory: a combinational read, a clocked write."""
+    """The DMA streams toward host memory.
+
+    Reads: a request stream (``rd_req_*``, one word address per transfer)
+    and a response stream (``rd_rsp_*``, the words in request order, with no
+    back-pressure: the engine requests only what it has room for). Writes:
+    a stream of (address, word) the host always accepts.
+    """
     addr = range(cfg.rdma.memory_words)
     return wiring.Signature({
-        "rd_addr": Out(addr), "rd_data": In(64),
+        "rd_req_valid": Out(1), "rd_req_ready": In(1), "rd_req_addr": Out(addr),
+        "rd_rsp_valid": In(1), "rd_rsp_data": In(64),
         "wr_en": Out(1), "wr_addr": Out(addr), "wr_data": Out(64),
     })
+
+
+def read_buffer_depth(cfg: FabricConfig) -> int:
+    """Payload words the transmitter buffers: enough requests in flight to
+    cover the read latency and still send one word per cycle."""
+    return cfg.rdma.dma_latency + 2
 
 
 class RdmaEngine(wiring.Component):
@@ -177,6 +190,7 @@ class RdmaEngine(wiring.Component):
         tx_reth = Signal(64)
         tx_lkey = Signal(wire.KEY_BITS)
         tx_va = Signal(wire.VA_BITS)
+        tx_words = Signal(range(M + 1))      # payload words of the latched packet (0: an ACK)
 
         ctrl_mask = Cat(*(pend_ack[k] | pend_seq[k] | pend_acc[k] for k in range(NC)))
         ctrl_x = Signal(range(NC))
@@ -207,7 +221,7 @@ class RdmaEngine(wiring.Component):
                                          Mux(syndrome == wire.SYN_NAK_SEQ, epsn[ctrl_x],
                                              epsn[ctrl_x] - 1)))]
             m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1), tx_dst.eq(ctrl_x // C),
-                         tx_bth.eq(with_hcs(bth, hcs(bth)))]
+                         tx_bth.eq(with_hcs(bth, hcs(bth))), tx_words.eq(0)]
         with m.Elif(pick_data):
             dd = desc_tx.data
             m.d.comb += [b["opcode"].eq(data_opcode(dd.opcode, dd.first, dd.last)),
@@ -219,15 +233,43 @@ class RdmaEngine(wiring.Component):
             m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(dd.words + 2),
                          tx_dst.eq(data_ch // C),
                          tx_bth.eq(with_hcs(bth, hcs(bth, reth.as_value()))),
-                         tx_reth.eq(reth), tx_lkey.eq(dd.lkey), tx_va.eq(dd.va)]
+                         tx_reth.eq(reth), tx_lkey.eq(dd.lkey), tx_va.eq(dd.va),
+                         tx_words.eq(dd.words)]
 
-        # The uplink: BTH, RETH, then payload read from host memory as offered.
+        # Payload reads: requested ahead into a small buffer, so that after
+        # the read latency the packet streams at one word per cycle.
+        depth = read_buffer_depth(cfg)
+        buf = Array(Signal(64, name=f"rd_buf{k}") for k in range(depth))
+        buf_head = Signal(range(depth))
+        buf_tail = Signal(range(depth))
+        buffered = Signal(range(depth + 1))
+        in_flight = Signal(range(depth + 1))
+        rd_next = Signal(range(M + 1))
         reader = tables.lookup(m, tx_lkey, "dma_rd")
-        m.d.comb += self.dma.rd_addr.eq(reader.translate(tx_va + tx_flit - 2))
+        dma = self.dma
+        m.d.comb += [dma.rd_req_valid.eq(tx_busy & (rd_next < tx_words)
+                                         & (buffered + in_flight < depth)),
+                     dma.rd_req_addr.eq(reader.translate(tx_va + rd_next))]
+        request = dma.rd_req_valid & dma.rd_req_ready
+        pop = Signal()
+        with m.If(pick_data | pick_ctrl):
+            m.d.sync += rd_next.eq(0)
+        with m.Elif(request):
+            m.d.sync += rd_next.eq(rd_next + 1)
+        with m.If(dma.rd_rsp_valid):
+            m.d.sync += [buf[buf_tail].eq(dma.rd_rsp_data),
+                         buf_tail.eq(Mux(buf_tail == depth - 1, 0, buf_tail + 1))]
+        with m.If(pop):
+            m.d.sync += buf_head.eq(Mux(buf_head == depth - 1, 0, buf_head + 1))
+        m.d.sync += [buffered.eq(buffered + dma.rd_rsp_valid - pop),
+                     in_flight.eq(in_flight + request - dma.rd_rsp_valid)]
+
+        # The uplink: BTH, RETH, then the payload words as they are buffered.
         tx = self.tx.payload
         m.d.comb += [
-            self.tx.valid.eq(tx_busy),
-            tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, self.dma.rd_data))),
+            self.tx.valid.eq(tx_busy & ((tx_flit < 2) | (buffered != 0))),
+            pop.eq(self.tx.valid & self.tx.ready & (tx_flit >= 2)),
+            tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, buf[buf_head]))),
             tx.first.eq(tx_flit == 0), tx.last.eq(tx_flit == tx_len - 1),
             tx.dst.eq(tx_dst), tx.src.eq(me), tx.length.eq(tx_len),
         ]

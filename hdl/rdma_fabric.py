@@ -10,7 +10,7 @@ packed into one vector each (endpoint ``e`` at ``[e*w : (e+1)*w]``) so that
 the testbench touches a handful of signals per cycle.
 """
 
-from amaranth.hdl import Module, Mux, Cat
+from amaranth.hdl import Module, Mux, Cat, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -92,9 +92,18 @@ class RdmaFabric(wiring.Component):
             tb_rd = memory.read_port(domain="comb")
             wr = memory.write_port()
             m.d.comb += [
-                dma_rd.addr.eq(engine.dma.rd_addr), engine.dma.rd_data.eq(dma_rd.data),
+                dma_rd.addr.eq(engine.dma.rd_req_addr), engine.dma.rd_req_ready.eq(1),
                 tb_rd.addr.eq(self.mem_addr), self.mem_rdata[64 * e:64 * e + 64].eq(tb_rd.data),
             ]
+            # The host answers every read request after dma_latency cycles, with
+            # the word as it was in the cycle of the request.
+            valid, data = engine.dma.rd_req_valid, dma_rd.data
+            for stage in range(cfg.rdma.dma_latency):
+                v = Signal(name=f"host{e}_rd_valid{stage}")
+                d = Signal(64, name=f"host{e}_rd_data{stage}")
+                m.d.sync += [v.eq(valid), d.eq(data)]
+                valid, data = v, d
+            m.d.comb += [engine.dma.rd_rsp_valid.eq(valid), engine.dma.rd_rsp_data.eq(data)]
             with m.If(self.mem_we):
                 m.d.comb += [wr.en.eq(1), wr.addr.eq(self.mem_addr),
                              wr.data.eq(self.mem_wdata[64 * e:64 * e + 64])]

@@ -12,7 +12,7 @@ than counting every cycle: the value is the same, and an engine with
 nothing to do costs nothing (``next_event`` says when a timer fires).
 """
 
-from collections import namedtuple
+from collections import deque, namedtuple
 
 import numpy as np
 
@@ -137,6 +137,13 @@ class RdmaEngine:
         # length, BTH, RETH, host addresses of the payload words).
         self._tx = None
         self._tx_k = 0
+        # Payload reads: the next word to request, the requests in flight as
+        # (cycle the word arrives, word), and the words buffered for sending.
+        self._latency = rd.dma_latency
+        self._depth = rd.dma_latency + 2      # hdl.rdma_engine.read_buffer_depth
+        self._rd_next = 0
+        self._in_flight = deque()
+        self._buffered = deque()
         # Receiver: the latched BTH, source and verdict of the packet coming in.
         self._rx_bth = 0
         self._rx_write = False
@@ -192,14 +199,21 @@ class RdmaEngine:
     def offer(self):
         """The transmitter's flit in this cycle, ``(k, word, dst, length)``, or ``None``.
 
-        Payload words are read from host memory now, before this cycle's writes.
+        A payload word is offered once its read has arrived in the buffer.
         """
         tx = self._tx
         if tx is None:
             return None
         k = self._tx_k
-        word = tx[2] if k == 0 else tx[3] if k == 1 else self.memory[tx[4][k - 2]]
+        if k >= 2 and not self._buffered:
+            return None
+        word = tx[2] if k == 0 else tx[3] if k == 1 else self._buffered[0]
         return k, word, tx[0], tx[1]
+
+    def _reading(self) -> bool:
+        """Payload reads to request or in flight: the engine acts every cycle."""
+        tx = self._tx
+        return tx is not None and (self._rd_next < len(tx[4]) or bool(self._in_flight))
 
     # -- one cycle ----------------------------------------------------------------
 
@@ -216,7 +230,7 @@ class RdmaEngine:
         receive completion given ``(src, qp, length)`` or ``None``.
         """
         if (wr is None and rx is None and not tx_taken and not self._to_retire
-                and cycle < self._timer_next
+                and cycle < self._timer_next and not self._reading()
                 and (self._tx is not None or not (self._pending or self._to_send))):
             return False, None, None         # nothing to decide in this cycle
         W = self._W
@@ -250,6 +264,20 @@ class RdmaEngine:
                     taken = True
             elif (nxt[ch] - ret[ch]) & _PSN_MASK < W:
                 seg_ch = ch
+
+        # Payload reads: a request if the buffer has room for its word (the
+        # word is read now, before this cycle's writes), and the word of an
+        # earlier request arriving.
+        tx = self._tx
+        if (tx is not None and self._rd_next < len(tx[4])
+                and len(self._buffered) + len(self._in_flight) < self._depth):
+            addr = tx[4][self._rd_next]
+            self._rd_next += 1
+            request = (cycle + self._latency, self.memory[addr])
+        else:
+            request = None
+        arriving = self._in_flight[0][1] if (self._in_flight
+                                             and self._in_flight[0][0] == cycle) else None
 
         # 3. Transmit pick.
         pick_x = pick_ch = -1
@@ -353,13 +381,21 @@ class RdmaEngine:
         for x in ack_fired:
             self.pend[x] |= _PEND_ACK
             ctx_touched.add(x)
+        # The read buffer: the word taken leaves, the word arriving enters.
+        if arriving is not None:
+            self._in_flight.popleft()
+            self._buffered.append(arriving)
+        if request is not None:
+            self._in_flight.append(request)
         # The transmitter: idle again after its last flit is taken.
         if tx_taken:
+            if self._tx_k >= 2:
+                self._buffered.popleft()
             self._tx_k += 1
             if self._tx_k == self._tx[1]:
                 self._tx = None
         if picked is not None:
-            self._tx, self._tx_k = picked, 0
+            self._tx, self._tx_k, self._rd_next = picked, 0, 0
 
         if touched or ctx_touched:
             self._refresh(cycle, touched, reset, ctx_touched, pick_x, ack_fired)

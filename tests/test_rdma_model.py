@@ -269,28 +269,36 @@ def test_dead_link_stalls_and_names_the_channel():
 
 
 @pytest.mark.parametrize("words", [1, 5, 14])
-def test_zero_load_write_completes_on_time(words):
-    # One single-packet WRITE from endpoint 0 to endpoint 1, posted at p:
+@pytest.mark.parametrize("latency", [1, 4])
+def test_zero_load_write_completes_on_time(words, latency):
+    # One single-packet WRITE from endpoint 0 to endpoint 1, posted at p, with
+    # host reads answered after D = dma_latency cycles:
     #   p        the segmenter takes it (slot written, nxt = 1)            10.6.1
     #   p+1      the idle transmitter picks it (snd != nxt)                10.6.3
     #   p+2      its flit 0 is offered, passes the injector and enters the
-    #            switch: a packet of L = words + 2 flits generated at g = p+2
-    #   g+L+3    its head reaches endpoint 1 (g+L+4 the RETH: accept)      5.4, 10.6.5
-    #   g+2L+2   its last flit is written; the context takes the accepted
+    #            switch at g = p+2; the first payload word is requested
+    #   g+1      flit 1 (the RETH)
+    #   g+D+1    the first payload word, buffered at edge g+D, is offered;
+    #            then one word per cycle: the last flit at g+D+words, which
+    #            is where a packet of L = words + 2 flits generated at g' =
+    #            g+D-1 and sent back to back would end (g' = g for D = 1)
+    #   g'+L+3   its head reaches endpoint 1 (g'+L+4 the RETH: accept)    5.4, 10.6.5
+    #   g'+2L+2  its last flit is written; the context takes the accepted
     #            packet: ack request, so pend_ack                          10.6.5
-    #   g+2L+3   endpoint 1's idle transmitter picks the ACK               10.6.3
-    #   g+2L+4   the ACK (1 flit) enters the switch at g' = g+2L+4, from
+    #   g'+2L+3  endpoint 1's idle transmitter picks the ACK               10.6.3
+    #   g'+2L+4  the ACK (1 flit) enters the switch at g" = g'+2L+4, from
     #            and to other ports than the data packet, so at zero load
-    #   g'+4     it reaches endpoint 0: una = 1                            5.4, 10.6.5
-    #   g'+5     retire: the message's last packet, completion status 0    10.6.2
-    # so done = p + 2 + 2 (words + 2) + 4 + 9 = p + 2 words + 15.
-    cfg = _config()
+    #   g"+4     it reaches endpoint 0: una = 1                            5.4, 10.6.5
+    #   g"+5     retire: the message's last packet, completion status 0    10.6.2
+    # so done = p + 2 + (D - 1) + 2 (words + 2) + 4 + 9 = p + 2 words + D + 14.
+    cfg = _config(f"rdma.dma_latency={latency}")
+    D = cfg.rdma.dma_latency
     p = 7
     w = _workload(cfg, [{"post": p, "src": 0, "qp": 0, "dst": 1, "opcode": 0, "length": words}])
     rec = RdmaFabricModel(cfg).run(w)
     assert rec.taken[0] == p
-    assert rec.done[0] == p + 2 * words + 15
-    assert rec.cycles == p + 2 * words + 16
+    assert rec.done[0] == p + 2 * words + D + 14
+    assert rec.cycles == p + 2 * words + D + 15
     _check_complete(cfg, w, rec, np.zeros(1, np.int8))
     assert rec.counters["tx_acks"] == [0, 1, 0, 0] and rec.counters["tx_data"] == [1, 0, 0, 0]
 

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
 from ..sim import rdma_wire as wire
+from ..sim.rdma_records import COUNTERS     # section 10.8, in port order
 from .islip import round_robin_pick
 from .packet import packet_layout
 from .rdma_header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs, pack,
@@ -22,9 +23,6 @@ from .rdma_keys import KeyTables, TABLE_WRITE
 
 __all__ = ["RdmaEngine", "COUNTERS", "COUNTER_WIDTH", "read_buffer_depth"]
 
-#: The engine's counters (section 10.8), in port order.
-COUNTERS = ("tx_data", "retransmissions", "tx_acks", "naks", "timeouts", "duplicates",
-            "out_of_sequence", "corrupt", "completions", "errors", "rx_completions")
 COUNTER_WIDTH = 32
 
 PSN = wire.PSN_BITS

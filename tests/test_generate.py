@@ -26,6 +26,17 @@ def superfabric(*args):
                           capture_output=True, text=True)
 
 
+def _lint_clean(verilog, tmp_path):
+    """No warning from Verilator's -Wall lint, and Icarus compiles it."""
+    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
+                          capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stderr[:3000]
+    assert "%Warning" not in lint.stderr
+    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
+                            capture_output=True, text=True)
+    assert icarus.returncode == 0, icarus.stderr[:3000]
+
+
 @pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
 def test_generate_lint_clean(preset, overrides, tmp_path):
     require_simulator("verilator")
@@ -45,13 +56,7 @@ def test_generate_lint_clean(preset, overrides, tmp_path):
     for k in range(cfg.switch.ports):
         assert f"i__{k}__payload" in text and f"o__{k}__valid" in text
 
-    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stderr[:3000]
-    assert "%Warning" not in lint.stderr
-    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
-                            capture_output=True, text=True)
-    assert icarus.returncode == 0, icarus.stderr[:3000]
+    _lint_clean(verilog, tmp_path)
 
 
 def test_generate_skid_buffer(tmp_path):
@@ -73,13 +78,7 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     res = superfabric(*args)
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / f"{top}.v"
-    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stderr[:3000]
-    assert "%Warning" not in lint.stderr
-    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
-                            capture_output=True, text=True)
-    assert icarus.returncode == 0, icarus.stderr[:3000]
+    _lint_clean(verilog, tmp_path)
 
 
 def test_generate_rdma_needs_rdma_enabled(tmp_path):

@@ -28,6 +28,19 @@ def _results(sweep_dir):
             for p in (sweep_dir / "points").glob("*/results.json")}
 
 
+def _resume_and_report(args, out, results, tmp_path):
+    """Run the sweep again: every point is skipped and left untouched; then
+    report it and return the report's Markdown."""
+    stamps = {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
+    again = superfabric(*args)
+    assert again.returncode == 0, again.stderr
+    assert f"{len(results)} skipped" in again.stdout and "0 run" in again.stdout
+    assert stamps == {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
+    report = superfabric("report", str(out), "-o", str(tmp_path / "report"))
+    assert report.returncode == 0, report.stderr
+    return (tmp_path / "report" / "report.md").read_text()
+
+
 def test_parse_loads():
     assert parse_loads("0.1:1.0:0.1") == [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
     assert parse_loads("0.5,0.9") == [0.5, 0.9]
@@ -55,16 +68,7 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
         assert res["simulator"] in ("model", "icarus")
         if res["simulator"] == "icarus":
             assert res["match"]["exact"], pid
-    stamps = {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
-
-    again = superfabric(*args)
-    assert again.returncode == 0, again.stderr
-    assert "16 skipped" in again.stdout and "0 run" in again.stdout
-    assert stamps == {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
-
-    report = superfabric("report", str(out), "-o", str(tmp_path / "report"))
-    assert report.returncode == 0, report.stderr
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = _resume_and_report(args, out, results, tmp_path)
     for res in results.values():
         assert f"{res['throughput']:.4f}" in md
     assert (tmp_path / "report" / "report.html").exists()
@@ -110,16 +114,7 @@ def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
             assert rdma["retransmissions"]["total"] == 0
     lossy = [r for r in results.values() if r["config"]["faults"]["drop_rate"] > 0]
     assert sum(r["rdma"]["retransmissions"]["total"] for r in lossy) > 0
-    stamps = {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
-
-    again = superfabric(*args)
-    assert again.returncode == 0, again.stderr
-    assert "16 skipped" in again.stdout and "0 run" in again.stdout
-    assert stamps == {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in results}
-
-    report = superfabric("report", str(out), "-o", str(tmp_path / "report"))
-    assert report.returncode == 0, report.stderr
-    md = (tmp_path / "report" / "report.md").read_text()
+    md = _resume_and_report(args, out, results, tmp_path)
     for title in ("## Attention", "## Plots", "## Connection state", "## Points"):
         assert title in md, title
     assert "against the varied faults.drop_rate" in md

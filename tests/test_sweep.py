@@ -28,6 +28,17 @@ def _results(sweep_dir):
             for p in (sweep_dir / "points").glob("*/results.json")}
 
 
+def _sweep_once(args, out, points):
+    """Run the sweep: it succeeds and writes exactly the ``points`` it planned."""
+    first = superfabric(*args)
+    assert first.returncode == 0, first.stdout + first.stderr
+    results = _results(out)
+    assert len(results) == points
+    spec = json.loads((out / "sweep.json").read_text())
+    assert sorted(p["id"] for p in spec["points"]) == sorted(results)
+    return results
+
+
 def _resume_and_report(args, out, results, tmp_path):
     """Run the sweep again: every point is skipped and left untouched; then
     report it and return the report's Markdown."""
@@ -56,12 +67,7 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
     args = ["sweep", "--preset", "tiny", "--traffic", "uniform,hotspot", "--loads", "0.3,0.7",
             "--seeds", "2", "--sim", "model,icarus", "--cycles", "300", "--workers", "2",
             "-o", str(out)]
-    first = superfabric(*args)
-    assert first.returncode == 0, first.stdout + first.stderr
-    results = _results(out)
-    assert len(results) == 2 * 2 * 2 * 2
-    spec = json.loads((out / "sweep.json").read_text())
-    assert sorted(p["id"] for p in spec["points"]) == sorted(results)
+    results = _sweep_once(args, out, 2 * 2 * 2 * 2)
     for pid, res in results.items():
         assert res["sweep"]["id"] == pid
         assert res["config"]["switch"]["ports"] == 4      # the preset, not the default
@@ -95,12 +101,7 @@ def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
     args = ["sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform,rdma-allreduce",
             "--loads", "0.3,0.6", "--seeds", "2", "--vary", "faults.drop_rate=0,0.1",
             "--sim", "model", "--cycles", "600", "--workers", "1", "-o", str(out)]
-    first = superfabric(*args)
-    assert first.returncode == 0, first.stdout + first.stderr
-    results = _results(out)
-    assert len(results) == 2 * 2 * 2 * 2
-    spec = json.loads((out / "sweep.json").read_text())
-    assert sorted(p["id"] for p in spec["points"]) == sorted(results)
+    results = _sweep_once(args, out, 2 * 2 * 2 * 2)
     for pid, res in results.items():
         assert res["sweep"]["id"] == pid and res["simulator"] == "model"
         drop = res["sweep"]["vary"]["faults.drop_rate"]

@@ -258,7 +258,7 @@ class RdmaConfig:
 
     enabled: bool = _flag("attach an RDMA engine to every switch port")
     qps: int = _ranged(1, 1 << 16, "queue pairs in total, a multiple of switch.ports")
-    channels_per_peer: int = _ranged(1, 16, "reliable channels from an endpoint to each peer")
+    channels_per_peer: int = _ranged(1, 8, "reliable channels from an endpoint to each peer")
     window: int = _power_of_two(2, 256, "packets in flight per channel")
     ack_every: int = _ranged(1, 256, "packets a receiver accepts before it must acknowledge")
     ack_timeout: int = _ranged(1, 65535, "cycles a receiver holds back an acknowledgement")

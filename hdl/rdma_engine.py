@@ -64,6 +64,7 @@ class RdmaEngine(wiring.Component):
     dma : host memory ports (payload reads, received-data writes).
     tables : the registration and page table write port.
     counters : section 10.8, in :data:`COUNTERS` order.
+    retired : a packet is retired in this cycle (the testbench's sign of progress).
     """
 
     def __init__(self, cfg: FabricConfig, endpoint: int):
@@ -78,6 +79,7 @@ class RdmaEngine(wiring.Component):
             "dma": Out(_memory_port(cfg)),
             "tables": In(TABLE_WRITE(cfg)),
             "counters": Out(COUNTER_WIDTH).array(len(COUNTERS)),
+            "retired": Out(1),
         })
 
     def elaborate(self, platform):
@@ -102,16 +104,16 @@ class RdmaEngine(wiring.Component):
                                    for n in ("nxt", "snd", "una", "ret", "hsn"))
         timer = per(NC, rd.retransmit_timeout.bit_length(), "ch_timer_")
         msgerr = per(NC, 1, "ch_msgerr_")
-        epoch = per(NC, 1, "ch_epoch_")
+        epoch = per(NC, wire.EPOCH_BITS, "ch_epoch_")
         err = Signal(NC * W)
         epsn = per(NC, PSN, "cx_epsn_", start)
         nak_sent, pend_ack, pend_seq, pend_acc = (per(NC, 1, f"cx_{n}_")
                                                  for n in ("nak_sent", "pend_ack", "pend_seq", "pend_acc"))
         unacked = per(NC, W.bit_length(), "cx_unacked_")
-        # After a denial: packets of the denial's epoch are refused until the
-        # sender, having heard the NAK (access), switches epoch.
+        # The epoch the context accepts; after a denial (awaiting) its packets
+        # are refused until the sender, having heard the NAK (access), switches.
         awaiting = per(NC, 1, "cx_awaiting_")
-        old_epoch = per(NC, 1, "cx_old_epoch_")
+        cx_epoch = per(NC, wire.EPOCH_BITS, "cx_epoch_")
         denied = per(NC, PSN, "cx_denied_")
         ack_timer = per(NC, rd.ack_timeout.bit_length(), "cx_ack_timer_")
         seg_off = Signal(wire.LEN_BITS + 1)
@@ -149,6 +151,7 @@ class RdmaEngine(wiring.Component):
         ret_slot = slot(ret_ch, ret[ret_ch])
         m.d.comb += desc_ret.addr.eq(ret_slot)
         ret_err = err.bit_select(ret_slot, 1)
+        m.d.comb += self.retired.eq(ret_found)
         ret_cpl = Signal()
         m.d.comb += ret_cpl.eq(ret_found & desc_ret.data.last)
         seg_err_cpl = Signal()
@@ -319,10 +322,14 @@ class RdmaEngine(wiring.Component):
         remote_ok = remote.check(rr.raddr, rr.mlen, wire.ACCESS_REMOTE_WRITE, peer=rx_src)
         in_order = hb.psn == epsn[x]
         v_corrupt = verdict & ~hdr_good
-        stale_epoch = awaiting[x] & (hb.epoch == old_epoch[x])
-        v_renak = verdict & hdr_good & stale_epoch & (hb.psn == denied[x])
-        v_blocked = verdict & hdr_good & stale_epoch & (hb.psn != denied[x])
-        v_live = verdict & hdr_good & ~stale_epoch
+        # Live: the context's epoch, or while awaiting the next one (the
+        # sender heard the NAK). The same epoch while awaiting: the sender has
+        # not heard it; any other: a stale packet from an earlier epoch.
+        same_epoch = hb.epoch == cx_epoch[x]
+        next_epoch = hb.epoch == (cx_epoch[x] + 1)[:wire.EPOCH_BITS]
+        v_renak = verdict & hdr_good & same_epoch & awaiting[x] & (hb.psn == denied[x])
+        v_live = verdict & hdr_good & Mux(awaiting[x], next_epoch, same_epoch)
+        v_blocked = verdict & hdr_good & ~v_live & ~v_renak
         v_denied = v_live & in_order & ~remote_ok
         v_accept = v_live & in_order & remote_ok
         v_dup = v_live & ~in_order & psn_lt(hb.psn, epsn[x])
@@ -331,7 +338,7 @@ class RdmaEngine(wiring.Component):
         # that no acknowledgement covers a packet before its data is written.
         rx_x = Signal(range(NC))
         rx_kind = Signal(range(6))
-        rx_epoch = Signal()
+        rx_epoch = Signal(wire.EPOCH_BITS)
         rx_psn = Signal(PSN)
         rx_ack_req = Signal()
         with m.If(verdict):
@@ -404,7 +411,7 @@ class RdmaEngine(wiring.Component):
                     with m.Case(wire.SYN_NAK_SEQ):
                         m.d.sync += [una[c].eq(a), snd[c].eq(a)]
                     with m.Case(wire.SYN_NAK_ACCESS):
-                        m.d.sync += [una[c].eq(a + 1), snd[c].eq(a + 1), epoch[c].eq(~epoch[c])]
+                        m.d.sync += [una[c].eq(a + 1), snd[c].eq(a + 1), epoch[c].eq(epoch[c] + 1)]
 
         # The window's error bits: cleared as a slot is filled, set by a NAK (access).
         err_next = Signal(NC * W)
@@ -435,15 +442,16 @@ class RdmaEngine(wiring.Component):
             with m.Else():
                 m.d.sync += ack_timer[c].eq(0)
             with m.If(packet_end & (rx_x == c)):
-                with m.If(rx_kind != NONE):
-                    # A packet of a new epoch ends the wait (a denial starts it again).
-                    m.d.sync += awaiting[c].eq(0)
+                with m.If((rx_kind != NONE) & (rx_kind != RENAK)):
+                    # A live packet: its epoch is the context's (a switch ends
+                    # the wait); a denial starts the wait again.
+                    m.d.sync += [awaiting[c].eq(0), cx_epoch[c].eq(rx_epoch)]
                 with m.Switch(rx_kind):
                     with m.Case(DENIED):
                         m.d.sync += [pend_acc[c].eq(1), epsn[c].eq(epsn[c] + 1), awaiting[c].eq(1),
-                                     old_epoch[c].eq(rx_epoch), denied[c].eq(rx_psn)]
+                                     denied[c].eq(rx_psn)]
                     with m.Case(RENAK):
-                        m.d.sync += [pend_acc[c].eq(1), awaiting[c].eq(1)]
+                        m.d.sync += pend_acc[c].eq(1)
                     with m.Case(ACCEPT):
                         m.d.sync += [epsn[c].eq(epsn[c] + 1), nak_sent[c].eq(0)]
                         with m.If(rx_ack_req | (total >= rd.ack_every)):

@@ -45,6 +45,7 @@ class RdmaFabric(wiring.Component):
             "fault_thresholds": In(4 * 17), "fault_reorder_cycles": In(16),
             "fault_seed": In(16), "fault_load": In(1),
             "counters": Out(n * len(COUNTERS) * COUNTER_WIDTH),
+            "retired": Out(n),
         })
 
     def elaborate(self, platform):
@@ -85,6 +86,7 @@ class RdmaFabric(wiring.Component):
                 engine.tables.data.eq(self.tbl_data),
             ]
             counters.extend(engine.counters)
+            m.d.comb += self.retired[e].eq(engine.retired)
 
             # Host memory: the engine's DMA ports, and the testbench's port
             # for loading and reading back, which wins while it writes.

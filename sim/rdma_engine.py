@@ -28,6 +28,7 @@ NEVER = float("inf")
 _PSN_MASK = wire.PSN_MOD - 1
 _VA_MASK = (1 << wire.VA_BITS) - 1
 _PEND_ACK, _PEND_SEQ, _PEND_ACC = 1, 2, 4
+_EPOCHS = 1 << wire.EPOCH_BITS
 
 #: One window slot (``rdma_wire.descriptor_fields``).
 Descriptor = namedtuple("Descriptor", "qp opcode first last lkey va rkey raddr mlen offset words tag")
@@ -121,7 +122,7 @@ class RdmaEngine:
         # After a denial: packets of the denial's epoch are refused (and a
         # resent denied packet NAKed again) until the sender switches epoch.
         self.awaiting = [False] * NC
-        self.old_epoch = [0] * NC
+        self.epoch_in = [0] * NC     # the epoch the context accepts
         self.denied = [0] * NC
         # Who can act: channels with snd != nxt, with ret != una; contexts
         # with a pending bit. Running timers, as the cycle they count from
@@ -137,6 +138,7 @@ class RdmaEngine:
         # length, BTH, RETH, host addresses of the payload words).
         self._tx = None
         self._tx_k = 0
+        self.retired = False         # the last step retired a packet (progress for stall detection)
         # Payload reads: the next word to request, the requests in flight as
         # (cycle the word arrives, word), and the words buffered for sending.
         self._latency = rd.dma_latency
@@ -147,6 +149,7 @@ class RdmaEngine:
         # Receiver: the latched BTH, source and verdict of the packet coming in.
         self._rx_bth = 0
         self._rx_write = False
+        self._rx_epoch = 0            # the epoch of the packet whose decision is pending
         self._rx_addr = []
         self._rx_rcpl = None
         self._rx_verdict = (-1, None)
@@ -229,6 +232,7 @@ class RdmaEngine:
         taken, the completion given ``(qp, tag, status)`` or ``None``, the
         receive completion given ``(src, qp, length)`` or ``None``.
         """
+        self.retired = False
         if (wr is None and rx is None and not tx_taken and not self._to_retire
                 and cycle < self._timer_next and not self._reading()
                 and (self._tx is not None or not (self._pending or self._to_send))):
@@ -336,6 +340,7 @@ class RdmaEngine:
             taken = last
             touched.add(seg_ch)
         # 2. Retire.
+        self.retired = r_ch >= 0
         if r_ch >= 0:
             ret[r_ch] = (ret[r_ch] + 1) & _PSN_MASK
             self.msgerr[r_ch] = False if d.last else self.msgerr[r_ch] or r_err
@@ -367,7 +372,7 @@ class RdmaEngine:
                 snd[ack_t] = new_snd
             if err_psn is not None:
                 self.err[ack_t][err_psn % W] = True
-                self.epoch[ack_t] ^= 1
+                self.epoch[ack_t] = (self.epoch[ack_t] + 1) % _EPOCHS
             reset.add(ack_t)
             touched.add(ack_t)
         if verdict is not None:
@@ -444,16 +449,20 @@ class RdmaEngine:
         r = wire.unpack(wire.RETH_FIELDS, reth)
         x = src * self._C + h["ch"]
         psn, epsn = h["psn"], self.epsn[x]
-        if self.awaiting[x] and h["epoch"] == self.old_epoch[x]:
-            if psn == self.denied[x]:
-                self.counters["duplicates"] += 1
-                return x, "renak"
+        ahead = (h["epoch"] - self.epoch_in[x]) % _EPOCHS
+        if self.awaiting[x] and ahead == 0 and psn == self.denied[x]:
+            self.counters["duplicates"] += 1
+            return x, "renak"
+        if ahead != (1 if self.awaiting[x] else 0):
+            # Awaiting: the sender has not heard the NAK (access) yet; or a
+            # stale packet from an earlier epoch.
             self.counters["out_of_sequence"] += 1
             return x, "blocked"
+        self._rx_epoch = h["epoch"]
         if psn == epsn:
             if not self.tables.allowed(r["rkey"], r["raddr"], r["mlen"],
                                        wire.ACCESS_REMOTE_WRITE, peer=src):
-                return x, ("denied", h["epoch"], psn)
+                return x, ("denied", psn)
             self._rx_write = True
             self._rx_addr = self.tables.addresses(
                 r["rkey"], r["raddr"] + r["offset"], min(self._M, r["mlen"] - r["offset"]))
@@ -470,14 +479,15 @@ class RdmaEngine:
         """Update context ``x`` (after the pick's clearing of it in this cycle)."""
         if verdict == "blocked":
             return
-        self.awaiting[x] = False     # a packet of a new epoch ends the wait
         if verdict == "renak":
             self.pend[x] |= _PEND_ACC
-            self.awaiting[x] = True
-        elif verdict[0] == "denied":
+            return
+        # A live packet: its epoch is the context's (a switch ends the wait).
+        self.awaiting[x], self.epoch_in[x] = False, self._rx_epoch
+        if verdict[0] == "denied":
             self.pend[x] |= _PEND_ACC
             self.epsn[x] = (self.epsn[x] + 1) & _PSN_MASK
-            self.awaiting[x], self.old_epoch[x], self.denied[x] = True, verdict[1], verdict[2]
+            self.awaiting[x], self.denied[x] = True, verdict[1]
         elif verdict == "duplicate":
             self.pend[x] |= _PEND_ACK
         elif verdict == "gap":

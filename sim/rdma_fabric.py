@@ -178,6 +178,9 @@ class RdmaFabricModel:
                     progress = True
                 if rx_completion is not None:
                     rx_completions.append((cycle, e, *rx_completion))
+                # A packet retired is progress too: a long message completes
+                # only at its last packet.
+                progress = progress or engines[e].retired
             if progress:
                 last_progress = cycle + 1
             cycle += 1

@@ -13,7 +13,7 @@ from superfabric.config import FabricConfig
 
 from .rdma_engine import KeyTable
 from .rdma_traffic import RdmaWorkload, wr_cost
-from .rdma_wire import (OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK, descriptor_fields,
+from .rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK, descriptor_fields,
                         payload_words)
 
 __all__ = ["rdma_summary", "connection_state", "data_check", "RECOVERY_COUNTERS"]
@@ -141,10 +141,10 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
 
     A channel (or a per-QP connection) holds, at the sender, five 24-bit
     PSNs (``nxt``, ``snd``, ``una``, ``ret``, ``hsn``), a retransmission
-    timer of ``bit_length(retransmit_timeout)`` bits, the ``msgerr`` and
-    ``epoch`` bits and a window of ``W`` packet descriptors
+    timer of ``bit_length(retransmit_timeout)`` bits, the ``msgerr`` bit,
+    the 2-bit ``epoch`` and a window of ``W`` packet descriptors
     (``descriptor_fields(M)``) with an ``err`` bit each; at the receiver a
-    context of ``epsn`` and ``denied`` (24 each), six flag bits,
+    context of ``epsn`` and ``denied`` (24 each), five flag bits, its epoch,
     ``unacked`` (``bit_length(W)``) and an ack timer
     (``bit_length(ack_timeout)``). Each side is rounded up to whole bytes.
     Aggregation uses ``(E - 1) * C`` channels per endpoint (``E * C``
@@ -157,8 +157,8 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
     sw, r = cfg.switch, cfg.rdma
     E, C, W, Q = sw.ports, r.channels_per_peer, r.window, r.qps // sw.ports
     slot = sum(width for _, width in descriptor_fields(payload_words(sw.max_packet_flits))) + 1
-    sender_bits = 5 * PSN_BITS + r.retransmit_timeout.bit_length() + 2 + W * slot
-    receiver_bits = 2 * PSN_BITS + 6 + W.bit_length() + r.ack_timeout.bit_length()
+    sender_bits = 5 * PSN_BITS + r.retransmit_timeout.bit_length() + 1 + EPOCH_BITS + W * slot
+    receiver_bits = 2 * PSN_BITS + 5 + EPOCH_BITS + W.bit_length() + r.ack_timeout.bit_length()
     per_channel = math.ceil(sender_bits / 8) + math.ceil(receiver_bits / 8)
     channels = (E - 1) * C
     aggregated = E * channels * per_channel

@@ -8,6 +8,7 @@ connection-state arithmetic of the results. Bit layouts are in
 
 __all__ = [
     "PSN_BITS", "PSN_MOD", "QP_BITS", "KEY_BITS", "VA_BITS", "LEN_BITS", "TAG_BITS", "CH_BITS",
+    "EPOCH_BITS",
     "BTH_FIELDS", "RETH_FIELDS", "WR_FIELDS", "KEY_ENTRY_FIELDS", "descriptor_fields",
     "OP_SEND", "OP_WRITE", "OPCODES", "ACK_OPCODE", "SYN_ACK", "SYN_NAK_SEQ", "SYN_NAK_ACCESS",
     "STATUS_OK", "STATUS_LOCAL", "STATUS_REMOTE", "STATUS_BAD", "STATUS_NAMES",
@@ -23,7 +24,8 @@ KEY_BITS = 16
 VA_BITS = 24          # virtual addresses, in 64-bit words
 LEN_BITS = 12         # message length in words: 1..4095
 TAG_BITS = 32
-CH_BITS = 4           # channels_per_peer <= 16
+CH_BITS = 3           # channels_per_peer <= 8
+EPOCH_BITS = 2        # a target tells the next epoch from a stale one (section 10.6)
 
 # Work request opcodes (the WR's 1-bit opcode field).
 OP_WRITE = 0
@@ -53,7 +55,7 @@ ACCESS_LOCAL_READ = 1
 ACCESS_REMOTE_WRITE = 2
 
 #: Flit 0 of every RDMA packet.
-BTH_FIELDS = (("opcode", 8), ("ack_req", 1), ("ch", CH_BITS), ("epoch", 1), ("syndrome", 2), ("hcs", 8),
+BTH_FIELDS = (("opcode", 8), ("ack_req", 1), ("ch", CH_BITS), ("epoch", EPOCH_BITS), ("syndrome", 2), ("hcs", 8),
               ("dqp", QP_BITS), ("psn", PSN_BITS))
 #: Flit 1 of a data packet: the message's remote range and this packet's offset in it.
 RETH_FIELDS = (("rkey", KEY_BITS), ("raddr", VA_BITS), ("mlen", LEN_BITS), ("offset", LEN_BITS))

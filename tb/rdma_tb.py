@@ -157,6 +157,9 @@ class RdmaTB:
                 progress = True
             for e, c in self._given(dut.rcpl_valid, dut.rcpl_data, self.rcpl_fields, rw):
                 rx.append((cycle, e, c["src"], c["qp"], c["length"]))
+            # A packet retired is progress too: a long message completes only
+            # at its last packet.
+            progress = progress or bool(int(dut.retired.value))
             if progress:
                 last_progress = cycle
             elif cycle - last_progress >= stall_limit:

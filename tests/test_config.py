@@ -230,7 +230,7 @@ def test_unreadable_config_file_is_one_line(tmp_path, make):
     (["rdma.ack_every=64"], ["rdma.ack_every = 64", "rdma.window (32)"]),
     (["rdma.retransmit_timeout=64"], ["rdma.retransmit_timeout = 64", "rdma.ack_timeout (64)"]),
     (["rdma.page_words=32768"], ["rdma.page_words = 32768", "rdma.memory_words (16384)"]),
-    (["rdma.channels_per_peer=17"], ["rdma.channels_per_peer = 17", "1..16"]),
+    (["rdma.channels_per_peer=9"], ["rdma.channels_per_peer = 9", "1..8"]),
     (["rdma.start_psn=16777216"], ["rdma.start_psn = 16777216", "0..16777215"]),
     (["faults.drop_rate=0.6", "faults.corrupt_rate=0.5"], ["drop_rate", "1.1", "at most 1"]),
     (["faults.seed=0"], ["faults.seed = 0", "1..65535"]),

@@ -157,10 +157,10 @@ def test_connection_state_of_the_default_preset():
     st = connection_state(cfg)
     # Descriptor of M = 14: qp 16, opcode, first, last, lkey 16, va 24, rkey 16,
     # raddr 24, mlen 12, offset 12, words 4, tag 32 = 159 bits, plus err.
-    # Sender: five PSNs, timer, msgerr and epoch; receiver: epsn and denied,
-    # six flags, unacked and the ack timer.
-    assert st["sender_bits"] == 5 * 24 + 12 + 2 + 32 * 160 == 5254
-    assert st["receiver_bits"] == 2 * 24 + 6 + 6 + 7 == 67
+    # Sender: five PSNs, timer, msgerr and a 2-bit epoch; receiver: epsn and
+    # denied, five flags and its epoch, unacked and the ack timer.
+    assert st["sender_bits"] == 5 * 24 + 12 + 3 + 32 * 160 == 5255
+    assert st["receiver_bits"] == 2 * 24 + 7 + 6 + 7 == 68
     assert st["bytes_per_channel"] == 657 + 9
     assert st["channels_per_endpoint"] == 14 and st["channels_provisioned_per_endpoint"] == 16
     assert st["aggregated_bytes"] == 8 * 14 * 666 == 74_592
@@ -179,8 +179,8 @@ def test_connection_state_formula(overrides):
     C, W, Q = r.channels_per_peer, r.window, r.qps // E
     M = cfg.switch.max_packet_flits - 2
     descriptor = 16 + 1 + 1 + 1 + 16 + 24 + 16 + 24 + 12 + 12 + M.bit_length() + 32
-    sender = 120 + r.retransmit_timeout.bit_length() + 2 + W * (descriptor + 1)
-    receiver = 48 + 6 + W.bit_length() + r.ack_timeout.bit_length()
+    sender = 120 + r.retransmit_timeout.bit_length() + 3 + W * (descriptor + 1)
+    receiver = 48 + 7 + W.bit_length() + r.ack_timeout.bit_length()
     per_channel = math.ceil(sender / 8) + math.ceil(receiver / 8)
     st = connection_state(cfg)
     assert (st["sender_bits"], st["receiver_bits"], st["bytes_per_channel"]) == \

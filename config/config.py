@@ -19,10 +19,20 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .formats.pfc_frame import QUANTUM_BITS
+from .lfsr import lfsr_start
+
 __all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "FaultsConfig",
-           "FabricConfig", "PRESETS"]
+           "FabricConfig", "PRESETS", "EGRESS_DEPTH"]
 
 PRESETS = ("tiny", "default", "large")
+
+#: Flits each egress queue of the switch holds: fixed, not configurable. At
+#: least three are needed for one flit per cycle, because the credit check
+#: counts the flits queued and the one in flight from the input buffer's read
+#: register but not the one leaving this cycle (so that ``ready`` never feeds
+#: the scheduler); one more is a spare.
+EGRESS_DEPTH = 4
 
 
 class ConfigError(ValueError):
@@ -182,17 +192,13 @@ class EcnConfig:
     lfsr_seed: int = _ranged(1, 0xFFFF, "seed of the marking LFSRs (never zero)")
     ect_fraction: float = _fraction("share of generated packets that are ECN-capable (ECT(0))")
 
-    #: Feedback taps of the 16-bit Galois LFSR (x^16 + x^14 + x^13 + x^11 + 1).
-    LFSR_TAPS = 0xB400
-
     def _check(self) -> None:
         if self.kmin > self.kmax:
             raise ConfigError(f"ecn.kmin = {self.kmin}: must not exceed ecn.kmax ({self.kmax})")
 
     def port_seed(self, port: int) -> int:
         """The LFSR's start state at egress ``port``: distinct per port, never zero."""
-        state = (self.lfsr_seed ^ (port * 0x9E37)) & 0xFFFF
-        return state or 0xACE1
+        return lfsr_start(self.lfsr_seed, port)
 
     @property
     def slope(self) -> int:
@@ -231,7 +237,7 @@ class PfcConfig:
     def quanta_to_cycles(quanta: int, data_width: int) -> int:
         """Cycles of a pause of ``quanta`` quanta (512 bit times each) on a link
         carrying ``data_width`` bits per cycle, rounded up."""
-        return -(-quanta * 512 // data_width)
+        return -(-quanta * QUANTUM_BITS // data_width)
 
     def refresh_cycles(self, data_width: int) -> int:
         """Cycles between pause refreshes: half the pause time, so it never lapses."""
@@ -325,8 +331,7 @@ class FaultsConfig:
 
     def link_seed(self, port: int) -> int:
         """The LFSR's start state on ``port``'s uplink: distinct per port, never zero."""
-        state = (self.seed ^ (port * 0x9E37)) & 0xFFFF
-        return state or 0xACE1
+        return lfsr_start(self.seed, port)
 
     @property
     def active(self) -> bool:

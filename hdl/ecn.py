@@ -4,7 +4,8 @@ from amaranth.hdl import Signal, Module, Mux, Array, Cat, Const
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..config import EcnConfig, FabricConfig
+from ..config import FabricConfig
+from ..lfsr import LFSR_BITS, lfsr_step
 
 __all__ = ["EcnMarker"]
 
@@ -23,7 +24,7 @@ class EcnMarker(wiring.Component):
     packet is ECN-capable is known only when its head is read, so the switch
     applies ``mark`` to ECT packets only. ``decided``/``backlog_seen`` show,
     per output, that a decision was taken and the backlog it saw.
-    The golden model is ``superfabric.sim.ecn.EcnMarker``.
+    The golden model is ``EcnMarker`` in ``sim/ecn.py``.
     """
 
     def __init__(self, cfg: FabricConfig):
@@ -55,7 +56,7 @@ class EcnMarker(wiring.Component):
 
         decisions = []
         for o in range(n):
-            lfsr = Signal(16, init=ecn.port_seed(o), name=f"lfsr{o}")
+            lfsr = Signal(LFSR_BITS, init=ecn.port_seed(o), name=f"lfsr{o}")
             starts = [self.start[k] & (self.start_out[k] == o) for k in range(n)]
             index = Const(0, range(queues))
             for k in range(n):
@@ -75,7 +76,7 @@ class EcnMarker(wiring.Component):
             m.d.comb += decision.eq(above_max | random)
             decisions.append(decision)
             with m.If(Cat(starts).any()):
-                m.d.sync += lfsr.eq(Mux(lfsr[0], (lfsr >> 1) ^ EcnConfig.LFSR_TAPS, lfsr >> 1))
+                m.d.sync += lfsr.eq(lfsr_step(lfsr))
         choice = Array(decisions)
         for k in range(n):
             m.d.comb += self.mark[k].eq(choice[self.start_out[k]])

@@ -2,7 +2,7 @@
 
 Sits between an endpoint's transmitter and its switch input. One draw of a
 16-bit LFSR per packet decides what happens to it (section 10.7); the model
-``superfabric.sim.fault_injector`` makes the same draws, so RTL and model
+in ``sim/fault_injector.py`` makes the same draws, so RTL and model
 see the same faults. The rates and the seed are inputs, not parameters:
 one simulator build serves every fault setting.
 """
@@ -12,17 +12,13 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..config import EcnConfig, FabricConfig
+from ..config import FabricConfig
+from ..lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_step
 from .packet import packet_layout
 
 __all__ = ["FaultInjector"]
 
 IDLE, PASS, DROP, DUP, HOLD, REPLAY = range(6)
-
-
-def _lfsr_step(state):
-    """The ECN LFSR's step (``superfabric.sim.ecn.lfsr_step``) as logic."""
-    return Mux(state[0], (state >> 1) ^ EcnConfig.LFSR_TAPS, state >> 1)
 
 
 class FaultInjector(wiring.Component):
@@ -43,9 +39,9 @@ class FaultInjector(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(layout)),
             "o": Out(stream.Signature(layout)),
-            "thresholds": In(17).array(4),
+            "thresholds": In(DRAW_THRESHOLD_BITS).array(4),
             "reorder_cycles": In(16),
-            "seed": In(16),
+            "seed": In(LFSR_BITS),
             "load": In(1),
         })
 
@@ -54,7 +50,7 @@ class FaultInjector(wiring.Component):
         depth = self._cfg.switch.max_packet_flits
         layout = packet_layout(self._cfg)
         state = Signal(range(6), init=IDLE)
-        lfsr = Signal(16, init=1)
+        lfsr = Signal(LFSR_BITS, init=1)
         held = Signal()
         hold_count = Signal(16)
         flit = Signal(range(depth + 1))     # flits of the current packet taken from i
@@ -70,7 +66,8 @@ class FaultInjector(wiring.Component):
 
         # The decision for a head flit offered while idle, taken in that cycle.
         draw = lfsr
-        stepped = _lfsr_step(lfsr)
+        stepped = Signal(LFSR_BITS)
+        m.d.comb += stepped.eq(lfsr_step(lfsr))
         t = self.thresholds
         choice = Signal(range(6))
         flip_now = Signal(7)

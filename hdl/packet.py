@@ -6,43 +6,24 @@ The header fields (``dst``, ``src``, ``prio``, ``ecn``, ``length``, ``tag``)
 travel as sideband on every flit and are defined on the first one: blocks
 read them there (the switch routes and reserves buffer space from the head
 flit), and a source should hold them constant for the rest of the packet so
-that a waveform reads naturally. The bit layout is written down in
-``docs/architecture.md``; the testbench packs and unpacks flits through
-:class:`FlitCodec`, which takes its offsets from the same layout object.
+that a waveform reads naturally. The fields and their widths are
+:func:`superfabric.formats.packet.packet_fields`, their meaning is in
+``docs/architecture.md`` section 3; the testbench packs and unpacks flits
+through :class:`FlitCodec`, which takes its offsets from the layout object.
 """
 
 from amaranth.hdl import unsigned
 from amaranth.lib import data, stream
 
 from ..config import FabricConfig
+from ..formats.packet import packet_fields
 
-__all__ = ["port_bits", "length_bits", "packet_layout", "packet_signature", "FlitCodec"]
-
-
-def port_bits(ports: int) -> int:
-    """Bits of a port number (at least one)."""
-    return max(1, (ports - 1).bit_length())
-
-
-def length_bits(max_packet_flits: int) -> int:
-    """Bits of the ``length`` field, which holds 1..max_packet_flits."""
-    return max_packet_flits.bit_length()
+__all__ = ["packet_layout", "packet_signature", "FlitCodec"]
 
 
 def packet_layout(cfg: FabricConfig) -> data.StructLayout:
-    """The flit payload layout for ``cfg``; fields are laid out LSB first in this order."""
-    sw = cfg.switch
-    return data.StructLayout({
-        "data": unsigned(sw.data_width),
-        "first": unsigned(1),
-        "last": unsigned(1),
-        "dst": unsigned(port_bits(sw.ports)),
-        "src": unsigned(port_bits(sw.ports)),
-        "prio": unsigned(max(1, (sw.priorities - 1).bit_length())),
-        "ecn": unsigned(2),
-        "length": unsigned(length_bits(sw.max_packet_flits)),
-        "tag": unsigned(sw.tag_width),
-    })
+    """The flit payload layout for ``cfg``: :func:`~superfabric.formats.packet.packet_fields`, LSB first."""
+    return data.StructLayout({name: unsigned(width) for name, width in packet_fields(cfg)})
 
 
 def packet_signature(cfg: FabricConfig) -> stream.Signature:

@@ -11,6 +11,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
+from ..formats.pfc_frame import QUANTUM_BITS
 from .pfc_frame import REQUEST_LAYOUT
 
 __all__ = ["PfcIngress", "PfcEgress", "pause_shift"]
@@ -18,14 +19,15 @@ __all__ = ["PfcIngress", "PfcEgress", "pause_shift"]
 
 def pause_shift(data_width: int) -> int:
     """Quanta to cycles is a shift for power-of-two flit widths: 512 / data_width."""
-    return (512 // data_width).bit_length() - 1 if data_width <= 512 else 0
+    return ((QUANTUM_BITS // data_width).bit_length() - 1 if data_width <= QUANTUM_BITS
+            else 0)
 
 
 def _quanta_to_cycles(quanta, data_width: int):
     # 512 bit times per quantum, data_width bits per cycle; rounded up.
-    if data_width <= 512:
+    if data_width <= QUANTUM_BITS:
         return quanta << pause_shift(data_width)
-    divide = (data_width // 512).bit_length() - 1
+    divide = (data_width // QUANTUM_BITS).bit_length() - 1
     return (quanta + (1 << divide) - 1) >> divide
 
 

@@ -6,8 +6,8 @@ stream; :class:`PFCFrameDecoder` picks PFC frames out of a MAC's receive
 stream and delivers their requests. Both carry frames as flits of
 :func:`flit_layout`: byte k of a frame is byte lane ``k % (data_width // 8)``
 of flit ``k // (data_width // 8)``, least significant lane first, as in
-AXI-Stream. The frame layout and its constants are those of the golden model,
-:mod:`superfabric.sim.pfc_frame`.
+AXI-Stream. The frame layout and its constants are
+:mod:`superfabric.formats.pfc_frame`'s, which the golden model shares.
 """
 
 from functools import cache
@@ -16,15 +16,16 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..sim.pfc_frame import (CLASS_ENABLE_OFFSET, FRAME_BYTES, HEADER, PRIORITIES, SA_OFFSET,
-                             TIMES_OFFSET)
+from ..formats.pfc_frame import (CLASS_ENABLE_OFFSET, FCS_BYTES, FRAME_BYTES, HEADER, PRIORITIES,
+                                 SA_OFFSET, TIME_BITS, TIMES_OFFSET)
 
 __all__ = ["REQUEST_LAYOUT", "flit_layout", "PFCFrameEncoder", "PFCFrameDecoder"]
 
-#: A PFC request: ``class_enable`` bit n enables ``times[n]``, in pause quanta.
+#: A PFC request: ``class_enable`` bit n enables ``times[n]``, in pause quanta; the
+#: bit layout of :func:`superfabric.formats.pfc_frame.pack_request`.
 REQUEST_LAYOUT = data.StructLayout({
-    "class_enable": 8,
-    "times": data.ArrayLayout(16, PRIORITIES),
+    "class_enable": PRIORITIES,
+    "times": data.ArrayLayout(TIME_BITS, PRIORITIES),
 })
 
 #: Ethernet's CRC-32 polynomial 0x04C11DB7, bit-reversed: the bits of each
@@ -32,9 +33,8 @@ REQUEST_LAYOUT = data.StructLayout({
 _CRC32_POLY = 0xEDB88320
 #: CRC register after a frame followed by its own correct FCS, whatever the frame.
 _CRC32_RESIDUE = 0xDEBB20E3
-_FCS_BYTES = 4
 #: Bytes before the FCS: the ones it covers.
-_BODY_BYTES = FRAME_BYTES - _FCS_BYTES
+_BODY_BYTES = FRAME_BYTES - FCS_BYTES
 
 
 def flit_layout(data_width: int) -> data.StructLayout:

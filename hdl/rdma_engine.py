@@ -3,7 +3,7 @@
 Queue pairs map onto a few reliable channels per peer; the channel holds
 all the reliability state (PSNs, a window of packet descriptors, a
 retransmission timer), the QP none. ``docs/architecture.md`` section 10.6
-gives the cycle rules; the golden model ``superfabric.sim.rdma_engine``
+gives the cycle rules; the golden model in ``sim/rdma_engine.py``
 follows the same text.
 """
 
@@ -13,17 +13,15 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
-from ..sim import rdma_wire as wire
-from ..sim.rdma_records import COUNTERS     # section 10.8, in port order
+from ..formats import rdma_wire as wire
+from ..formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
 from .islip import round_robin_pick
 from .packet import packet_layout
 from .rdma_header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs, pack,
                           psn_lt, psn_within, rcpl_layout, reth_layout, wr_layout)
 from .rdma_keys import KeyTables, TABLE_WRITE
 
-__all__ = ["RdmaEngine", "COUNTERS", "COUNTER_WIDTH", "read_buffer_depth"]
-
-COUNTER_WIDTH = 32
+__all__ = ["RdmaEngine", "read_buffer_depth"]
 
 PSN = wire.PSN_BITS
 
@@ -63,7 +61,7 @@ class RdmaEngine(wiring.Component):
     tx, rx : the endpoint's uplink and downlink packet streams (``rx.ready`` is always 1).
     dma : host memory ports (payload reads, received-data writes).
     tables : the registration and page table write port.
-    counters : section 10.8, in :data:`COUNTERS` order.
+    counters : section 10.8, in :data:`~superfabric.formats.counters.RDMA_COUNTERS` order.
     retired : a packet is retired in this cycle (the testbench's sign of progress).
     """
 
@@ -78,7 +76,7 @@ class RdmaEngine(wiring.Component):
             "rx": In(stream.Signature(packet_layout(cfg))),
             "dma": Out(_memory_port(cfg)),
             "tables": In(TABLE_WRITE(cfg)),
-            "counters": Out(COUNTER_WIDTH).array(len(COUNTERS)),
+            "counters": Out(COUNTER_WIDTH).array(len(RDMA_COUNTERS)),
             "retired": Out(1),
         })
 
@@ -482,7 +480,7 @@ class RdmaEngine(wiring.Component):
             "errors": self.cpl_valid & (self.cpl.status != wire.STATUS_OK),
             "rx_completions": self.rcpl_valid,
         }
-        for i, name in enumerate(COUNTERS):
+        for i, name in enumerate(RDMA_COUNTERS):
             ev = events[name]
             inc = sum(ev[b] for b in range(len(ev))) if len(ev) > 1 else ev
             m.d.sync += self.counters[i].eq(self.counters[i] + inc)

@@ -10,15 +10,17 @@ packed into one vector each (endpoint ``e`` at ``[e*w : (e+1)*w]``) so that
 the testbench touches a handful of signals per cycle.
 """
 
-from amaranth.hdl import Module, Mux, Cat, Signal
+from amaranth.hdl import Module, Cat, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
+from ..formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ..formats.packet import port_bits
+from ..lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_start
 from .fault_injector import FaultInjector
-from .packet import port_bits
-from .rdma_engine import COUNTERS, COUNTER_WIDTH, RdmaEngine
+from .rdma_engine import RdmaEngine
 from .rdma_header import cpl_layout, rcpl_layout, wr_layout
 from .rdma_keys import table_width
 from .switch import Switch
@@ -42,9 +44,9 @@ class RdmaFabric(wiring.Component):
             "tbl_data": In(table_width(cfg)),
             "mem_we": In(1), "mem_addr": In(range(cfg.rdma.memory_words)),
             "mem_wdata": In(n * 64), "mem_rdata": Out(n * 64),
-            "fault_thresholds": In(4 * 17), "fault_reorder_cycles": In(16),
-            "fault_seed": In(16), "fault_load": In(1),
-            "counters": Out(n * len(COUNTERS) * COUNTER_WIDTH),
+            "fault_thresholds": In(4 * DRAW_THRESHOLD_BITS), "fault_reorder_cycles": In(16),
+            "fault_seed": In(LFSR_BITS), "fault_load": In(1),
+            "counters": Out(n * len(RDMA_COUNTERS) * COUNTER_WIDTH),
             "retired": Out(n),
         })
 
@@ -66,13 +68,14 @@ class RdmaFabric(wiring.Component):
             wiring.connect(m, engine.tx, inject.i)
             wiring.connect(m, inject.o, switch.i[e])
             wiring.connect(m, switch.o[e], engine.rx)
+            t = DRAW_THRESHOLD_BITS
             m.d.comb += [
-                inject.thresholds[k].eq(self.fault_thresholds[17 * k:17 * k + 17]) for k in range(4)
+                inject.thresholds[k].eq(self.fault_thresholds[t * k:t * (k + 1)]) for k in range(4)
             ]
             # FaultsConfig.link_seed, applied to the seed input.
-            seed = self.fault_seed ^ ((e * 0x9E37) & 0xFFFF)
             m.d.comb += [inject.reorder_cycles.eq(self.fault_reorder_cycles),
-                         inject.seed.eq(Mux(seed == 0, 0xACE1, seed)), inject.load.eq(self.fault_load)]
+                         inject.seed.eq(lfsr_start(self.fault_seed, e)),
+                         inject.load.eq(self.fault_load)]
 
             m.d.comb += [
                 engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),

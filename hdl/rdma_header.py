@@ -1,17 +1,16 @@
-"""The RDMA engine's layouts in hardware, built from :mod:`superfabric.sim.rdma_wire`.
+"""The RDMA engine's layouts in hardware, built from :mod:`superfabric.formats.rdma_wire`.
 
-The field lists live in the model's package as plain data so that RTL,
-model, testbench and the connection-state arithmetic share one definition;
-this module turns them into Amaranth layouts and adds the few pieces of
-logic that belong to the formats themselves (the header check, PSN order).
+The field lists are plain data there so that RTL, model, testbench and the
+connection-state arithmetic share one definition; this module turns them
+into Amaranth layouts and adds the few pieces of logic that belong to the
+formats themselves (the header check, PSN order).
 """
 
 from amaranth.hdl import Cat, Const, Mux, unsigned
 from amaranth.lib import data
 
 from ..config import FabricConfig
-from ..sim import rdma_wire as wire
-from .packet import port_bits
+from ..formats import rdma_wire as wire
 
 __all__ = ["struct", "pack", "bth_layout", "reth_layout", "wr_layout", "cpl_layout", "rcpl_layout",
            "key_entry_layout", "descriptor_layout", "hcs", "psn_lt", "psn_within", "data_opcode"]
@@ -23,33 +22,33 @@ def struct(fields) -> data.StructLayout:
 
 
 def bth_layout() -> data.StructLayout:
+    """The base transport header, flit 0 of every RDMA packet."""
     return struct(wire.BTH_FIELDS)
 
 
 def reth_layout() -> data.StructLayout:
+    """The RDMA extended transport header, flit 1 of a data packet."""
     return struct(wire.RETH_FIELDS)
 
 
 def wr_layout(cfg: FabricConfig) -> data.StructLayout:
     """A work request on the engine's WR stream: the wire fields plus ``dst``."""
-    return struct(wire.WR_FIELDS + (("dst", port_bits(cfg.switch.ports)),))
+    return struct(wire.wr_fields(cfg.switch.ports))
 
 
 def cpl_layout() -> data.StructLayout:
     """A send completion."""
-    return struct((("qp", wire.QP_BITS), ("tag", wire.TAG_BITS), ("status", 2)))
+    return struct(wire.CPL_FIELDS)
 
 
 def rcpl_layout(cfg: FabricConfig) -> data.StructLayout:
     """A receive completion (SEND at the target)."""
-    return struct((("qp", wire.QP_BITS), ("src", port_bits(cfg.switch.ports)),
-                   ("length", wire.LEN_BITS)))
+    return struct(wire.rcpl_fields(cfg.switch.ports))
 
 
 def key_entry_layout(cfg: FabricConfig) -> data.StructLayout:
     """A registration table entry (section 10.3)."""
-    return struct(wire.KEY_ENTRY_FIELDS + (("page", max(1, (cfg.rdma.pages - 1).bit_length())),
-                                           ("peers", cfg.switch.ports)))
+    return struct(wire.key_entry_fields(cfg))
 
 
 def descriptor_layout(cfg: FabricConfig) -> data.StructLayout:
@@ -64,7 +63,7 @@ def pack(fields, **values):
 
 
 def hcs(bth, reth=None):
-    """The header check of :func:`superfabric.sim.rdma_wire.hcs`, as logic."""
+    """The header check of :func:`superfabric.formats.rdma_wire.hcs`, as logic."""
     word = bth & ~Const(0xFF << 16, 64)
     if reth is not None:
         word = word ^ reth

@@ -15,7 +15,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
 from ..config import FabricConfig
-from ..sim import rdma_wire as wire
+from ..formats import rdma_wire as wire
 from .rdma_header import key_entry_layout
 
 __all__ = ["KeyTables", "TABLE_WRITE", "table_width"]

@@ -17,7 +17,7 @@ class SkidBuffer(wiring.Component):
     catches the transfer accepted while the output was stalled. Throughput is
     one transfer per cycle; latency is one cycle.
 
-    Behaviour, cycle by cycle (the golden model ``superfabric.sim.skid_buffer``
+    Behaviour, cycle by cycle (the golden model in ``sim/skid_buffer.py``
     mirrors it): ``i.ready`` is high while the skid register is empty; the
     output register loads when it is empty or being read, from the skid
     register when that holds a transfer, else from ``i``.

@@ -5,7 +5,9 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ..config import FabricConfig
+from ..config import EGRESS_DEPTH, FabricConfig
+from ..formats.counters import COUNTER_WIDTH
+from ..formats.packet import CE, ECT0, ECT1
 from .ecn import EcnMarker
 from .islip import ISLIP
 from .pfc import PfcEgress, PfcIngress
@@ -14,16 +16,7 @@ from .packet import packet_layout
 from .skid_buffer import SkidBuffer
 from .voq import VOQBuffer
 
-__all__ = ["Switch", "EGRESS_DEPTH", "COUNTER_WIDTH"]
-
-#: Flits each egress queue holds. At least three are needed for one flit per
-#: cycle, because the credit check counts the flits queued and the one in
-#: flight from the input buffer's read register but not the one leaving this
-#: cycle (so that ``ready`` never feeds the scheduler); one more is a spare.
-EGRESS_DEPTH = 4
-
-#: Width of the per-port packet counters (they wrap).
-COUNTER_WIDTH = 32
+__all__ = ["Switch"]
 
 
 class Switch(wiring.Component):
@@ -36,7 +29,7 @@ class Switch(wiring.Component):
     buffer flit by flit, across the crossbar, into the output's egress queue,
     which drives ``o[k]``. A match holds from head to tail flit (packet mode).
     ``docs/architecture.md`` gives the cycle-by-cycle rules that the golden
-    model ``superfabric.sim.switch`` mirrors.
+    model in ``sim/switch.py`` mirrors.
 
     Ports
     -----
@@ -238,9 +231,9 @@ class Switch(wiring.Component):
                 marker.start_index[k].eq(start_index),
             ]
             flit = self._layout(buf.rd_payload)
-            capable = (flit.ecn == 1) | (flit.ecn == 2)     # ECT(1) or ECT(0)
+            capable = (flit.ecn == ECT1) | (flit.ecn == ECT0)
             out = Signal(self._layout, name=f"leaving{k}")
-            m.d.comb += [out.eq(flit), out.ecn.eq(Mux(mark & capable, 3, flit.ecn))]
+            m.d.comb += [out.eq(flit), out.ecn.eq(Mux(mark & capable, CE, flit.ecn))]
             leaving.append(out.as_value())
             # Count a mark once per packet, when its head is in the read register.
             counters = Array(self.ecn_marks)

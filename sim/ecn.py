@@ -8,13 +8,9 @@ of that cycle; it marks the packet CE only if the packet is ECN-capable.
 """
 
 from ..config import EcnConfig
+from ..lfsr import lfsr_step
 
-__all__ = ["lfsr_step", "EcnMarker"]
-
-
-def lfsr_step(state: int) -> int:
-    """One step of the 16-bit Galois LFSR (never reaches zero from a non-zero state)."""
-    return (state >> 1) ^ (EcnConfig.LFSR_TAPS if state & 1 else 0)
+__all__ = ["EcnMarker"]
 
 
 class EcnMarker:

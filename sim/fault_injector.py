@@ -15,7 +15,7 @@ edge.
 """
 
 from ..config import FaultsConfig
-from .ecn import lfsr_step
+from ..lfsr import lfsr_step
 
 __all__ = ["FaultInjector", "IDLE", "PASS", "DROP", "DUP", "HOLD", "REPLAY"]
 

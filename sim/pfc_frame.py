@@ -1,54 +1,19 @@
-"""Golden model of the IEEE 802.1Qbb priority flow control (PFC) frame.
+"""Golden model of the IEEE 802.1Qbb priority flow control (PFC) frame codec.
 
-A PFC frame is an IEEE 802.3 MAC Control frame (Annex 31D) of the minimum
-frame size, 64 bytes, laid out as::
-
-    bytes  0..5    destination address, PFC_DA (01-80-C2-00-00-01)
-    bytes  6..11   source address
-    bytes 12..13   EtherType 0x8808 (MAC Control), big-endian
-    bytes 14..15   opcode 0x0101 (PFC), big-endian
-    bytes 16..17   priority enable vector: 0x00, then bit n enables priority n
-    bytes 18..33   time[0] .. time[7], 16 bits each, big-endian, in pause quanta
-    bytes 34..59   zero padding up to the 60-byte minimum before the FCS
-    bytes 60..63   FCS: CRC-32 of bytes 0..59, least significant byte first
-
-The RTL codec (:mod:`superfabric.hdl.pfc_frame`) takes the frame constants
-from here, so the two cannot disagree on them; its CRC is its own.
+:func:`encode` builds the 64-byte frame of a pause request, :func:`decode`
+reads one back, as the RTL codec (:mod:`superfabric.hdl.pfc_frame`) must.
+The byte layout and its constants are :mod:`superfabric.formats.pfc_frame`'s,
+shared with the RTL; the CRC here is zlib's, independent of the RTL's.
 """
 
 import zlib
 from collections.abc import Sequence
 
 from ..config import PfcConfig
+from ..formats.pfc_frame import (CLASS_ENABLE_OFFSET, ETHERTYPE, FCS_BYTES, FRAME_BYTES, HEADER,
+                                 OPCODE, PFC_DA, PRIORITIES, TIME_MAX, TIMES_OFFSET)
 
-__all__ = ["PFC_DA", "ETHERTYPE", "OPCODE", "QUANTUM_BITS", "PRIORITIES", "FRAME_BYTES",
-           "HEADER", "SA_OFFSET", "CLASS_ENABLE_OFFSET", "TIMES_OFFSET",
-           "encode", "decode", "pause_cycles"]
-
-#: Destination address of every PFC frame: the MAC Control reserved multicast group.
-PFC_DA = bytes.fromhex("0180C2000001")
-#: EtherType of MAC Control frames.
-ETHERTYPE = 0x8808
-#: MAC Control opcode of PFC (PAUSE, 802.3x, is 0x0001).
-OPCODE = 0x0101
-#: Bit times in one pause quantum.
-QUANTUM_BITS = 512
-#: Priorities a PFC frame addresses.
-PRIORITIES = 8
-#: Bytes of a PFC frame with its FCS (the Ethernet minimum frame size).
-FRAME_BYTES = 64
-#: Byte offset of the source address.
-SA_OFFSET = 6
-#: Byte offset of the 8 used bits of the priority enable vector.
-CLASS_ENABLE_OFFSET = 17
-#: Byte offset of time[0]; time[n] is at ``TIMES_OFFSET + 2 * n``.
-TIMES_OFFSET = 18
-
-#: DA, EtherType and opcode at their byte offsets: what marks a frame as PFC.
-HEADER = {0: PFC_DA, 12: ETHERTYPE.to_bytes(2, "big"), 14: OPCODE.to_bytes(2, "big")}
-
-_FCS_BYTES = 4
-_TIME_MAX = 0xFFFF
+__all__ = ["encode", "decode", "pause_cycles"]
 
 
 def _check_request(class_enable: int, times: Sequence[int]) -> None:
@@ -58,8 +23,8 @@ def _check_request(class_enable: int, times: Sequence[int]) -> None:
         raise ValueError(f"times has {len(times)} entries: must have {PRIORITIES}, "
                          "one per priority")
     for n, time in enumerate(times):
-        if not isinstance(time, int) or not 0 <= time <= _TIME_MAX:
-            raise ValueError(f"times[{n}] = {time!r}: must be an integer 0..{_TIME_MAX} "
+        if not isinstance(time, int) or not 0 <= time <= TIME_MAX:
+            raise ValueError(f"times[{n}] = {time!r}: must be an integer 0..{TIME_MAX} "
                              "(pause quanta)")
 
 
@@ -95,11 +60,11 @@ def encode(class_enable: int, times: Sequence[int], *, src_mac: bytes = bytes(6)
         raise ValueError(f"src_mac = {src_mac!r}: must be 6 bytes")
     frame = (PFC_DA + bytes(src_mac) + ETHERTYPE.to_bytes(2, "big") + OPCODE.to_bytes(2, "big")
              + bytes([0, class_enable]) + b"".join(t.to_bytes(2, "big") for t in times))
-    frame = frame.ljust(FRAME_BYTES - _FCS_BYTES, b"\0")
+    frame = frame.ljust(FRAME_BYTES - FCS_BYTES, b"\0")
     if fcs:
         # Ethernet sends the CRC's least significant byte first, which is
         # zlib's (reflected) CRC-32 written little-endian.
-        frame += zlib.crc32(frame).to_bytes(_FCS_BYTES, "little")
+        frame += zlib.crc32(frame).to_bytes(FCS_BYTES, "little")
     return frame
 
 
@@ -134,12 +99,12 @@ def decode(frame: bytes, *, fcs: bool = True) -> tuple[int, list[int]] | None:
     for offset, expected in HEADER.items():
         if frame[offset:offset + len(expected)] != expected[:max(0, len(frame) - offset)]:
             return None
-    size = FRAME_BYTES if fcs else FRAME_BYTES - _FCS_BYTES
+    size = FRAME_BYTES if fcs else FRAME_BYTES - FCS_BYTES
     if len(frame) != size:
         raise ValueError(f"PFC frame of {len(frame)} bytes: must be {size}"
                          f"{' with' if fcs else ' without'} its FCS")
     if fcs:
-        body, sent = frame[:-_FCS_BYTES], int.from_bytes(frame[-_FCS_BYTES:], "little")
+        body, sent = frame[:-FCS_BYTES], int.from_bytes(frame[-FCS_BYTES:], "little")
         computed = zlib.crc32(body)
         if sent != computed:
             raise ValueError(f"PFC frame FCS is {sent:#010x}: its bytes give {computed:#010x}")
@@ -159,8 +124,8 @@ def pause_cycles(quanta: int, data_width: int) -> int:
     ValueError
         ``quanta`` outside 0..65535 or ``data_width`` below 1.
     """
-    if not isinstance(quanta, int) or not 0 <= quanta <= _TIME_MAX:
-        raise ValueError(f"quanta = {quanta!r}: must be an integer 0..{_TIME_MAX}")
+    if not isinstance(quanta, int) or not 0 <= quanta <= TIME_MAX:
+        raise ValueError(f"quanta = {quanta!r}: must be an integer 0..{TIME_MAX}")
     if not isinstance(data_width, int) or data_width < 1:
         raise ValueError(f"data_width = {data_width!r}: must be a positive integer "
                          "(bits per cycle)")

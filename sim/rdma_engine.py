@@ -17,8 +17,8 @@ from collections import deque, namedtuple
 import numpy as np
 
 from ..config import FabricConfig
-from . import rdma_wire as wire
-from .rdma_records import COUNTERS
+from ..formats import rdma_wire as wire
+from ..formats.counters import RDMA_COUNTERS
 
 __all__ = ["RdmaEngine", "KeyTable", "Descriptor", "NEVER"]
 
@@ -154,7 +154,7 @@ class RdmaEngine:
         self._rx_rcpl = None
         self._rx_verdict = (-1, None)
         self._wr_seen = (-1, 0, 0)   # (row, channel, status) of the WR last classified
-        self.counters = dict.fromkeys(COUNTERS, 0)
+        self.counters = dict.fromkeys(RDMA_COUNTERS, 0)
 
     # -- the WR stream --------------------------------------------------------
 

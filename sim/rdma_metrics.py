@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 
-from superfabric.config import FabricConfig
-
+from ..config import FabricConfig
+from ..formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
+                                 descriptor_fields, payload_words)
 from .rdma_engine import KeyTable
 from .rdma_traffic import RdmaWorkload, wr_cost
-from .rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK, descriptor_fields,
-                        payload_words)
 
 __all__ = ["rdma_summary", "connection_state", "data_check", "RECOVERY_COUNTERS"]
 

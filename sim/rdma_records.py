@@ -5,11 +5,9 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["RdmaRecords", "COUNTERS", "RX_COMPLETION_COLUMNS"]
+from ..formats.counters import RDMA_COUNTERS
 
-#: The engine's counters, docs/architecture.md section 10.8, in the RTL's port order.
-COUNTERS = ("tx_data", "retransmissions", "tx_acks", "naks", "timeouts", "duplicates",
-            "out_of_sequence", "corrupt", "completions", "errors", "rx_completions")
+__all__ = ["RdmaRecords", "RX_COMPLETION_COLUMNS"]
 
 #: Columns of :attr:`RdmaRecords.rx_completions`.
 RX_COMPLETION_COLUMNS = ("cycle", "endpoint", "src", "qp", "length")
@@ -58,7 +56,7 @@ class RdmaRecords:
                    order=np.full(wrs, -1, np.int64),
                    rx_completions=np.zeros((0, len(RX_COMPLETION_COLUMNS)), np.int64),
                    memory=np.zeros((endpoints, memory_words), np.uint64),
-                   counters={name: [0] * endpoints for name in COUNTERS})
+                   counters={name: [0] * endpoints for name in RDMA_COUNTERS})
 
     def save(self, path: str | Path) -> None:
         """Write an ``.npz`` file."""

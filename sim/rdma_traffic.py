@@ -122,10 +122,10 @@ from pathlib import Path
 
 import numpy as np
 
-from superfabric.config import ConfigError, FabricConfig
-
-from .rdma_wire import (ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE, KEY_BITS, OP_SEND, OP_WRITE,
-                        STATUS_BAD, STATUS_LOCAL, STATUS_OK, STATUS_REMOTE, VA_BITS, payload_words)
+from ..config import ConfigError, FabricConfig
+from ..formats.rdma_wire import (ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE, KEY_BITS, OP_SEND,
+                                 OP_WRITE, STATUS_BAD, STATUS_LOCAL, STATUS_OK, STATUS_REMOTE,
+                                 VA_BITS, payload_words)
 from .traffic import TrafficError, bernoulli_arrivals, check_integer, read_npz
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",

@@ -16,7 +16,7 @@ from collections import deque
 
 import numpy as np
 
-from ..config import FabricConfig, PfcConfig
+from ..config import EGRESS_DEPTH, FabricConfig, PfcConfig
 from .backpressure import PauseSchedule, SinkReady
 from .ecn import EcnMarker
 from .pfc import FRAME_COLUMNS, PfcEgress, PfcIngress, SinkPause
@@ -28,8 +28,6 @@ from .traffic import CE, ECT0, ECT1, NOT_ECT, Trace
 
 __all__ = ["SwitchCore", "SwitchModel", "EGRESS_DEPTH", "DEFAULT_STALL_LIMIT"]
 
-#: Egress queue depth; equal to ``superfabric.hdl.switch.EGRESS_DEPTH``.
-EGRESS_DEPTH = 4
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000

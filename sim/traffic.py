@@ -86,7 +86,8 @@ from pathlib import Path
 
 import numpy as np
 
-from superfabric.config import FabricConfig
+from ..config import FabricConfig
+from ..formats.packet import CE, ECT0, ECT1, NOT_ECT
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
            "read_npz", "bernoulli_arrivals", "check_integer"]
@@ -211,8 +212,6 @@ def parse_lengths(spec: str, max_packet_flits: int) -> PacketLengths:
 _COLUMNS = {"gen": np.int64, "src": np.int16, "dst": np.int16,
             "prio": np.int8, "length": np.int16, "tag": np.int64, "ecn": np.int8}
 
-#: ECN codepoints (RFC 3168): Not-ECT, ECT(1), ECT(0), CE.
-NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
 _META = {"pattern": str, "load": float, "seed": int, "cycles": int, "packet_lengths": str}
 
 

@@ -16,10 +16,11 @@ problem is one line naming the request (row, endpoint, QP) and the cycles.
 import numpy as np
 
 from ..config import FabricConfig
-from ..sim import rdma_wire as wire
+from ..formats import rdma_wire as wire
+from ..formats.counters import RDMA_COUNTERS
 from ..sim.rdma_engine import KeyTable
 from ..sim.rdma_fabric import default_stall_limit
-from ..sim.rdma_records import COUNTERS, RX_COMPLETION_COLUMNS, RdmaRecords
+from ..sim.rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
 
 __all__ = ["verify", "compare", "default_stall_limit", "MAX_PROBLEMS"]
@@ -140,7 +141,7 @@ def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> lis
         show = (lambda r, k: dict(zip(RX_COMPLETION_COLUMNS, r[k].tolist())) if k < len(r) else None)
         problems.append(f"receive completion {k}: RTL {show(a, k)}, model {show(b, k)} "
                         f"({len(a)} and {len(b)} in all)")
-    for name in COUNTERS:
+    for name in RDMA_COUNTERS:
         if list(rtl.counters.get(name, [])) != list(model.counters.get(name, [])):
             problems.append(f"counter {name}: RTL {list(rtl.counters.get(name, []))}, "
                             f"model {list(model.counters.get(name, []))}")

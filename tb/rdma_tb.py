@@ -24,17 +24,15 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from ..hdl.packet import port_bits
-from ..hdl.rdma_engine import COUNTER_WIDTH, COUNTERS
-from ..sim import rdma_wire as wire
-from ..sim.rdma_records import RdmaRecords
-from ..sim.rdma_traffic import RdmaWorkload
+from ..formats import rdma_wire as wire
+from ..formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ..lfsr import DRAW_THRESHOLD_BITS
+from ..sim.rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
+from ..sim.rdma_traffic import KEY_COLUMNS, RdmaWorkload
 from . import params as tb_params
 from .rdma_scoreboard import compare, default_stall_limit, verify
 
 __all__ = ["RdmaTB"]
-
-_KEY_COLUMNS = ("valid", "key", "va", "words", "page", "access", "peers")
 
 
 class RdmaTB:
@@ -44,16 +42,13 @@ class RdmaTB:
         self.dut = dut
         self.cfg = cfg
         self.n = cfg.switch.ports
-        pb = port_bits(self.n)
-        self.wr_fields = wire.WR_FIELDS + (("dst", pb),)
+        self.wr_fields = wire.wr_fields(self.n)
         self.wr_width = sum(w for _, w in self.wr_fields)
-        self.cpl_fields = (("qp", wire.QP_BITS), ("tag", wire.TAG_BITS), ("status", 2))
+        self.cpl_fields = wire.CPL_FIELDS
         self.cpl_width = sum(w for _, w in self.cpl_fields)
-        self.rcpl_fields = (("qp", wire.QP_BITS), ("src", pb), ("length", wire.LEN_BITS))
+        self.rcpl_fields = wire.rcpl_fields(self.n)
         self.rcpl_width = sum(w for _, w in self.rcpl_fields)
-        rd = cfg.rdma
-        self.entry_fields = wire.KEY_ENTRY_FIELDS + (("page", max(1, (rd.pages - 1).bit_length())),
-                                                     ("peers", self.n))
+        self.entry_fields = wire.key_entry_fields(cfg)
 
     async def reset(self):
         """Start the clock and hold reset for a few cycles with every input quiet."""
@@ -77,7 +72,7 @@ class RdmaTB:
             dut.tbl_sel.value = 0
             for index, row in enumerate(workload.keys[e].tolist()):
                 dut.tbl_index.value = index
-                dut.tbl_data.value = wire.pack(self.entry_fields, **dict(zip(_KEY_COLUMNS, row)))
+                dut.tbl_data.value = wire.pack(self.entry_fields, **dict(zip(KEY_COLUMNS, row)))
                 await FallingEdge(dut.clk)
             dut.tbl_sel.value = 1
             for index, ppn in enumerate(workload.page_table[e].tolist()):
@@ -94,7 +89,8 @@ class RdmaTB:
             await FallingEdge(dut.clk)
         dut.mem_we.value = 0
         faults = self.cfg.faults
-        dut.fault_thresholds.value = sum(t << (17 * k) for k, t in enumerate(faults.thresholds()))
+        dut.fault_thresholds.value = sum(t << (DRAW_THRESHOLD_BITS * k)
+                                         for k, t in enumerate(faults.thresholds()))
         dut.fault_reorder_cycles.value = faults.reorder_cycles
         dut.fault_seed.value = faults.seed
         dut.fault_load.value = 1
@@ -175,11 +171,11 @@ class RdmaTB:
         bits = int(dut.counters.value)
         mask = (1 << COUNTER_WIDTH) - 1
         for e in range(n):
-            for k, name in enumerate(COUNTERS):
-                rec.counters[name][e] = (bits >> (COUNTER_WIDTH * (e * len(COUNTERS) + k))) & mask
+            for k, name in enumerate(RDMA_COUNTERS):
+                rec.counters[name][e] = (bits >> (COUNTER_WIDTH * (e * len(RDMA_COUNTERS) + k))) & mask
         rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
         rec.completions[:], rec.order[:] = count, order
-        rec.rx_completions = np.array(rx, np.int64).reshape(-1, 5)
+        rec.rx_completions = np.array(rx, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
         rec.cycles = cycle
         rec.stalled = stalled
         if stalled:

@@ -9,45 +9,13 @@ with and the backlog its marking decision saw equal to the model's; and the
 hardware counters equal to the model's. The first mismatch in time is named with its tag and cycles.
 """
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
+from ..formats.match import Comparison
 from ..sim.records import Records
 from ..sim.traffic import Trace
 
-__all__ = ["Comparison", "compare"]
-
-
-@dataclass
-class Comparison:
-    """Result of :func:`compare`."""
-
-    exact: bool
-    mismatches: int
-    first_mismatch: dict | None
-    problems: list[str] = field(default_factory=list)
-    table: list[str] = field(default_factory=list)
-
-    def summary(self) -> str:
-        """One paragraph: exact, or how many mismatches and the first one."""
-        if self.exact:
-            return "RTL matches the model exactly"
-        lines = [f"RTL differs from the model: {self.mismatches} packet(s) differ"]
-        if self.first_mismatch:
-            fm = self.first_mismatch
-            lines.append(f"first: tag {fm['tag']} ({fm['field']}): RTL {fm['rtl']} vs model {fm['model']}")
-        lines += self.problems[:5]
-        return "; ".join(lines)
-
-    def report(self) -> str:
-        """The summary and the first differing records side by side."""
-        return self.summary() + "\n\n" + "\n".join(self.table) + "\n"
-
-    def to_dict(self) -> dict:
-        """The ``match`` section of ``results.json``."""
-        return {"exact": self.exact, "mismatches": self.mismatches,
-                "first_mismatch": self.first_mismatch, "problems": self.problems[:20]}
+__all__ = ["compare"]
 
 
 _FIELDS = ("dropped", "out_port", "head", "tail", "ecn_out", "ecn_backlog")

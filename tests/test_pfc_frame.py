@@ -13,12 +13,13 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from superfabric.formats.pfc_frame import FRAME_BYTES
 from superfabric.hdl.packet import FlitCodec
 from superfabric.hdl.pfc_frame import (REQUEST_LAYOUT, PFCFrameDecoder, PFCFrameEncoder, _crc32,
                                        flit_layout)
 # The generator's waivers for Yosys's idioms, each with its reason.
 from superfabric.hdl.verilog import _LINT_WAIVERS
-from superfabric.sim.pfc_frame import FRAME_BYTES, decode, encode, pause_cycles
+from superfabric.sim.pfc_frame import decode, encode, pause_cycles
 from superfabric.tb.runner import find_simulator
 
 from conftest import require_simulator

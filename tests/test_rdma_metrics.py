@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
+from superfabric.formats.counters import RDMA_COUNTERS
+from superfabric.formats.rdma_wire import OP_SEND, STATUS_NAMES, STATUS_OK
 from superfabric.sim.rdma_engine import KeyTable
 from superfabric.sim.rdma_metrics import RECOVERY_COUNTERS, connection_state, rdma_summary
-from superfabric.sim.rdma_records import COUNTERS, RdmaRecords
+from superfabric.sim.rdma_records import RdmaRecords
 from superfabric.sim.rdma_traffic import BAD_KINDS, generate_rdma, wr_cost
-from superfabric.sim.rdma_wire import OP_SEND, STATUS_NAMES, STATUS_OK
 
 LATENCY = 10
 
@@ -48,7 +49,7 @@ def ideal(cfg, w) -> RdmaRecords:
     rec.rx_completions = np.array([(wr["post"][i] + LATENCY, wr["dst"][i], wr["src"][i],
                                     wr["qp"][i], wr["length"][i]) for i in sends],
                                   np.int64).reshape(-1, 5)
-    rec.counters = {name: [10 * k + e for e in range(E)] for k, name in enumerate(COUNTERS)}
+    rec.counters = {name: [10 * k + e for e in range(E)] for k, name in enumerate(RDMA_COUNTERS)}
     rec.cycles = int(rec.done.max()) + 1
     return rec
 
@@ -71,7 +72,7 @@ def test_a_perfect_run(cfg, workload):
     assert s["rx_completions"] == {"count": int((good & (wr["opcode"] == OP_SEND)).sum()),
                                    "expected": int((good & (wr["opcode"] == OP_SEND)).sum())}
     for name in RECOVERY_COUNTERS:
-        k = COUNTERS.index(name)
+        k = RDMA_COUNTERS.index(name)
         assert s[name] == {"per_endpoint": [10 * k + e for e in range(E)],
                            "total": sum(10 * k + e for e in range(E))}
     assert s["counters"] == rec.counters

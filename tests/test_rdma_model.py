@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
-from superfabric.sim import rdma_wire as wire
+from superfabric.formats import rdma_wire as wire
+from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.sim.fault_injector import FaultInjector
 from superfabric.sim.rdma_engine import KeyTable, RdmaEngine
 from superfabric.sim.rdma_fabric import RdmaFabricModel
-from superfabric.sim.rdma_records import COUNTERS, RdmaRecords
+from superfabric.sim.rdma_records import RdmaRecords
 from superfabric.sim.rdma_traffic import generate_rdma
 
 # Registration table indices of the two regions every endpoint registers.
@@ -357,7 +358,7 @@ def test_records_round_trip(tmp_path):
     for name in ("taken", "done", "status", "completions", "order", "rx_completions", "memory"):
         np.testing.assert_array_equal(getattr(back, name), getattr(rec, name))
     assert (back.cycles, back.stalled, back.stuck) == (rec.cycles, rec.stalled, rec.stuck)
-    assert back.counters == rec.counters and list(back.counters) == list(COUNTERS)
+    assert back.counters == rec.counters and list(back.counters) == list(RDMA_COUNTERS)
 
 
 @pytest.mark.parametrize("faults", [[], ["faults.drop_rate=0.1", "faults.reorder_rate=0.05"]])

@@ -10,7 +10,7 @@ was generated for, per-QP order, memories, receive completions).
 import pytest
 
 from superfabric.config import FabricConfig
-from superfabric.sim import rdma_wire as wire
+from superfabric.formats import rdma_wire as wire
 from superfabric.sim.rdma_fabric import RdmaFabricModel
 from superfabric.sim.rdma_traffic import generate_rdma
 from superfabric.tb.rdma_runner import run_rdma_rtl

@@ -911,7 +911,7 @@ def _switch_tables(data: ReportData) -> list[tuple]:
 
 
 def _switch_match_summary(match: dict) -> str:
-    from ..tb.scoreboard import Comparison
+    from ..formats.match import Comparison
     return Comparison(exact=False, mismatches=match.get("mismatches", 0),
                       first_mismatch=match.get("first_mismatch"),
                       problems=match.get("problems") or []).summary()

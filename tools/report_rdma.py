@@ -22,7 +22,7 @@ import numpy as np
 
 from ..sim.rdma_records import RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
-from ..sim.rdma_wire import STATUS_OK, payload_words
+from ..formats.rdma_wire import STATUS_OK, payload_words
 from .report import (Plot, Point, ReportData, ReportKind, _compared_cells, _count, _curve,
                      _distinct, _failed_row, _figure, _latency, _latency_cdf, _legend,
                      _line_style, _match_cell, _offered_load, _plain_log_ticks, _row_head,

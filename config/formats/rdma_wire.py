@@ -1,4 +1,4 @@
-"""The RDMA engine's formats as plain data: wire headers, descriptors, keys.
+"""The RDMA engine's formats: wire headers, work requests, completions, descriptors, keys.
 
 One source for the RTL (``superfabric.hdl.rdma_header`` builds its layouts
 from these field lists), the golden model, the testbench and the
@@ -6,10 +6,14 @@ connection-state arithmetic of the results. Bit layouts are in
 ``docs/architecture.md`` section 10.4. All fields are LSB first.
 """
 
+from ..config import FabricConfig
+from .packet import port_bits
+
 __all__ = [
     "PSN_BITS", "PSN_MOD", "QP_BITS", "KEY_BITS", "VA_BITS", "LEN_BITS", "TAG_BITS", "CH_BITS",
-    "EPOCH_BITS",
-    "BTH_FIELDS", "RETH_FIELDS", "WR_FIELDS", "KEY_ENTRY_FIELDS", "descriptor_fields",
+    "EPOCH_BITS", "STATUS_BITS",
+    "BTH_FIELDS", "RETH_FIELDS", "WR_FIELDS", "KEY_ENTRY_FIELDS", "CPL_FIELDS", "wr_fields",
+    "rcpl_fields", "key_entry_fields", "page_bits", "descriptor_fields",
     "OP_SEND", "OP_WRITE", "OPCODES", "ACK_OPCODE", "SYN_ACK", "SYN_NAK_SEQ", "SYN_NAK_ACCESS",
     "STATUS_OK", "STATUS_LOCAL", "STATUS_REMOTE", "STATUS_BAD", "STATUS_NAMES",
     "ACCESS_LOCAL_READ", "ACCESS_REMOTE_WRITE",
@@ -44,6 +48,8 @@ SYN_ACK = 0
 SYN_NAK_SEQ = 1
 SYN_NAK_ACCESS = 2
 
+#: Width of a completion's status.
+STATUS_BITS = 2
 STATUS_OK = 0
 STATUS_LOCAL = 1      # local protection: lkey, range or right
 STATUS_REMOTE = 2     # remote access error, NAKed by the target
@@ -67,6 +73,29 @@ WR_FIELDS = (("qp", QP_BITS), ("opcode", 1), ("lkey", KEY_BITS), ("laddr", VA_BI
 #: A registration table entry (``page`` and ``peers`` widths depend on the configuration).
 KEY_ENTRY_FIELDS = (("valid", 1), ("key", KEY_BITS), ("va", VA_BITS), ("words", VA_BITS + 1),
                     ("access", 2))
+
+#: A send completion: the WR's QP and tag, and its status.
+CPL_FIELDS = (("qp", QP_BITS), ("tag", TAG_BITS), ("status", STATUS_BITS))
+
+
+def wr_fields(ports: int) -> tuple[tuple[str, int], ...]:
+    """A work request on the engine's WR stream: :data:`WR_FIELDS` and the destination endpoint."""
+    return WR_FIELDS + (("dst", port_bits(ports)),)
+
+
+def rcpl_fields(ports: int) -> tuple[tuple[str, int], ...]:
+    """A receive completion (a SEND at its target): the QP, the source endpoint, the length."""
+    return (("qp", QP_BITS), ("src", port_bits(ports)), ("length", LEN_BITS))
+
+
+def page_bits(pages: int) -> int:
+    """Bits of a page table index (at least one)."""
+    return max(1, (pages - 1).bit_length())
+
+
+def key_entry_fields(cfg: FabricConfig) -> tuple[tuple[str, int], ...]:
+    """A registration table entry for ``cfg``: :data:`KEY_ENTRY_FIELDS`, its first page, its peers."""
+    return KEY_ENTRY_FIELDS + (("page", page_bits(cfg.rdma.pages)), ("peers", cfg.switch.ports))
 
 
 def descriptor_fields(mtu_words: int) -> tuple[tuple[str, int], ...]:
@@ -123,12 +152,18 @@ def packet_opcode(opcode: int, first: bool, last: bool) -> int:
     return OPCODES[(opcode, bool(first), bool(last))]
 
 
+_LAST_OPCODES = frozenset(code for (_, _, last), code in OPCODES.items() if last)
+_SEND_OPCODES = frozenset(code for (op, _, _), code in OPCODES.items() if op == OP_SEND)
+
+
 def is_last_opcode(bth_opcode: int) -> bool:
-    return bth_opcode in (0x02, 0x04, 0x08, 0x0A)
+    """The BTH opcode is of the last packet of a message."""
+    return bth_opcode in _LAST_OPCODES
 
 
 def is_send_opcode(bth_opcode: int) -> bool:
-    return bth_opcode in (0x00, 0x01, 0x02, 0x04)
+    """The BTH opcode is of a SEND packet."""
+    return bth_opcode in _SEND_OPCODES
 
 
 def payload_words(max_packet_flits: int) -> int:

@@ -7,7 +7,7 @@ see the same faults. The rates and the seed are inputs, not parameters:
 one simulator build serves every fault setting.
 """
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const
+from amaranth.hdl import Signal, Module, Mux, Const
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

@@ -7,7 +7,7 @@ gives the cycle rules; the golden model in ``sim/rdma_engine.py``
 follows the same text.
 """
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array, unsigned
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out

@@ -634,7 +634,7 @@ def _remote_ranges(cfg, pattern, wr, layout) -> None:
 
 def _make_bad(cfg, wr, layout, rng) -> None:
     """Rewrite the bad rows so that each fails exactly as its kind says."""
-    E, keys = cfg.switch.ports, cfg.rdma.keys
+    keys = cfg.rdma.keys
     high = (1 << KEY_BITS) // keys
 
     def other_key(key):

@@ -17,6 +17,7 @@ from collections import deque
 import numpy as np
 
 from ..config import EGRESS_DEPTH, FabricConfig, PfcConfig
+from ..formats.packet import CE, ECT0, ECT1, NOT_ECT
 from .backpressure import PauseSchedule, SinkReady
 from .ecn import EcnMarker
 from .pfc import FRAME_COLUMNS, PfcEgress, PfcIngress, SinkPause
@@ -24,7 +25,7 @@ from .islip import ISLIPModel
 from .records import Records
 from .skid_buffer import SkidBufferModel
 from .source import Sources
-from .traffic import CE, ECT0, ECT1, NOT_ECT, Trace
+from .traffic import Trace
 
 __all__ = ["SwitchCore", "SwitchModel", "EGRESS_DEPTH", "DEFAULT_STALL_LIMIT"]
 

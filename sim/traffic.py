@@ -87,7 +87,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import FabricConfig
-from ..formats.packet import CE, ECT0, ECT1, NOT_ECT
+from ..formats.packet import ECT0, NOT_ECT
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
            "read_npz", "bernoulli_arrivals", "check_integer"]

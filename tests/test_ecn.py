@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 from superfabric.config import ConfigError, FabricConfig
+from superfabric.formats.packet import CE, ECT0, NOT_ECT
 from superfabric.sim.ecn import EcnMarker
 from superfabric.sim.switch import SwitchModel
-from superfabric.sim.traffic import CE, ECT0, NOT_ECT, generate
+from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 
 KMIN, KMAX, PMAX = 20, 84, 0.5

@@ -4,9 +4,10 @@ A run of ``rdma-*`` traffic keeps its figures in the ``rdma`` section of
 ``results.json`` (the RTL's for RTL runs) and the golden model's in
 ``model`` (``docs/architecture.md`` section 10.9). Sources, curves averaged
 over seeds, the attention list, provenance and the Markdown and HTML output
-are :mod:`superfabric.tools.report`'s; this module is the :data:`RDMA`
-:class:`~superfabric.tools.report.ReportKind`: the plots, the checks a run's
-own figures must pass, the connection-state table and the table of points.
+are shared with switch reports (:mod:`superfabric.tools.report`); this
+module is the :data:`RDMA` :class:`~superfabric.tools.report_data.ReportKind`:
+the plots, the checks a run's own figures must pass, the connection-state
+table and the table of points.
 
 Recovery counts are plotted per 1,000 data packets sent (``tx_data``,
 retransmissions included), so runs of different loads and lengths compare;
@@ -20,13 +21,15 @@ from collections import defaultdict
 
 import numpy as np
 
+from ..formats.rdma_wire import STATUS_OK, payload_words
 from ..sim.rdma_records import RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
-from ..formats.rdma_wire import STATUS_OK, payload_words
-from .report import (Plot, Point, ReportData, ReportKind, _compared_cells, _count, _curve,
-                     _distinct, _failed_row, _figure, _latency, _latency_cdf, _legend,
-                     _line_style, _match_cell, _offered_load, _plain_log_ticks, _row_head,
-                     _sim_rank, _sort_key, _variant_label, format_latency, format_throughput)
+from .report_data import (ReportData, ReportKind, curve, latency, line_style, offered_load,
+                          sim_rank)
+from .report_document import (compared_cells, count, failed_row, format_latency, format_throughput,
+                              match_cell, row_head, sort_key)
+from .report_plots import Plot, figure, latency_cdf, legend, plain_log_ticks
+from .report_source import Point, distinct, variant_label
 
 __all__ = ["CONNECTION_HEADER", "PLOTS", "RDMA", "RDMA_TABLE_HEADER"]
 
@@ -50,16 +53,16 @@ def _offered_curves(data: ReportData) -> list[tuple]:
     curves = []
     for colour, (pattern, variant) in enumerate(groups):
         # The model's measure of every run carries the workload's figures.
-        xs, ys = _curve(data.of((pattern, variant, "model")), lambda f: f.get("offered_words"))
+        xs, ys = curve(data.of((pattern, variant, "model")), lambda f: f.get("offered_words"))
         same = [c for c in curves if c[1] == pattern and np.array_equal(c[3], xs)
                 and np.allclose(c[4], ys)]
         if same:
             same[0][2].append(variant)
         else:
             curves.append((colour, pattern, [variant], xs, ys))
-    for curve in curves:
-        if len(curve[2]) == sum(1 for p, _ in groups if p == curve[1]):
-            curve[2].clear()
+    for offered in curves:
+        if len(offered[2]) == sum(1 for p, _ in groups if p == offered[1]):
+            offered[2].clear()
     return curves
 
 
@@ -67,7 +70,7 @@ def _plot_goodput(data: ReportData) -> Plot | None:
     series = data.series()
     if not series:
         return None
-    fig, (ax,) = _figure()
+    fig, (ax,) = figure()
     for colour, pattern, variants, xs, ys in _offered_curves(data):
         ax.plot(xs, ys, color=f"C{colour % 10}", linestyle=":", linewidth=1.4,
                 label=", ".join(["offered", pattern, *variants]))
@@ -77,13 +80,13 @@ def _plot_goodput(data: ReportData) -> Plot | None:
         ax.axhline(words / (words + 3), color="0.5", linewidth=1.2,
                    label=f"full uplink, {words} words per packet: {words / (words + 3):.3f}")
     for key in series:
-        ax.plot(*_curve(data.of(key), _goodput), **data.style(key))
+        ax.plot(*curve(data.of(key), _goodput), **data.style(key))
     top = max(m.point.load for m in data.measures)
     ax.set(xlabel="offered load (share of the uplink the work requests occupy)",
            ylabel="goodput (payload words per cycle per endpoint)", title="Goodput",
            xlim=(0, top * 1.02))
     ax.set_ylim(bottom=0)
-    _legend(fig, ax)
+    legend(fig, ax)
     return Plot("rdma_goodput.png", "Goodput", fig,
                 "Goodput against offered load, mean over seeds: payload words of the requests "
                 "completed OK within the posting window, per cycle per endpoint; model dashed, "
@@ -97,18 +100,18 @@ def _plot_message_latency(data: ReportData) -> Plot | None:
     series = data.series()
     if not series:
         return None
-    fig, (ax_mean, ax_p99) = _figure(ncols=2)
+    fig, (ax_mean, ax_p99) = figure(ncols=2)
     for key in series:
         ms = data.of(key)
-        ax_mean.plot(*_curve(ms, _latency("mean")), **data.style(key))
-        ax_p99.plot(*_curve(ms, _latency("p99")), **data.style(key))
+        ax_mean.plot(*curve(ms, latency("mean")), **data.style(key))
+        ax_p99.plot(*curve(ms, latency("p99")), **data.style(key))
     top = max(m.point.load for m in data.measures)
     for ax, stat in ((ax_mean, "mean"), (ax_p99, "99th percentile")):
         ax.set(xlabel="offered load (share of the uplink the work requests occupy)",
                ylabel=f"{stat} message latency (cycles, log scale)",
                title=f"{stat.capitalize()} message latency", yscale="log", xlim=(0, top * 1.02))
-        _plain_log_ticks(ax.yaxis)
-    _legend(fig, ax_mean)
+        plain_log_ticks(ax.yaxis)
+    legend(fig, ax_mean)
     return Plot("rdma_latency.png", "Mean and p99 message latency", fig,
                 "Mean and 99th-percentile message latency (posting of a work request to its "
                 "completion, requests completed OK) against offered load, mean over seeds; "
@@ -128,7 +131,7 @@ def _message_latencies(point: Point, sim: str) -> np.ndarray | None:
 
 
 def _plot_message_latency_cdf(data: ReportData) -> Plot | None:
-    return _latency_cdf(data, _message_latencies, name="rdma_latency_cdf.png", what="message",
+    return latency_cdf(data, _message_latencies, name="rdma_latency_cdf.png", what="message",
                         population="requests completed OK", files="workload and records")
 
 
@@ -161,11 +164,11 @@ def _recovery_lines(data: ReportData, axis: str | None) -> list:
     groups = defaultdict(list)
     for m in data.measures:
         rest = {k: v for k, v in m.point.vary.items() if k != axis}
-        groups[(m.point.pattern, _variant_label(rest) if rest else "", m.point.load,
+        groups[(m.point.pattern, variant_label(rest) if rest else "", m.point.load,
                 m.sim)].append(m)
-    keys = sorted(groups, key=lambda k: (*k[:3], _sim_rank(k[3])))
+    keys = sorted(groups, key=lambda k: (*k[:3], sim_rank(k[3])))
     colours = sorted({k[:3] for k in keys})
-    return [(groups[k], _line_style(colours.index(k[:3]), ", ".join(
+    return [(groups[k], line_style(colours.index(k[:3]), ", ".join(
                 x for x in (k[0], k[1], f"load {k[2]:g}", k[3]) if x), k[3]))
             for k in keys]
 
@@ -174,17 +177,17 @@ def _plot_recovery(data: ReportData) -> Plot | None:
     if not data.measures:
         return None
     axis = _fault_axis(data)
-    x = _offered_load if axis is None else (lambda m: float(m.point.vary[axis]))
+    x = offered_load if axis is None else (lambda m: float(m.point.vary[axis]))
     xlabel = ("offered load (share of the uplink the work requests occupy)" if axis is None
               else f"{axis} (varied)")
-    fig, axes = _figure(ncols=len(_RECOVERY))
+    fig, axes = figure(ncols=len(_RECOVERY))
     lines = _recovery_lines(data, axis)
     for ax, (name, label, title) in zip(axes, _RECOVERY):
         for measures, style in lines:
-            ax.plot(*_curve(measures, _per_thousand_sent(name), x=x), **style)
+            ax.plot(*curve(measures, _per_thousand_sent(name), x=x), **style)
         ax.set(xlabel=xlabel, ylabel=f"{label} per 1,000 data packets sent", title=title)
         ax.set_ylim(bottom=0)
-    _legend(fig, axes[0])
+    legend(fig, axes[0])
     against = "offered load" if axis is None else f"the varied {axis}"
     return Plot("rdma_recovery.png", "Retransmissions, NAKs and timeouts", fig,
                 f"How the engines recovered, against {against}, mean over seeds: "
@@ -298,23 +301,23 @@ _NUMERIC = frozenset(range(2, 4)) | frozenset(range(5, 17))
 
 def _table_row(p: Point) -> list[str]:
     if p.results is None:
-        return _failed_row(p, len(RDMA_TABLE_HEADER))
+        return failed_row(p, len(RDMA_TABLE_HEADER))
     res = p.results
     figures = res["rdma"]
     req, data = figures["requests"], figures["data"]
-    cells = _row_head(p) + _compared_cells(p, RDMA, (
+    cells = row_head(p) + compared_cells(p, RDMA, (
         (_goodput, format_throughput),
-        (_latency("mean"), format_latency), (_latency("p99"), format_latency)))
+        (latency("mean"), format_latency), (latency("p99"), format_latency)))
     cells += [f"{req['ok']}/{req['posted']}",
               "/".join(str(figures[name]["total"]) for name, _, _ in _RECOVERY),
               f"{data['intact']}/{data['checked']}",
               "failed" if _checks(p) else "ok",
-              _match_cell(res.get("match"))]
+              match_cell(res.get("match"))]
     return cells
 
 
 def _tables(data: ReportData) -> list[tuple]:
-    rows = [_table_row(p) for p in sorted(data.source.points, key=_sort_key)]
+    rows = [_table_row(p) for p in sorted(data.source.points, key=sort_key)]
     return _connection_state(data) + [
         ("h", 2, "Points"),
         ("p", "Δ is RTL minus model. Goodput in payload words per cycle per endpoint (requests "
@@ -329,10 +332,10 @@ def _tables(data: ReportData) -> list[tuple]:
 def _traffic(traffic: list[dict]) -> list[str]:
     if not traffic:
         return []
-    return [f"posting window (cycles): {_distinct(t['cycles'] for t in traffic)}",
-            f"bad fraction: {_distinct(t.get('bad_fraction', 0.0) for t in traffic)}",
+    return [f"posting window (cycles): {distinct(t['cycles'] for t in traffic)}",
+            f"bad fraction: {distinct(t.get('bad_fraction', 0.0) for t in traffic)}",
             f"work requests per run: {_span([t['requests'] for t in traffic])}, "
-            f"{_count(sum(t['requests'] for t in traffic), 'request')} in all",
+            f"{count(sum(t['requests'] for t in traffic), 'request')} in all",
             f"payload words per run: {_span([t['words'] for t in traffic])}"]
 
 

@@ -12,6 +12,9 @@ from .runner import DEFAULT_BUILD_ROOT, run_cocotb
 
 __all__ = ["run_rdma_rtl"]
 
+#: Problem lines kept in the match section (``mismatch.txt`` has them all).
+_KEPT_PROBLEMS = 20
+
 
 def run_rdma_rtl(cfg: FabricConfig, workload: RdmaWorkload, *, sim: str, out_dir: str | Path,
                  model: RdmaRecords | None = None, stall_limit: int | None = None,
@@ -19,24 +22,24 @@ def run_rdma_rtl(cfg: FabricConfig, workload: RdmaWorkload, *, sim: str, out_dir
                  build_root: str | Path = DEFAULT_BUILD_ROOT) -> tuple[RdmaRecords, dict]:
     """Run ``workload`` on the ``rdma_fabric`` top; return the RTL's records and the match.
 
-    The match holds ``exact`` (RTL equal to ``model``, request by request
-    and cycle by cycle; None without a model), ``problems`` (the
-    scoreboard's lines: the run's own checks and the differences, at most
-    a screenful), ``mismatches``, ``first_mismatch`` and ``passed`` (the
-    cocotb test passed: no problem, or with ``expect_stall`` a stall equal
-    to the model's). Files go into
-    ``out_dir``: ``workload.npz``, ``rtl_records.npz``, ``model_records.npz``
-    and ``mismatch.txt`` when something is wrong, and the cocotb directory ``sim/``.
+    The testbench only records; the scoreboard runs here, once. The match
+    holds ``exact`` (RTL equal to ``model``, request by request and cycle by
+    cycle; None without a model), ``problems`` (the scoreboard's lines: the
+    differences, then the run's own checks, at most a screenful),
+    ``mismatches``, ``first_mismatch`` and ``passed``: the testbench ran to
+    its end and there is no problem, or with ``expect_stall`` the run
+    stalled as the model's did. Files go into ``out_dir``: ``workload.npz``,
+    ``rtl_records.npz``, ``model_records.npz``, ``mismatch.txt`` (every
+    problem line) when something is wrong, and the cocotb directory ``sim/``.
     """
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
     params = {"workload": str(out / "workload.npz"), "rtl_records": str(out / "rtl_records.npz"),
-              "report": str(out / "mismatch.txt"), "stall_limit": stall_limit,
-              "expect_stall": expect_stall}
+              "stall_limit": stall_limit}
     if model is not None:
         model.save(out / "model_records.npz")
-        params["model_records"] = str(out / "model_records.npz")
+    (out / "rtl_records.npz").unlink(missing_ok=True)   # a stale file must not pass for this run's
     result = run_cocotb(cfg, "superfabric.tb.rdma_tb", sim=sim, test_dir=out / "sim",
                         top="rdma_fabric", waves=waves, params=params, build_root=build_root)
     if not (out / "rtl_records.npz").exists():
@@ -46,10 +49,15 @@ def run_rdma_rtl(cfg: FabricConfig, workload: RdmaWorkload, *, sim: str, out_dir
     own = verify(cfg, workload, rtl)
     diff = compare(workload, rtl, model) if model is not None else []
     problems = diff + own
+    (out / "mismatch.txt").unlink(missing_ok=True)
+    if problems:
+        (out / "mismatch.txt").write_text("\n".join(problems) + "\n")
+    # A run meant to stall (a dead link) passes when it stalls, as the model does.
+    judged = rtl.stalled and not diff if expect_stall else not problems
     return rtl, {
         "exact": (not diff) if model is not None else None,
         "mismatches": len(diff),
         "first_mismatch": diff[0] if diff else None,
-        "problems": problems[:20],
-        "passed": result.passed,
+        "problems": problems[:_KEPT_PROBLEMS],
+        "passed": result.passed and judged,
     }

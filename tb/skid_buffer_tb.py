@@ -21,13 +21,13 @@ import random
 from pathlib import Path
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
+from cocotb.triggers import FallingEdge, ReadOnly
 
 from ..hdl.packet import packet_layout
 from ..sim.backpressure import SinkReady
 from ..sim.skid_buffer import SkidBufferModel
 from . import params as tb_params
+from .reset import reset
 
 __all__ = ["TB"]
 
@@ -68,14 +68,7 @@ class TB:
     async def reset(self):
         """Start the clock, hold reset for a few cycles, release it after a falling edge."""
         dut = self.dut
-        Clock(dut.clk, 10, unit="ns").start()
-        dut.rst.value = 1
-        dut.i__valid.value = 0
-        dut.i__payload.value = 0
-        dut.o__ready.value = 0
-        await ClockCycles(dut.clk, 3)
-        await FallingEdge(dut.clk)
-        dut.rst.value = 0
+        await reset(dut, [dut.i__valid, dut.i__payload, dut.o__ready])
 
     def flits(self, count: int) -> list[int]:
         """``count`` random payloads covering every bit of the packet layout."""

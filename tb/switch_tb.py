@@ -1,31 +1,35 @@
-"""cocotb testbench of the switch: drive a trace, record every packet, compare with the model.
+"""cocotb testbench of the switch: drive a trace, record what happens to every packet.
 
 Parameters (``superfabric.tb.params``): ``trace`` (an ``.npz`` from
 ``Trace.save``), ``rtl_records`` (where to write the RTL's records),
-``model_records`` (the golden model's records to hold the RTL against;
-optional), ``sink_stall`` and ``sink_seed`` (egress backpressure),
-``pause_rate`` and ``pause_seed`` (the pause mask schedule),
-``stall_limit``, and ``report`` (where a mismatch report goes).
+``sink_stall`` and ``sink_seed`` (egress backpressure), ``pause_rate`` and
+``pause_seed`` (the pause mask schedule, or with PFC the sinks' pause
+frames) and ``stall_limit``. The records are held against the golden model
+by the caller (``superfabric.tools.run``), once, outside the simulator.
 
-Python per clock edge is the cost that matters: one coroutine drives and
-samples every port, twice per cycle (drive after the falling edge, sample in
-the read-only phase before the rising edge), writes a signal only when its
-value changes, reads payloads only of valid outputs, and skips idle
-stretches of the trace with a single timer.
+Each concern is one class: the sources (:class:`SourceDriver`), the sinks
+and the egress check (:class:`SinkMonitor`), the pause mask
+(:class:`PauseMaskDriver`), priority flow control (:class:`PfcMonitor`), the
+ECN decisions (:class:`EcnMonitor`), drop accounting (:class:`DropMonitor`)
+and stall detection (:class:`StallDetector`). They share one cycle loop,
+:meth:`SwitchTB.run`, because Python per clock edge is the cost that
+matters: every cycle is two triggers whatever the concerns (``drive`` after
+the falling edge, ``sample`` in the read-only phase before the rising
+edge), a signal is written only when its value changes, payloads are read
+only of valid outputs, and idle stretches of the trace pass in one timer.
 """
 
 from collections import deque
-from pathlib import Path
 
 import numpy as np
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
-from ..hdl.packet import FlitCodec, packet_layout
 from ..config import PfcConfig
-from ..hdl.pfc_frame import REQUEST_LAYOUT
+from ..formats.counters import ECN_COUNTERS, PFC_COUNTERS, PORT_COUNTERS
+from ..formats.pfc_frame import pack_request, unpack_request
+from ..hdl.packet import FlitCodec, packet_layout
 from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
@@ -34,305 +38,481 @@ from ..sim.switch import DEFAULT_STALL_LIMIT
 from ..sim.traffic import Trace
 from . import params as tb_params
 from .payload import flit_data
-from .scoreboard import compare
+from .reset import reset
 
-__all__ = ["SwitchTB"]
+__all__ = ["SwitchTB", "Tally", "FlitValues", "SourceDriver", "SinkMonitor", "PauseMaskDriver",
+           "PfcMonitor", "EcnMonitor", "DropMonitor", "StallDetector"]
+
+#: The ECN backlog recorded for a packet whose head left with no decision taken for it.
+NO_DECISION = -2
 
 
-def _times(times):
-    """Eight pause times as the side channel's array field (list of 8 ints -> int)."""
-    return sum(t << (16 * j) for j, t in enumerate(times))
+class Tally:
+    """The trace's packets: how many are inside the switch, how many are resolved.
+
+    A packet is inside from its head's acceptance at an input until its
+    tail leaves or the switch drops it; then it is resolved. The monitors
+    count into the attributes directly: these are the hottest lines.
+    """
+
+    def __init__(self, total: int):
+        self.total = total
+        self.inside = 0
+        self.resolved = 0
 
 
-def _untimes(bits):
-    return [(bits >> (16 * j)) & 0xFFFF for j in range(8)]
+class FlitValues:
+    """Every flit's payload as the source drives it: the packet's header, the data
+    pattern of (tag, flit index), ``first`` and ``last``."""
+
+    def __init__(self, codec: FlitCodec, trace: Trace, cfg):
+        self._codec = codec
+        self._trace = trace
+        self._tags = trace.tag.tolist()
+        self._length = trace.length.tolist()
+        self._data_mask = (1 << cfg.switch.data_width) - 1
+        self._tag_mask = (1 << cfg.switch.tag_width) - 1
+        self._first = 1 << codec.field_spec("first")[0]
+        self._last = 1 << codec.field_spec("last")[0]
+        self._headers = {}
+
+    def value(self, pkt: int, flit: int) -> int:
+        """The payload of flit ``flit`` of packet ``pkt``."""
+        header = self._headers.get(pkt)
+        if header is None:
+            t = self._trace
+            header = self._headers[pkt] = self._codec.pack(
+                dst=int(t.dst[pkt]), src=int(t.src[pkt]), prio=int(t.prio[pkt]),
+                ecn=int(t.ecn[pkt]), length=self._length[pkt], tag=self._tags[pkt] & self._tag_mask)
+        value = header | flit_data(self._tags[pkt], flit, self._data_mask)
+        if flit == 0:
+            value |= self._first
+        if flit == self._length[pkt] - 1:
+            value |= self._last
+        return value
+
+
+class SourceDriver:
+    """The devices upstream of the inputs: each offers its source queue's next flit;
+    a flit is taken when the input is ready in that cycle, and is then in flight
+    until the sinks see it leave (:attr:`in_flight`)."""
+
+    def __init__(self, dut, ports: int, sources: Sources, flits: FlitValues, tally: Tally,
+                 packets: int):
+        self.sources = sources
+        self._flits = flits
+        self._tally = tally
+        self._ports = ports
+        self._valid = [getattr(dut, f"i__{k}__valid") for k in range(ports)]
+        self._ready = [getattr(dut, f"i__{k}__ready") for k in range(ports)]
+        self._payload = [getattr(dut, f"i__{k}__payload") for k in range(ports)]
+        self._driven = [None] * ports         # payload on each input, None while valid is low
+        self._offered = [-1] * ports
+        self._offered_flit = [-1] * ports
+        #: Packets whose head an input accepted.
+        self.entered = np.zeros(packets, bool)
+        #: (packet, flit) -> the payload accepted for it, until it leaves.
+        self.in_flight = {}
+
+    def inputs(self) -> list:
+        """The handles reset holds at zero."""
+        return self._valid + self._payload
+
+    def drive(self, cycle: int) -> None:
+        """Offer this cycle's flit on every input that has one."""
+        sources, driven, offered, offered_flit = (self.sources, self._driven, self._offered,
+                                                  self._offered_flit)
+        offer, flit, value_of = sources.offer, sources.flit, self._flits.value
+        valid, payload = self._valid, self._payload
+        for k in range(self._ports):
+            pkt = offer(k, cycle)
+            if pkt >= 0:
+                # A flit not taken is offered again, unchanged (a stream source
+                # must not withdraw it): its payload is already on the input.
+                if pkt != offered[k] or flit[k] != offered_flit[k] or driven[k] is None:
+                    value = value_of(pkt, flit[k])
+                    if driven[k] is None:
+                        valid[k].value = 1
+                    if driven[k] != value:
+                        payload[k].value = value
+                        driven[k] = value
+                    offered_flit[k] = flit[k]
+            elif driven[k] is not None:
+                valid[k].value = 0
+                driven[k] = None
+            offered[k] = pkt
+
+    def sample(self, cycle: int) -> bool:
+        """Take the flits the inputs accepted; True if any was."""
+        progress = False
+        sources, offered, ready = self.sources, self._offered, self._ready
+        for k in range(self._ports):
+            pkt = offered[k]
+            if pkt >= 0 and ready[k].value:
+                flit = sources.flit[k]
+                if flit == 0:
+                    self._tally.inside += 1
+                    self.entered[pkt] = True
+                self.in_flight[pkt, flit] = self._driven[k]
+                sources.accept(k)
+                progress = True
+        return progress
+
+    def quiesce(self) -> None:
+        """Drop ``valid`` on every input, before the clock runs on without the loop."""
+        for k in range(self._ports):
+            if self._driven[k] is not None:
+                self._valid[k].value = 0
+                self._driven[k] = None
+
+
+class SinkMonitor:
+    """The devices downstream of the outputs: ``ready`` from the sink pattern; every flit
+    leaving is checked against the one the sources sent, and each packet's departure
+    recorded."""
+
+    def __init__(self, dut, ports: int, sink: SinkReady, codec: FlitCodec,
+                 in_flight: dict, trace: Trace, rec: Records, tally: Tally,
+                 ecn: "EcnMonitor | None"):
+        self._sink = sink
+        self._in_flight = in_flight
+        self._rec = rec
+        self._tally = tally
+        self._ecn = ecn
+        self._ports = ports
+        self._total = len(trace)
+        self._length = trace.length.tolist()
+        self._dst = trace.dst.tolist()
+        self._valid = [getattr(dut, f"o__{k}__valid") for k in range(ports)]
+        self._ready = [getattr(dut, f"o__{k}__ready") for k in range(ports)]
+        self._payload = [getattr(dut, f"o__{k}__payload") for k in range(ports)]
+        self._tag_field = codec.field_spec("tag")
+        # The switch may rewrite ECN (ECT to CE): the payload check leaves the
+        # field out and records it per packet; the scoreboard compares it.
+        self._ecn_offset, self._ecn_mask = codec.field_spec("ecn")
+        self._keep = ~(self._ecn_mask << self._ecn_offset)
+        rec.ecn_out[:] = trace.ecn        # until delivered: what it was sent with
+        self._payload_ok = [True] * len(trace)
+        self._expect = [None] * ports     # (packet, next flit) being received on each output
+        self._mask = 0
+        self._ready_driven = -1
+
+    def inputs(self) -> list:
+        """The handles reset holds at zero."""
+        return self._ready
+
+    def drive(self, cycle: int) -> None:
+        """This cycle's ``ready`` on every output."""
+        mask = self._sink.mask(cycle)
+        self._mask = mask
+        driven = self._ready_driven
+        if mask != driven:
+            for k in range(self._ports):
+                bit = (mask >> k) & 1
+                if driven < 0 or bit != (driven >> k) & 1:
+                    self._ready[k].value = bit
+            self._ready_driven = mask
+
+    def sample(self, cycle: int) -> bool:
+        """Record and check the flits that left; True if any did."""
+        progress = False
+        rec, mask, expect, tally = self._rec, self._mask, self._expect, self._tally
+        ecn_offset, ecn_mask = self._ecn_offset, self._ecn_mask
+        valid, payload, sent = self._valid, self._payload, self._in_flight
+        for k in range(self._ports):
+            if not (mask >> k) & 1 or not valid[k].value:
+                continue
+            progress = True
+            value = int(payload[k].value)
+            cur = expect[k]
+            if cur is None:
+                pkt = (value >> self._tag_field[0]) & self._tag_field[1]
+                flit = 0     # tags are trace indices (the trace fits the tag width)
+                if pkt >= self._total or rec.head[pkt] >= 0:
+                    raise AssertionError(f"cycle {cycle}: output {k} delivered unknown or "
+                                         f"repeated tag {pkt}")
+                rec.head[pkt] = cycle
+                rec.out_port[pkt] = k
+                rec.ecn_out[pkt] = (value >> ecn_offset) & ecn_mask
+                if self._ecn is not None:
+                    rec.ecn_backlog[pkt] = self._ecn.decision(k)
+            else:
+                pkt, flit = cur
+            # A flit that leaves before it entered finds nothing sent: None.
+            expected = sent.pop((pkt, flit), None)
+            if (expected is None or (value ^ expected) & self._keep or self._dst[pkt] != k
+                    or (value >> ecn_offset) & ecn_mask != rec.ecn_out[pkt]):
+                self._payload_ok[pkt] = False
+            if flit == self._length[pkt] - 1:
+                rec.tail[pkt] = cycle
+                expect[k] = None
+                tally.inside -= 1
+                tally.resolved += 1
+            else:
+                expect[k] = (pkt, flit + 1)
+        return progress
+
+    def finish(self, rec: Records) -> None:
+        """Whether each delivered packet arrived intact (an undelivered one did not)."""
+        rec.payload_ok[:] = self._payload_ok
+        rec.payload_ok[rec.tail < 0] = False
+
+
+class PauseMaskDriver:
+    """The switch's ``pause`` input (per (output, class)), from a seeded schedule."""
+
+    def __init__(self, dut, schedule: PauseSchedule):
+        self._pause = dut.pause
+        self._schedule = schedule
+        self._driven = 0
+
+    def inputs(self) -> list:
+        """The handles reset holds at zero."""
+        return [self._pause]
+
+    def drive(self, cycle: int) -> None:
+        """This cycle's pause mask."""
+        paused = self._schedule.mask(cycle)
+        if paused != self._driven:
+            self._pause.value = paused
+            self._driven = paused
+
+
+class PfcMonitor:
+    """Priority flow control at the ports: the sinks' pause frames go into ``pfc_rx``; the
+    frames the switch sends upstream (``pfc_tx``) pause the sources from the next cycle
+    and are recorded, cycle, port, classes and times."""
+
+    def __init__(self, dut, cfg, sink_pause: SinkPause, sources: Sources):
+        self._sink_pause = sink_pause
+        self._sources = sources
+        self._ports, self._priorities = cfg.switch.ports, cfg.switch.priorities
+        self._data_width = cfg.switch.data_width
+        self._rx_valid = dut.pfc_rx_valid
+        self._rx = [getattr(dut, f"pfc_rx__{k}") for k in range(self._ports)]
+        self._tx_valid = dut.pfc_tx_valid
+        self._tx = [getattr(dut, f"pfc_tx__{k}") for k in range(self._ports)]
+        self._rx_driven = 0
+        self._frames = []
+        #: (port, class) paused upstream, as the switch's frames say.
+        self.xoff = set()
+
+    def inputs(self) -> list:
+        """The handles reset holds at zero."""
+        return [self._rx_valid, *self._rx]
+
+    def next_frame(self, cycle: int) -> int | None:
+        """The first cycle at or after ``cycle`` in which a sink may send a frame."""
+        return self._sink_pause.next_frame(cycle)
+
+    def drive(self, cycle: int) -> None:
+        """The sinks' frames of this cycle."""
+        valid = 0
+        for port, enable, times in self._sink_pause.frames(cycle):
+            self._rx[port].value = pack_request(enable, times)
+            valid |= 1 << port
+        if valid != self._rx_driven:
+            self._rx_valid.value = self._rx_driven = valid
+
+    def sample(self, cycle: int) -> bool:
+        """Take the frames the switch sent; True if it sent any."""
+        bits = int(self._tx_valid.value)
+        if not bits:
+            return False
+        for k in range(self._ports):
+            if (bits >> k) & 1:
+                enable, times = unpack_request(int(self._tx[k].value))
+                self._frames.append((cycle, k, enable, *times))
+                for p in range(self._priorities):
+                    if enable >> p & 1:
+                        self._sources.pause(k, p, cycle + 1,
+                                            PfcConfig.quanta_to_cycles(times[p], self._data_width))
+                        (self.xoff.add if times[p] else self.xoff.discard)((k, p))
+        return True
+
+    def quiesce(self) -> None:
+        """Drop ``pfc_rx_valid``, before the clock runs on without the loop."""
+        if self._rx_driven:
+            self._rx_valid.value = self._rx_driven = 0
+
+    def finish(self, rec: Records) -> None:
+        """The frames the switch sent."""
+        rec.pfc_frames = np.array(self._frames, np.int64).reshape(-1, FRAME_COLUMNS)
+
+
+class EcnMonitor:
+    """The ECN marking decisions: per output, the backlog each decision saw, in order;
+    the packet whose head leaves next toward that output is the one it was taken for."""
+
+    def __init__(self, dut, ports: int):
+        self._decided = dut.ecn_decided
+        self._seen = [getattr(dut, f"ecn_backlog__{k}") for k in range(ports)]
+        self._ports = ports
+        self._decisions = [deque() for _ in range(ports)]
+
+    def sample(self, cycle: int) -> bool:
+        """Queue this cycle's decisions; they are not progress by themselves."""
+        bits = int(self._decided.value)
+        if bits:
+            for k in range(self._ports):
+                if (bits >> k) & 1:
+                    self._decisions[k].append(int(self._seen[k].value))
+        return False
+
+    def decision(self, output: int) -> int:
+        """The backlog of the oldest decision not yet claimed at ``output``."""
+        queue = self._decisions[output]
+        return queue.popleft() if queue else NO_DECISION
+
+
+class DropMonitor:
+    """With ``ingress_full = "drop"``: a dropped packet is resolved when the drop counters
+    say so; which packets they were is known at the end (entered, never delivered)."""
+
+    def __init__(self, dut, ports: int, tally: Tally):
+        self._counters = [getattr(dut, f"drops__{k}") for k in range(ports)]
+        self._tally = tally
+        self._seen = 0
+
+    def sample(self, cycle: int) -> bool:
+        """Resolve the packets dropped this cycle; True if any was."""
+        now = sum(int(d.value) for d in self._counters)
+        if now == self._seen:
+            return False
+        self._tally.inside -= now - self._seen
+        self._tally.resolved += now - self._seen
+        self._seen = now
+        return True
+
+
+class StallDetector:
+    """Ends a run that stops moving: no flit in or out, no frame, for ``limit`` cycles."""
+
+    def __init__(self, limit: int):
+        self._limit = limit
+        self._last_progress = 0
+
+    def progress(self, cycle: int) -> None:
+        """Something moved in ``cycle``."""
+        self._last_progress = cycle + 1
+
+    def skip(self, cycles: int) -> None:
+        """The loop let ``cycles`` idle cycles pass, with nothing due: they do not count."""
+        self._last_progress += cycles
+
+    def stalled(self, cycle: int) -> bool:
+        """Nothing moved for the limit, up to ``cycle``."""
+        return cycle - self._last_progress >= self._limit
 
 
 class SwitchTB:
-    """Clock, reset, sources and sinks of one switch instance."""
+    """One switch instance: reset, and a trace run through its drivers and monitors."""
 
     def __init__(self, dut, cfg):
         self.dut = dut
         self.cfg = cfg
-        sw = cfg.switch
-        self.ports = sw.ports
         self.codec = FlitCodec(packet_layout(cfg))
-        self.data_mask = (1 << sw.data_width) - 1
-        self.tag_mask = (1 << sw.tag_width) - 1
-        self.in_valid = [getattr(dut, f"i__{k}__valid") for k in range(self.ports)]
-        self.in_ready = [getattr(dut, f"i__{k}__ready") for k in range(self.ports)]
-        self.in_payload = [getattr(dut, f"i__{k}__payload") for k in range(self.ports)]
-        self.out_valid = [getattr(dut, f"o__{k}__valid") for k in range(self.ports)]
-        self.out_ready = [getattr(dut, f"o__{k}__ready") for k in range(self.ports)]
-        self.out_payload = [getattr(dut, f"o__{k}__payload") for k in range(self.ports)]
-
-    async def reset(self):
-        """Start the clock, hold reset for a few cycles, release it after a falling edge."""
-        dut = self.dut
-        Clock(dut.clk, 10, unit="ns").start()
-        dut.rst.value = 1
-        dut.pause.value = 0
-        for k in range(self.ports):
-            self.in_valid[k].value = 0
-            self.in_payload[k].value = 0
-            self.out_ready[k].value = 0
-        await ClockCycles(dut.clk, 3)
-        await FallingEdge(dut.clk)
-        dut.rst.value = 0
-
-    def _header(self, trace, pkt):
-        return self.codec.pack(dst=int(trace.dst[pkt]), src=int(trace.src[pkt]),
-                               prio=int(trace.prio[pkt]), ecn=int(trace.ecn[pkt]),
-                               length=int(trace.length[pkt]),
-                               tag=int(trace.tag[pkt]) & self.tag_mask)
 
     async def run(self, trace: Trace, sink: SinkReady, pause: PauseSchedule,
                   sink_pause: SinkPause | None = None,
                   stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
-        """Drive ``trace`` from cycle 0 (the first after reset) until every packet is resolved."""
-        n = self.ports
-        if len(trace) > self.tag_mask + 1:
+        """Reset, then drive ``trace`` from cycle 0 until every packet is resolved or the run stalls."""
+        cfg, dut = self.cfg, self.dut
+        n = cfg.switch.ports
+        if len(trace) > 1 << cfg.switch.tag_width:
             raise ValueError(f"trace of {len(trace)} packets needs switch.tag_width >= "
                              f"{(len(trace) - 1).bit_length()}")
-        codec, dut = self.codec, self.dut
-        length = trace.length.tolist()
-        tags = trace.tag.tolist()
-        dst = trace.dst.tolist()
         rec = Records.empty(len(trace))
-        head, tail, out_port = rec.head, rec.tail, rec.out_port
-        payload_ok = [True] * len(trace)
-        sources = Sources(trace, n, self.cfg.switch.priorities)
-        headers = {}
-        driven = [None] * n           # payload currently on each input, None when valid is low
-        ready_driven = -1
-        pause_driven = 0
-        expect = [None] * n           # (packet, next flit) being received on each output
-        inside = 0                    # packets accepted at an input and not yet resolved
-        resolved = 0
-        drops_seen = 0
-        entered = [False] * len(trace)
-        drop_counters = ([getattr(dut, f"drops__{k}") for k in range(n)]
-                         if self.cfg.switch.ingress_full == "drop" else [])
-        tag_field = codec.field_spec("tag")
-        # The switch may rewrite ECN (ECT to CE): the payload check leaves the
-        # field out and records it per packet; the scoreboard compares it.
-        ecn_offset, ecn_mask = codec.field_spec("ecn")
-        keep = ~(ecn_mask << ecn_offset)
-        ecn_out = rec.ecn_out
-        ecn_out[:] = trace.ecn        # until delivered: what it was sent with
-        ecn_backlog = rec.ecn_backlog
-        ecn_on = self.cfg.ecn.enabled
-        decided = dut.ecn_decided if ecn_on else None
-        seen = [getattr(dut, f"ecn_backlog__{k}") for k in range(n)] if ecn_on else []
-        decisions = [deque() for _ in range(n)]
-        # Priority flow control: frames the switch sends upstream pause the
-        # sources from the next cycle; the sinks' frames go into pfc_rx.
-        pfc_on = self.cfg.pfc.enabled
-        np_ = self.cfg.switch.priorities
-        pfc_codec = FlitCodec(REQUEST_LAYOUT) if pfc_on else None
-        tx_valid = dut.pfc_tx_valid if pfc_on else None
-        tx = [getattr(dut, f"pfc_tx__{k}") for k in range(n)] if pfc_on else []
-        rx = [getattr(dut, f"pfc_rx__{k}") for k in range(n)] if pfc_on else []
-        rx_driven = 0
-        xoff = set()                  # (port, class) paused upstream, as the frames say
-        frames = []
-        first_bit = 1 << codec.field_spec("first")[0]
-        last_bit = 1 << codec.field_spec("last")[0]
-        cycle = 0
-        last_progress = 0
-        stalled = False
-        total = len(trace)
+        tally = Tally(len(trace))
+        flits = FlitValues(self.codec, trace, cfg)
+        sources = SourceDriver(dut, n, Sources(trace, n, cfg.switch.priorities), flits, tally,
+                               len(trace))
+        ecn = EcnMonitor(dut, n) if cfg.ecn.enabled else None
+        sinks = SinkMonitor(dut, n, sink, self.codec, sources.in_flight, trace, rec, tally, ecn)
+        pfc = PfcMonitor(dut, cfg, sink_pause, sources.sources) if cfg.pfc.enabled else None
+        drops = DropMonitor(dut, n, tally) if cfg.switch.ingress_full == "drop" else None
+        stall = StallDetector(stall_limit)
+        drivers = [sources, sinks, PauseMaskDriver(dut, pause)] + ([pfc] if pfc else [])
+        # ECN first: a head leaving in this cycle claims a decision taken in it.
+        monitors = [m for m in (ecn, sources, sinks, pfc, drops) if m is not None]
 
-        while resolved < total:
-            if inside == 0 and not sources.busy() and not xoff:
-                nxt = sources.next_generation()
-                if nxt is not None and pfc_on and sink_pause.next_frame(cycle) is not None:
-                    nxt = min(nxt, sink_pause.next_frame(cycle))
-                if nxt is not None and nxt > cycle:
-                    # Idle: nothing in the switch, nothing to offer until nxt.
-                    for k in range(n):
-                        if driven[k] is not None:
-                            self.in_valid[k].value = 0
-                            driven[k] = None
-                    # Land after a falling edge, where inputs are always driven:
-                    # a write at a rising edge would race the flops sampling it.
-                    if rx_driven:
-                        dut.pfc_rx_valid.value = rx_driven = 0
-                    await ClockCycles(dut.clk, nxt - cycle, FallingEdge)
-                    last_progress += nxt - cycle
-                    cycle = nxt
-            if cycle - last_progress >= stall_limit:
+        await reset(dut, [handle for d in drivers for handle in d.inputs()])
+        cycle = 0
+        stalled = False
+        while tally.resolved < tally.total:
+            idle_until = self._idle_until(cycle, tally, sources, pfc)
+            if idle_until is not None:
+                # Nothing in the switch and nothing to offer until then: drop
+                # the inputs and let the clock run. Landing after a falling
+                # edge, where inputs are always driven: a write at a rising
+                # edge would race the flops sampling it.
+                sources.quiesce()
+                if pfc is not None:
+                    pfc.quiesce()
+                await ClockCycles(dut.clk, idle_until - cycle, FallingEdge)
+                stall.skip(idle_until - cycle)
+                cycle = idle_until
+            if stall.stalled(cycle):
                 stalled = True
                 break
-
-            # Drive this cycle's inputs (we are just after a falling edge).
-            offered = [-1] * n
-            for k in range(n):
-                pkt = sources.offer(k, cycle)
-                if pkt >= 0:
-                    offered[k] = pkt
-                    flit = sources.flit[k]
-                    hdr = headers.get(pkt)
-                    if hdr is None:
-                        hdr = headers[pkt] = self._header(trace, pkt)
-                    value = hdr | flit_data(tags[pkt], flit, self.data_mask)
-                    if flit == 0:
-                        value |= first_bit
-                    if flit == length[pkt] - 1:
-                        value |= last_bit
-                    if driven[k] is None:
-                        self.in_valid[k].value = 1
-                    if driven[k] != value:
-                        self.in_payload[k].value = value
-                        driven[k] = value
-                elif driven[k] is not None:
-                    self.in_valid[k].value = 0
-                    driven[k] = None
-            mask = sink.mask(cycle)
-            if mask != ready_driven:
-                for k in range(n):
-                    bit = (mask >> k) & 1
-                    if ready_driven < 0 or bit != (ready_driven >> k) & 1:
-                        self.out_ready[k].value = bit
-                ready_driven = mask
-
-            paused = pause.mask(cycle)
-            if paused != pause_driven:
-                dut.pause.value = paused
-                pause_driven = paused
-            if pfc_on:
-                valid = 0
-                for port, enable, times in sink_pause.frames(cycle):
-                    rx[port].value = pfc_codec.pack(class_enable=enable, times=_times(times))
-                    valid |= 1 << port
-                if valid != rx_driven:
-                    dut.pfc_rx_valid.value = rx_driven = valid
-
+            for driver in drivers:
+                driver.drive(cycle)
             await ReadOnly()
             progress = False
-            if ecn_on:
-                bits = int(decided.value)
-                if bits:
-                    for k in range(n):
-                        if (bits >> k) & 1:
-                            decisions[k].append(int(seen[k].value))
-            for k in range(n):
-                pkt = offered[k]
-                if pkt >= 0 and self.in_ready[k].value:
-                    if sources.flit[k] == 0:
-                        inside += 1
-                        entered[pkt] = True
-                    sources.accept(k)
+            for monitor in monitors:
+                if monitor.sample(cycle):
                     progress = True
-            for k in range(n):
-                if not (mask >> k) & 1 or not self.out_valid[k].value:
-                    continue
-                progress = True
-                value = int(self.out_payload[k].value)
-                cur = expect[k]
-                if cur is None:
-                    tag = (value >> tag_field[0]) & tag_field[1]
-                    pkt = tag   # tags are trace indices (the trace fits the tag width)
-                    flit = 0
-                    if pkt >= total or head[pkt] >= 0:
-                        raise AssertionError(f"cycle {cycle}: output {k} delivered unknown or "
-                                             f"repeated tag {tag}")
-                    head[pkt] = cycle
-                    out_port[pkt] = k
-                    ecn_out[pkt] = (value >> ecn_offset) & ecn_mask
-                    if ecn_on:
-                        ecn_backlog[pkt] = decisions[k].popleft() if decisions[k] else -2
-                else:
-                    pkt, flit = cur
-                expected = headers.get(pkt)
-                if expected is None:
-                    expected = headers[pkt] = self._header(trace, pkt)
-                expected |= flit_data(tags[pkt], flit, self.data_mask)
-                if flit == 0:
-                    expected |= first_bit
-                if flit == length[pkt] - 1:
-                    expected |= last_bit
-                if ((value ^ expected) & keep or dst[pkt] != k
-                        or (value >> ecn_offset) & ecn_mask != ecn_out[pkt]):
-                    payload_ok[pkt] = False
-                if flit == length[pkt] - 1:
-                    tail[pkt] = cycle
-                    expect[k] = None
-                    inside -= 1
-                    resolved += 1
-                else:
-                    expect[k] = (pkt, flit + 1)
-            if pfc_on:
-                bits = int(tx_valid.value)
-                for k in range(n) if bits else ():
-                    if (bits >> k) & 1:
-                        frame = pfc_codec.unpack(int(tx[k].value))
-                        enable, times = frame["class_enable"], _untimes(frame["times"])
-                        frames.append((cycle, k, enable, *times))
-                        for p in range(np_):
-                            if enable >> p & 1:
-                                sources.pause(k, p, cycle + 1, PfcConfig.quanta_to_cycles(
-                                    times[p], self.cfg.switch.data_width))
-                                (xoff.add if times[p] else xoff.discard)((k, p))
-                        progress = True
-            # A dropped packet is resolved when the drop counters say so; which
-            # packets they were is known at the end: entered, never delivered.
-            drops_now = sum(int(d.value) for d in drop_counters)
-            if drops_now != drops_seen:
-                resolved += drops_now - drops_seen
-                inside -= drops_now - drops_seen
-                drops_seen = drops_now
-                progress = True
             if progress:
-                last_progress = cycle + 1
+                stall.progress(cycle)
             cycle += 1
             await FallingEdge(dut.clk)
 
-        # Counters are read in the read-only phase of cycle `cycle`: they hold
-        # everything up to the last edge, as the model's do.
-        for k in range(n):
-            if driven[k] is not None:
-                self.in_valid[k].value = 0
-        if pfc_on and rx_driven:
-            dut.pfc_rx_valid.value = 0
+        # The counters are read in the read-only phase of cycle `cycle`: they
+        # hold everything up to the last edge, as the model's do.
+        sources.quiesce()
+        if pfc is not None:
+            pfc.quiesce()
         await ReadOnly()
-        rec.payload_ok[:] = payload_ok
-        rec.payload_ok[rec.tail < 0] = False
+        sinks.finish(rec)
         if not stalled:
-            rec.dropped[:] = np.array(entered, bool) & (rec.tail < 0)
+            rec.dropped[:] = sources.entered & (rec.tail < 0)
         rec.cycles = cycle
         rec.stalled = stalled
-        rec.counters = {
-            "rx_packets": [int(getattr(dut, f"rx_packets__{k}").value) for k in range(n)],
-            "tx_packets": [int(getattr(dut, f"tx_packets__{k}").value) for k in range(n)],
-            "drops": [int(getattr(dut, f"drops__{k}").value) for k in range(n)],
-        }
-        if pfc_on:
-            rec.pfc_frames = np.array(frames, np.int64).reshape(-1, FRAME_COLUMNS)
-            for name in ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles",
-                         "pfc_peak_occupancy"):
-                rec.counters[name] = [int(getattr(dut, f"{name}__{q}").value)
-                                      for q in range(n * np_)]
-        if ecn_on:
-            rec.counters["ecn_marks"] = [int(getattr(dut, f"ecn_marks__{q}").value)
-                                         for q in range(n * self.cfg.switch.priorities)]
+        rec.counters = self._counters()
+        if pfc is not None:
+            pfc.finish(rec)
         return rec
+
+    @staticmethod
+    def _idle_until(cycle: int, tally: Tally, sources: SourceDriver,
+                    pfc: PfcMonitor | None) -> int | None:
+        """The cycle the loop may jump to, when nothing happens before it; else None."""
+        if tally.inside or sources.sources.busy() or (pfc is not None and pfc.xoff):
+            return None
+        nxt = sources.sources.next_generation()
+        if nxt is not None and pfc is not None and pfc.next_frame(cycle) is not None:
+            nxt = min(nxt, pfc.next_frame(cycle))
+        return nxt if nxt is not None and nxt > cycle else None
+
+    def _counters(self) -> dict:
+        """Every hardware counter, by the names of :mod:`superfabric.formats.counters`."""
+        dut, sw = self.dut, self.cfg.switch
+        names = [(name, sw.ports) for name in PORT_COUNTERS]
+        if self.cfg.pfc.enabled:
+            names += [(name, sw.ports * sw.priorities) for name in PFC_COUNTERS]
+        if self.cfg.ecn.enabled:
+            names += [(name, sw.ports * sw.priorities) for name in ECN_COUNTERS]
+        return {name: [int(getattr(dut, f"{name}__{q}").value) for q in range(count)]
+                for name, count in names}
 
 
 @cocotb.test()
 async def switch_trace(dut):
-    """Run the trace of the parameters and hold the RTL against the golden model."""
+    """Run the trace of the parameters and write the RTL's records."""
     cfg, p = tb_params.read()
     trace = Trace.load(p["trace"])
     sink = SinkReady(cfg.switch.ports, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
     pause, sink_pause = pause_sources(cfg, p.get("pause_rate", 0.0), p.get("pause_seed", 0))
-    tb = SwitchTB(dut, cfg)
-    await tb.reset()
-    rtl = await tb.run(trace, sink, pause, sink_pause, p.get("stall_limit", DEFAULT_STALL_LIMIT))
+    rtl = await SwitchTB(dut, cfg).run(trace, sink, pause, sink_pause,
+                                       p.get("stall_limit", DEFAULT_STALL_LIMIT))
     rtl.save(p["rtl_records"])
-    if p.get("model_records"):
-        model = Records.load(p["model_records"])
-        result = compare(trace, rtl, model)
-        if p.get("report") and not result.exact:
-            Path(p["report"]).write_text(result.report())
-        assert result.exact, result.summary()

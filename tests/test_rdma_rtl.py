@@ -38,8 +38,8 @@ def _run(sim, tmp_path, overrides, *, pattern="rdma-uniform", load=0.3, cycles=8
 def test_lossless_exact(sim, pattern, tmp_path):
     """Lossless: RTL equals the model cycle for cycle, and every request completes once."""
     workload, model, rtl, match = _run(sim, tmp_path, [], pattern=pattern)
+    assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
-    assert match["exact"]
     assert (rtl.status == wire.STATUS_OK).all()
     assert sum(rtl.counters["retransmissions"]) == 0
 
@@ -47,8 +47,8 @@ def test_lossless_exact(sim, pattern, tmp_path):
 def test_bad_keys_write_nothing(sim, tmp_path):
     """Requests with bad keys, ranges, peers or fields fail with their status and write nothing."""
     workload, model, rtl, match = _run(sim, tmp_path, [], bad_fraction=0.3, seed=2)
+    assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
-    assert match["exact"]
     statuses = set(rtl.status.tolist())
     assert {wire.STATUS_LOCAL, wire.STATUS_REMOTE, wire.STATUS_BAD} <= statuses
 
@@ -57,8 +57,8 @@ def test_faults_recover(sim, tmp_path):
     """Seeded drops, duplicates, reordering and corruption, with bad requests among the
     good: every request completes once with its status, equal to the model cycle for cycle."""
     workload, model, rtl, match = _run(sim, tmp_path, FAULTS, bad_fraction=0.3)
+    assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
-    assert match["exact"]
     c = rtl.counters
     for name in ("retransmissions", "timeouts", "naks", "corrupt", "duplicates"):
         assert sum(c[name]) > 0, name
@@ -72,7 +72,8 @@ def test_dead_link_stalls_naming_the_channel(tmp_path):
     model = RdmaFabricModel(cfg).run(workload, stall_limit=700)
     rtl, match = run_rdma_rtl(cfg, workload, sim="verilator", out_dir=tmp_path, model=model,
                               stall_limit=700, expect_stall=True, build_root=BUILD_ROOT)
-    assert rtl.stalled and model.stalled and match["exact"] and match["passed"]
+    assert match["exact"], match["problems"]
+    assert rtl.stalled and model.stalled and match["passed"]
     assert rtl.cycles == model.cycles
     assert match["problems"][0].startswith(f"stalled at cycle {rtl.cycles}: endpoint ")
     assert " channel " in match["problems"][0]
@@ -82,6 +83,6 @@ def test_psn_wrap_exact(sim, tmp_path):
     """Channels start just short of 2**24: the run crosses the PSN wrap, with drops."""
     workload, model, rtl, match = _run(sim, tmp_path, [f"rdma.start_psn={(1 << 24) - 8}",
                                                        "faults.drop_rate=0.05"])
+    assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
-    assert match["exact"]
     assert sum(rtl.counters["tx_data"]) > 8 * 8 and sum(rtl.counters["retransmissions"]) > 0

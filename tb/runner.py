@@ -21,6 +21,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +40,8 @@ ICARUS_MIN = (11, 0)
 TIMESCALE = ("1ns", "1ps")
 #: Default root of the simulator build cache.
 DEFAULT_BUILD_ROOT = Path("build")
+#: Seconds between the lines that show a long build is alive.
+HEARTBEAT_SECONDS = 15.0
 
 
 #: Every cocotb run of this process: (simulator, test module, tests, failed).
@@ -127,14 +132,45 @@ def _hdl_digest() -> str:
 
 
 @contextmanager
-def _locked(path: Path):
+def _locked(path: Path, waiting: str, log):
+    """Hold the lock file ``path``; say ``waiting`` first when another process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log.write(waiting + "\n")
+            log.flush()
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _heartbeat(what: str, log, every: float):
+    """Say ``what`` now, every ``every`` seconds while it lasts, and when it is done,
+    with the time elapsed: a first Verilator build takes minutes."""
+    start = time.monotonic()
+    done = threading.Event()
+
+    def beat():
+        while not done.wait(every):
+            log.write(f"{what}: {time.monotonic() - start:.0f} s so far\n")
+            log.flush()
+
+    log.write(f"{what} ...\n")
+    log.flush()
+    thread = threading.Thread(target=beat, name="build heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+    log.write(f"{what}: done in {time.monotonic() - start:.1f} s\n")
+    log.flush()
 
 
 def resolve_waves(waves: bool | None) -> bool:
@@ -145,31 +181,40 @@ def resolve_waves(waves: bool | None) -> bool:
 
 
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
-          build_root: str | Path = DEFAULT_BUILD_ROOT) -> Path:
+          build_root: str | Path = DEFAULT_BUILD_ROOT, log=None,
+          heartbeat: float = HEARTBEAT_SECONDS) -> Path:
     """Generate and compile ``top`` for ``cfg`` on ``sim``; reuse an earlier build.
 
-    Returns the build directory. Safe to call from concurrent processes.
+    Returns the build directory. Safe to call from concurrent processes. A
+    build that does not come from the cache says what it builds on ``log``
+    (default ``sys.stderr``), every ``heartbeat`` seconds that it is still
+    at it, and how long it took; so does a wait for another process
+    building the same.
     """
     from cocotb_tools.runner import get_runner
     from ..hdl.verilog import write_verilog
 
+    log = sys.stderr if log is None else log
     _point_at(sim)
     name = f"{top}-{cfg.build_key}-{_hdl_digest()}" + ("-waves" if waves else "")
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
-    with _locked(build_dir.with_suffix(".lock")):
+    waiting = f"superfabric: waiting for another process building {top} on {sim} in {build_dir}"
+    with _locked(build_dir.with_suffix(".lock"), waiting, log):
         if stamp.exists():
             return build_dir
-        rtl = write_verilog(cfg, build_dir / "rtl", top=top)
-        runner = get_runner(sim)
-        build_args = []
-        if sim == "verilator":
-            # The generator's idioms are waived inside the file; the harness
-            # build runs without -Wall. FST keeps long waveforms small.
-            build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
-        log = build_dir / "build.log"
-        runner.build(sources=[rtl], hdl_toplevel=top, build_dir=build_dir / "obj",
-                     timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=log)
+        blog = build_dir / "build.log"
+        with _heartbeat(f"superfabric: building {top} on {sim} in {build_dir} (log {blog})",
+                        log, heartbeat):
+            rtl = write_verilog(cfg, build_dir / "rtl", top=top)
+            runner = get_runner(sim)
+            build_args = []
+            if sim == "verilator":
+                # The generator's idioms are waived inside the file; the harness
+                # build runs without -Wall. FST keeps long waveforms small.
+                build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+            runner.build(sources=[rtl], hdl_toplevel=top, build_dir=build_dir / "obj",
+                         timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
                                      "waves": waves}, indent=2))
     return build_dir

@@ -95,6 +95,33 @@ def test_failed_point_is_recorded_not_lost(tmp_path):
     assert len(_results(out)) == 1
 
 
+def test_cut_short_results_are_flagged_then_run_again(tmp_path):
+    """A results.json that is not valid JSON: the report flags that point and reports the
+    rest; the sweep does not count it as done, but runs it again."""
+    out = tmp_path / "sweep"
+    args = ["sweep", "--preset", "tiny", "--loads", "0.3,0.6", "--sim", "model", "--cycles", "200",
+            "--workers", "1", "-o", str(out)]
+    results = _sweep_once(args, out, 2)
+    cut, kept = sorted(results)
+    path = out / "points" / cut / "results.json"
+    path.write_text(path.read_text()[:100])
+    report = superfabric("report", str(out), "-o", str(tmp_path / "flagged"))
+    assert report.returncode == 0, report.stderr
+    md = (tmp_path / "flagged" / "report.md").read_text()
+    assert "**failed points: 1**" in md
+    (flagged,) = [line for line in md.splitlines() if line.startswith("- ") and cut in line]
+    assert f"{path}: not valid JSON" in flagged
+    assert f"{results[kept]['throughput']:.4f}" in md
+    again = superfabric(*args)
+    assert again.returncode == 0, again.stderr
+    assert "1 skipped" in again.stdout and "1 run" in again.stdout
+    rerun = json.loads(path.read_text())
+    for key in ("packets", "throughput", "latency", "traffic", "config"):
+        assert rerun[key] == results[cut][key], key
+    md = _resume_and_report(args, out, results, tmp_path)
+    assert "failed points" not in md
+
+
 def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
     """RDMA patterns over loads, seeds and a fault rate: every point, resumable, reported."""
     out = tmp_path / "sweep"

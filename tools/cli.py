@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,19 @@ def _add_config_args(p: argparse.ArgumentParser) -> None:
 
 def _config(args) -> FabricConfig:
     return FabricConfig.load(preset=args.preset, path=args.config, overrides=args.overrides)
+
+
+def _check_out(out: str) -> None:
+    """``-o`` must name a directory that exists or can be created: refuse a file, or a
+    path below one, in one line, before anything runs."""
+    path = Path(out)
+    existing = next(p for p in (path, *path.parents) if p.exists())    # "." or "/" at last
+    if not existing.is_dir():
+        where = "" if existing == path else f"{str(existing)!r} "
+        raise UsageError(f"-o = {out!r}: {where}is a file; must be a directory "
+                         f"(created when missing)")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"-o = {out!r}: {str(existing)!r} is not writable")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -197,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     from .sweep import SweepError
     try:
         args = _parser().parse_args(argv)
+        _check_out(args.out)
         handler = {"generate": _generate, "run": _run, "sweep": _sweep,
                    "report": _report}[args.command]
         return handler(args)

@@ -5,7 +5,9 @@ A run directory holds ``results.json`` and ``packets.npz`` (written by
 ``workload.npz`` and the records; a sweep directory holds ``sweep.json``
 and, per point, a run directory ``points/<id>/`` or, when the point failed,
 ``points/<id>/error.json``. Every problem with them is a :class:`ReportError`
-naming the file, in one line.
+naming the file, in one line, except for one sweep point's unreadable
+``results.json``: that point is reported as failed, with the problem as its
+error, and the rest of the sweep is reported.
 """
 
 from __future__ import annotations
@@ -175,17 +177,32 @@ def _point_from_results(path: Path) -> Point:
     return point
 
 
+def _failed_point(point: dict, pdir: Path, error: str) -> Point:
+    """A sweep point that has no results, from its entry in the plan."""
+    return Point(id=point["id"], dir=pdir, pattern=point["traffic"], load=float(point["load"]),
+                 seed=int(point["seed"]), sim=point["sim"], vary=point.get("vary") or {},
+                 error=" ".join(error.split()))
+
+
 def _point_from_error(path: Path) -> Point:
     data = _read_json(path)
     try:
-        point = data["point"]
-        return Point(id=point["id"], dir=path.parent, pattern=point["traffic"],
-                     load=float(point["load"]), seed=int(point["seed"]), sim=point["sim"],
-                     vary=point.get("vary") or {},
-                     error=" ".join(str(data.get("error", "unknown error")).split()))
+        return _failed_point(data["point"], path.parent, str(data.get("error", "unknown error")))
     except (KeyError, TypeError, ValueError) as e:
         raise ReportError(f"{path}: not a superfabric sweep error file "
                           f"(missing or bad {e})") from None
+
+
+def _point_from_sweep(entry: dict, pdir: Path) -> Point:
+    """A sweep point with a ``results.json``: its results, or failed with the file's problem."""
+    try:
+        return _point_from_results(pdir / "results.json")
+    except ReportError as problem:
+        try:
+            return _failed_point(entry, pdir, str(problem))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ReportError(f"{pdir.parent.parent / 'sweep.json'}: point {entry['id']!r} "
+                              f"is not a superfabric sweep point (missing or bad {e})") from None
 
 
 def load_source(src: str | Path) -> Source:
@@ -216,7 +233,7 @@ def load_source(src: str | Path) -> Source:
                 raise ReportError(f"{path / 'sweep.json'}: a point without an id: {entry!r}")
             pdir = path / "points" / pid
             if (pdir / "results.json").is_file():
-                points.append(_point_from_results(pdir / "results.json"))
+                points.append(_point_from_sweep(entry, pdir))
             elif (pdir / "error.json").is_file():
                 points.append(_point_from_error(pdir / "error.json"))
             else:

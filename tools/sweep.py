@@ -4,8 +4,9 @@ Each point is one task that writes its own run directory under
 ``DIR/points/<id>/`` (``results.json`` and ``packets.npz``, or for ``rdma-*``
 traffic ``workload.npz`` and the records, as ``superfabric run`` does), or
 ``error.json`` with a one-line error when it fails, so nothing is lost. A
-sweep is resumable: points whose ``results.json`` exists are skipped, failed
-ones are tried again. ``DIR/sweep.json`` records the command's arguments and
+sweep is resumable: points whose ``results.json`` holds a JSON object are
+skipped; failed ones, and ones whose ``results.json`` is unreadable or cut
+short, are run again. ``DIR/sweep.json`` records the command's arguments and
 the list of points. A sweep is of switch traffic or of RDMA traffic, not
 both: the two measure different things, and their reports differ.
 
@@ -167,6 +168,15 @@ def _vary(base: FabricConfig, varied: dict) -> FabricConfig:
     return FabricConfig.from_dict(data)
 
 
+def _done(point_dir: Path) -> bool:
+    """The point ran: its ``results.json`` holds a JSON object. One cut short (a crash, a
+    full disk, a copy gone wrong) does not count, so the sweep runs the point again."""
+    try:
+        return isinstance(json.loads((point_dir / "results.json").read_text()), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
     """One sweep point, run in a Dask worker; never raises, records the outcome."""
     from .run import run_point
@@ -243,7 +253,7 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = Non
     points_dir.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps({"spec": plan.spec, "points": plan.points},
                                                indent=2) + "\n")
-    todo = [p for p in plan.points if not (points_dir / p["id"] / "results.json").exists()]
+    todo = [p for p in plan.points if not _done(points_dir / p["id"])]
     skipped = len(plan.points) - len(todo)
     stream.write(f"sweep: {len(plan.points)} points, {skipped} already done, {len(todo)} to run\n")
     outcomes = []

@@ -1,0 +1,55 @@
+"""The runner's build cache: a long build says what it does and how long it has taken."""
+
+import io
+import threading
+
+import cocotb_tools.runner
+
+from superfabric.config import FabricConfig
+from superfabric.tb import runner
+
+from conftest import require_simulator
+
+
+class _Log(io.StringIO):
+    """A log that lets a fake build wait, without timing, until a heartbeat was written."""
+
+    def __init__(self):
+        super().__init__()
+        self.beat = threading.Event()
+
+    def write(self, text):
+        if "so far" in text:
+            self.beat.set()
+        return super().write(text)
+
+
+class _SlowBuild:
+    """Stands in for cocotb's runner: its build lasts until the first heartbeat."""
+
+    def __init__(self, log):
+        self.log = log
+        self.builds = 0
+
+    def build(self, **kwargs):
+        self.builds += 1
+        assert self.log.beat.wait(60), "no heartbeat while building"
+
+
+def test_a_long_build_says_what_it_does_and_the_time(tmp_path, monkeypatch):
+    require_simulator("icarus")
+    log = _Log()
+    fake = _SlowBuild(log)
+    monkeypatch.setattr(cocotb_tools.runner, "get_runner", lambda sim: fake)
+    cfg = FabricConfig.load(preset="tiny")
+    path = runner.build(cfg, sim="icarus", top="skid_buffer", build_root=tmp_path, log=log,
+                        heartbeat=0.01)
+    lines = log.getvalue().splitlines()
+    assert lines[0].startswith("superfabric: building skid_buffer on icarus in ") and str(path) in lines[0]
+    assert any(line.endswith(" s so far") for line in lines[1:-1]), lines
+    assert lines[-1].startswith(lines[0].removesuffix(" ...") + ": done in "), lines
+    assert lines[-1].endswith(" s")
+    # The second call finds the build and says nothing.
+    again = io.StringIO()
+    assert runner.build(cfg, sim="icarus", top="skid_buffer", build_root=tmp_path, log=again) == path
+    assert again.getvalue() == "" and fake.builds == 1

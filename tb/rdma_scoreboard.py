@@ -19,11 +19,10 @@ from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..formats.counters import RDMA_COUNTERS
 from ..sim.rdma_engine import KeyTable
-from ..sim.rdma_fabric import default_stall_limit
 from ..sim.rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
 
-__all__ = ["verify", "compare", "default_stall_limit", "MAX_PROBLEMS"]
+__all__ = ["verify", "compare", "MAX_PROBLEMS"]
 
 #: Problems listed per check before the rest are summarised.
 MAX_PROBLEMS = 20
@@ -145,6 +144,9 @@ def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> lis
         if list(rtl.counters.get(name, [])) != list(model.counters.get(name, [])):
             problems.append(f"counter {name}: RTL {list(rtl.counters.get(name, []))}, "
                             f"model {list(model.counters.get(name, []))}")
+    if rtl.memory.shape != model.memory.shape:
+        problems.append(f"memories: RTL {len(rtl.memory)} endpoints of {rtl.memory.shape[1]} words, "
+                        f"model {len(model.memory)} of {model.memory.shape[1]}")
     for e in range(min(len(rtl.memory), len(model.memory))):
         diff = np.flatnonzero(rtl.memory[e] != model.memory[e])
         if len(diff):

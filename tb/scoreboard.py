@@ -5,8 +5,10 @@ at its destination port, with every flit intact; order kept per (input,
 output, priority); dropped only where the model drops; head and tail
 departure cycles equal to the model's; the pause frames sent (cycle,
 port, classes, times) equal to the model's; the ECN codepoint each packet left
-with and the backlog its marking decision saw equal to the model's; and the
-hardware counters equal to the model's. The first mismatch in time is named with its tag and cycles.
+with and the backlog its marking decision saw equal to the model's; the
+hardware counters and the run's length equal to the model's. The first
+mismatch in time is named with its tag and cycles, and every problem line
+names a packet's tag and a cycle, or the counter or frame it is about.
 """
 
 import numpy as np
@@ -29,22 +31,28 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
         problems.append(f"RTL run stalled at cycle {rtl.cycles}")
     if model.stalled:
         problems.append(f"model run stalled at cycle {model.cycles}")
+    if rtl.cycles != model.cycles:
+        problems.append(f"run length: RTL {rtl.cycles} cycles, model {model.cycles}")
     both = delivered & rtl.dropped
     if both.any():
-        problems.append(f"tag {int(trace.tag[both][0])} both delivered and dropped")
+        i = _earliest(both, rtl.tail)
+        problems.append(f"tag {int(trace.tag[i])} both delivered (cycle {int(rtl.tail[i])}) "
+                        f"and dropped")
     lost = ~delivered & ~rtl.dropped
     if lost.any() and not rtl.stalled:
+        i = _earliest(lost, trace.gen)
         problems.append(f"{int(lost.sum())} packet(s) neither delivered nor dropped, "
-                        f"first tag {int(trace.tag[lost][0])}")
+                        f"first tag {int(trace.tag[i])} (generated at cycle {int(trace.gen[i])})")
     wrong_port = delivered & (rtl.out_port != trace.dst)
     if wrong_port.any():
-        i = int(np.flatnonzero(wrong_port)[0])
-        problems.append(f"tag {int(trace.tag[i])} left by port {int(rtl.out_port[i])}, "
-                        f"destination {int(trace.dst[i])}")
+        i = _earliest(wrong_port, rtl.tail)
+        problems.append(f"tag {int(trace.tag[i])} left by port {int(rtl.out_port[i])} at cycle "
+                        f"{int(rtl.tail[i])}, destination {int(trace.dst[i])}")
     corrupt = delivered & ~rtl.payload_ok
     if corrupt.any():
-        problems.append(f"{int(corrupt.sum())} packet(s) with corrupted flits, "
-                        f"first tag {int(trace.tag[corrupt][0])}")
+        i = _earliest(corrupt, rtl.tail)
+        problems.append(f"{int(corrupt.sum())} packet(s) with corrupted flits, first tag "
+                        f"{int(trace.tag[i])} (its tail left at cycle {int(rtl.tail[i])})")
     problems += _order_problems(trace, rtl)
     problems += _frame_problems(rtl, model)
     for name in sorted(set(model.counters) | set(rtl.counters)):
@@ -85,6 +93,12 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
     exact = not problems and not len(mismatched)
     return Comparison(exact=exact, mismatches=int(len(mismatched)), first_mismatch=first,
                       problems=problems, table=table)
+
+
+def _earliest(where: np.ndarray, cycle: np.ndarray) -> int:
+    """The packet of ``where`` with the lowest ``cycle``."""
+    idx = np.flatnonzero(where)
+    return int(idx[np.argmin(cycle[idx])])
 
 
 def _value(v):

@@ -111,7 +111,7 @@ class RdmaEngine:
         start = rd.start_psn
         self.nxt, self.snd, self.una, self.ret, self.hsn = ([start] * NC for _ in range(5))
         self.msgerr = [False] * NC
-        self.epoch = [0] * NC        # flips at each NAK (access) heard
+        self.epoch = [0] * NC        # counts, mod 4, the NAKs (access) heard
         self.desc = [[None] * W for _ in range(NC)]
         self.err = [[False] * W for _ in range(NC)]
         # Receive contexts (target role); pend is a mask of _PEND_* bits.

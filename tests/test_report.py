@@ -126,10 +126,10 @@ def sweep_report(sweep_dir, tmp_path_factory) -> Path:
 
 
 def test_reference_values():
-    """The reference curves use REFERENCES.md's figures."""
+    """The reference curves use the literature's figures (Karol et al. 1987; the output queue)."""
     assert hol_saturation(8) == pytest.approx(0.618)
     assert hol_saturation(5) == pytest.approx(2 - 2 ** 0.5)
-    # REFERENCES.md: N=16, p=0.9 gives 4.22 slots of output-queued delay.
+    # W = ((N-1)/N) p / (2(1-p)): N=16, p=0.9 gives 4.22 slots of output-queued delay.
     assert oq_queueing_delay(16, 0.9) == pytest.approx(4.22, abs=0.005)
 
 

@@ -15,7 +15,7 @@ from .run import run_point
 RUNS = (("model", 20_000), ("verilator", 20_000), ("icarus", 2_000))
 
 #: The RDMA runs: (preset, simulator, overrides). The 8-endpoint all-reduce of
-#: the RDMA issue's done-when on the model and Verilator; Icarus on four
+#: ``make demo`` (1 % drops) on the model and Verilator; Icarus on four
 #: endpoints with little host memory, whose loading dominates there.
 RDMA = ["rdma.enabled=true", "faults.drop_rate=0.01"]
 RDMA_RUNS = (("default", "model", RDMA), ("default", "verilator", RDMA),

@@ -178,22 +178,24 @@ def test_a_missing_pause_frame_is_named(paused):
     assert f"frame {k}: RTL none vs model cycle {model.pfc_frames[k, 0]} " in line
 
 
-def test_a_different_run_length_is_named(run):
-    trace, model = run
-    rtl = copy.deepcopy(model)
-    rtl.cycles += 3
-    result = compare(trace, rtl, model)
-    assert not result.exact
-    assert f"run length: RTL {rtl.cycles} cycles, model {model.cycles}" in result.problems
+#: Differences of the whole run: the change, and the problem line it must give.
+RUN_KINDS = {
+    "run length": (lambda r: setattr(r, "cycles", r.cycles + 3),
+                   lambda rtl, model: f"run length: RTL {rtl.cycles} cycles, model {model.cycles}"),
+    "stall": (lambda r: setattr(r, "stalled", True),
+              lambda rtl, model: f"RTL run stalled at cycle {rtl.cycles}"),
+}
 
 
-def test_a_stall_is_named_with_its_cycle(run):
+@pytest.mark.parametrize("kind", sorted(RUN_KINDS))
+def test_a_run_difference_is_named_with_its_cycle(run, kind):
     trace, model = run
+    change, line = RUN_KINDS[kind]
     rtl = copy.deepcopy(model)
-    rtl.stalled = True
+    change(rtl)
     result = compare(trace, rtl, model)
     assert not result.exact
-    assert f"RTL run stalled at cycle {rtl.cycles}" in result.problems
+    assert line(rtl, model) in result.problems, result.problems
 
 
 def test_a_packet_lost_is_named(run):

@@ -23,7 +23,7 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly
 
-from ..hdl.packet import packet_layout
+from ..formats.packet import FlitCodec, packet_fields
 from ..sim.backpressure import SinkReady
 from ..sim.skid_buffer import SkidBufferModel
 from . import params as tb_params
@@ -56,7 +56,7 @@ class TB:
         if not 0.0 <= valid_stall < 1.0:
             raise ValueError(f"valid_stall = {valid_stall!r}: must be in [0, 1)")
         self.dut = dut
-        self.width = packet_layout(cfg).size
+        self.width = FlitCodec(packet_fields(cfg)).width
         self.valid_stall = valid_stall
         self.sink = SinkReady(1, ready_stall, seed)
         self._rng = random.Random(seed)

@@ -28,8 +28,8 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly
 
 from ..config import PfcConfig
 from ..formats.counters import ECN_COUNTERS, PFC_COUNTERS, PORT_COUNTERS
+from ..formats.packet import FlitCodec, packet_fields
 from ..formats.pfc_frame import pack_request, unpack_request
-from ..hdl.packet import FlitCodec, packet_layout
 from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
@@ -411,7 +411,7 @@ class SwitchTB:
     def __init__(self, dut, cfg):
         self.dut = dut
         self.cfg = cfg
-        self.codec = FlitCodec(packet_layout(cfg))
+        self.codec = FlitCodec(packet_fields(cfg))
 
     async def run(self, trace: Trace, sink: SinkReady, pause: PauseSchedule,
                   sink_pause: SinkPause | None = None,

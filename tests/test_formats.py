@@ -4,9 +4,9 @@ import random
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
-from superfabric.formats.packet import packet_fields
+from superfabric.formats.packet import FlitCodec, packet_fields
 from superfabric.formats.pfc_frame import PRIORITIES, TIME_MAX, pack_request, unpack_request
-from superfabric.hdl.packet import FlitCodec, packet_layout
+from superfabric.hdl.packet import packet_layout
 from superfabric.hdl.pfc_frame import REQUEST_LAYOUT
 from superfabric.hdl.rdma_header import cpl_layout, key_entry_layout, rcpl_layout, wr_layout
 
@@ -29,6 +29,11 @@ def _layout_offsets(layout):
 def test_packet_layout_is_the_field_list():
     for cfg in CONFIGS:
         assert _layout_offsets(packet_layout(cfg)) == _offsets(packet_fields(cfg))
+        # The codec reads the same offsets from the list and from the layout.
+        by_list, by_layout = FlitCodec(packet_fields(cfg)), FlitCodec(packet_layout(cfg))
+        assert by_list.width == by_layout.width == packet_layout(cfg).size
+        for name, _ in packet_fields(cfg):
+            assert by_list.field_spec(name) == by_layout.field_spec(name)
     # docs/architecture.md section 3: 113 bits in the default preset, the tag at bit 81.
     default = dict(_offsets(packet_fields(FabricConfig.load())))
     assert default["tag"] == (81, 32) and sum(w for _, w in packet_fields(FabricConfig.load())) == 113

@@ -4,7 +4,8 @@ docs/architecture.md section 1 gives the rules: the shared pieces (the
 configuration, the LFSR, ``superfabric.formats``) import the standard
 library only; the golden model never imports Amaranth, directly or through
 another module; the RTL never imports the model; the testbench never
-imports the command line; and no module imports itself through others.
+imports the command line, and its cocotb modules not Amaranth; and no
+module imports itself through others.
 
 Every import statement counts, those inside functions too: a lazy import is
 still a dependency, only a later one. The modules are every ``.py`` file of
@@ -131,6 +132,14 @@ def test_rtl_never_imports_the_model(name):
         assert not any(_in(p, module) for p in ("superfabric.sim", "superfabric.tb",
                                                  "superfabric.tools")), " -> ".join(chain)
         assert "cocotb" not in IMPORTS[module][1], " -> ".join(chain)
+
+
+@pytest.mark.parametrize("name", ["superfabric.tb.switch_tb", "superfabric.tb.rdma_tb",
+                                  "superfabric.tb.skid_buffer_tb"])
+def test_cocotb_testbenches_do_not_load_amaranth(name):
+    # They pack flits from superfabric.formats: a cocotb run starts without it.
+    for module, chain in _reach(name).items():
+        assert "amaranth" not in IMPORTS[module][1], " -> ".join(chain)
 
 
 @pytest.mark.parametrize("name", _layer("superfabric.tb"))

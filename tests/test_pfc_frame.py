@@ -13,8 +13,8 @@ from amaranth.hdl import Module, Value
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
+from superfabric.formats.packet import FlitCodec
 from superfabric.formats.pfc_frame import FRAME_BYTES
-from superfabric.hdl.packet import FlitCodec
 from superfabric.hdl.pfc_frame import (REQUEST_LAYOUT, PFCFrameDecoder, PFCFrameEncoder, _crc32,
                                        flit_layout)
 # The generator's waivers for Yosys's idioms, each with its reason.

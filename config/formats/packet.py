@@ -1,14 +1,15 @@
-"""The packet format: the flit fields, their widths and the ECN codepoints.
+"""The packet format: the flit fields, their widths, the ECN codepoints, and a codec.
 
 A flit's fields, LSB first, are :func:`packet_fields`; ``superfabric.hdl.packet``
 builds the stream payload layout from them and ``docs/architecture.md``
-section 3 gives their meaning.
+section 3 gives their meaning. The testbench packs and unpacks flits with
+:class:`FlitCodec`, from the same list.
 """
 
 from ..config import FabricConfig
 
 __all__ = ["port_bits", "length_bits", "prio_bits", "ECN_BITS", "NOT_ECT", "ECT1", "ECT0", "CE",
-           "packet_fields"]
+           "packet_fields", "FlitCodec"]
 
 #: Width of the ``ecn`` field.
 ECN_BITS = 2
@@ -38,3 +39,49 @@ def packet_fields(cfg: FabricConfig) -> tuple[tuple[str, int], ...]:
             ("dst", port_bits(sw.ports)), ("src", port_bits(sw.ports)),
             ("prio", prio_bits(sw.priorities)), ("ecn", ECN_BITS),
             ("length", length_bits(sw.max_packet_flits)), ("tag", sw.tag_width))
+
+
+class FlitCodec:
+    """Pack and unpack payloads as Python integers, with shifts and masks taken once.
+
+    Testbenches touch every flit, so they work on integers rather than build
+    an Amaranth constant per flit.
+
+    Parameters
+    ----------
+    fields
+        ``(name, width)`` pairs, LSB first (:func:`packet_fields`), or an
+        Amaranth ``StructLayout``, whose ``(name, field)`` pairs give their
+        own offsets and widths.
+    """
+
+    def __init__(self, fields):
+        self._fields, offset = {}, 0
+        for name, field in fields:
+            width = getattr(field, "width", field)
+            offset = getattr(field, "offset", offset)
+            self._fields[name] = (offset, (1 << width) - 1)
+            offset += width
+        #: Bits of a payload.
+        self.width = offset
+
+    def pack(self, **fields: int) -> int:
+        """The payload integer holding ``fields`` (missing fields are zero)."""
+        bits = 0
+        for name, value in fields.items():
+            offset, mask = self._fields[name]
+            bits |= (value & mask) << offset
+        return bits
+
+    def unpack(self, bits: int) -> dict[str, int]:
+        """All fields of a payload integer."""
+        return {name: (bits >> offset) & mask for name, (offset, mask) in self._fields.items()}
+
+    def field_spec(self, name: str) -> tuple[int, int]:
+        """``(offset, mask)`` of a field, for hot loops that shift and mask themselves."""
+        return self._fields[name]
+
+    def field(self, bits: int, name: str) -> int:
+        """One field of a payload integer."""
+        offset, mask = self._fields[name]
+        return (bits >> offset) & mask

@@ -22,7 +22,8 @@ __all__ = ["packet_layout", "packet_signature"]
 
 
 def packet_layout(cfg: FabricConfig) -> data.StructLayout:
-    """The flit payload layout for ``cfg``: :func:`~superfabric.formats.packet.packet_fields`, LSB first."""
+    """The flit payload layout for ``cfg``: the fields of
+    :func:`~superfabric.formats.packet.packet_fields`, LSB first."""
     return data.StructLayout({name: unsigned(width) for name, width in packet_fields(cfg)})
 
 

@@ -79,14 +79,17 @@ class Measure:
 
     @property
     def series(self) -> tuple[str, str, str]:
+        """(pattern, variant, simulator): the curve this measure belongs to."""
         return (self.point.pattern, self.point.variant, self.sim)
 
     @property
     def ports(self) -> int:
+        """The switch radix of the run."""
         return int(self.point.results["config"]["switch"]["ports"])
 
 
 def measures(points: list[Point], kind: ReportKind) -> list[Measure]:
+    """One measure per RTL run and simulator, and the model's once per trace."""
     # The model is deterministic, so runs of one trace on two simulators carry
     # the same model figures; keep one, or seeds would be counted twice. The
     # traffic section describes the whole stimulus (pattern, load, seed,
@@ -106,10 +109,12 @@ def measures(points: list[Point], kind: ReportKind) -> list[Measure]:
 
 
 def latency(stat: str) -> Callable[[dict], float | None]:
+    """The figures -> their latency statistic ``stat`` (``mean``, ``p99``...), or None."""
     return lambda figures: (figures.get("latency") or {}).get(stat)
 
 
 def offered_load(m: Measure) -> float:
+    """The offered load of a measure's run: the default x of a curve."""
     return m.point.load
 
 
@@ -126,6 +131,7 @@ def curve(measures: list[Measure], value: Callable[[dict], float | None],
 
 
 def same_load(a: float, b: float) -> bool:
+    """Two loads are the same point (loads are decimal fractions, compared to 1e-9)."""
     return math.isclose(a, b, rel_tol=0.0, abs_tol=1e-9)
 
 
@@ -180,6 +186,8 @@ def line_style(group: int, label: str, sim: str) -> dict:
 
 
 def choose_load(points: list[Point], requested: float | None) -> float | None:
+    """The load of the per-load plots: ``requested`` if the runs have it, else the
+    highest load up to 0.9."""
     loads = sorted({p.load for p in points})
     if not loads:
         return None

@@ -35,6 +35,8 @@ def format_latency(value: float | None) -> str:
 
 
 def format_delta(rtl: float | None, model: float | None, fmt: Callable) -> str:
+    """RTL minus model in the format ``fmt``, signed (``+0`` when equal); ``-`` when
+    either is absent."""
     if rtl is None or model is None:
         return "-"
     delta = fmt(rtl - model)
@@ -84,10 +86,12 @@ def _attention(source: Source, kind: ReportKind) -> list[tuple]:
 
 
 def count(n: int, noun: str) -> str:
+    """``n`` and the noun, plural unless ``n`` is 1."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def sort_key(p: Point):
+    """The order of the table of points: pattern, variant, load, seed, simulator."""
     return (p.pattern, p.variant, p.load, p.seed, sim_rank(p.sim), p.id)
 
 
@@ -114,6 +118,7 @@ def compared_cells(p: Point, kind: ReportKind, columns) -> list[str]:
 
 
 def match_cell(match: dict | None) -> str:
+    """The match column: ``-`` for a model run, ``exact``, or how many mismatches."""
     if match is None:
         return "-"
     return "exact" if match["exact"] else f"{match.get('mismatches', 0)} mismatches"
@@ -202,6 +207,7 @@ def _provenance(source: Source, kind: ReportKind) -> list[tuple]:
 
 
 def document(data: ReportData, plots: list[Plot]) -> list[tuple]:
+    """The report's blocks: title, attention list, plots, the kind's tables, provenance."""
     source, kind = data.source, data.kind
     what = (f"sweep of {len(source.points) + len(source.missing)} points"
             if source.spec is not None else "run")

@@ -30,6 +30,7 @@ class Plot:
 
 
 def figure(ncols: int = 1):
+    """A new figure with ``ncols`` gridded axes side by side: ``(figure, axes)``."""
     # matplotlib.figure.Figure without pyplot renders PNG with Agg whatever
     # the session's backend, and keeps no global state between reports
     # (matplotlib's advice for servers); importing it here keeps
@@ -43,6 +44,7 @@ def figure(ncols: int = 1):
 
 
 def legend(fig, ax) -> None:
+    """The legend of ``ax``, outside the axes at the upper right."""
     fig.legend(*ax.get_legend_handles_labels(), loc="outside right upper", fontsize="small")
 
 

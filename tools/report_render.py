@@ -15,6 +15,7 @@ __all__ = ["render_markdown", "render_html"]
 
 
 def render_markdown(blocks: list[tuple]) -> str:
+    """The blocks as Markdown; figures link the PNGs next to ``report.md``."""
     def cell(text: str) -> str:
         return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -76,6 +77,7 @@ window.addEventListener("load", function () {
 
 
 def render_html(blocks: list[tuple], out: Path) -> str:
+    """The blocks as one self-contained HTML page; the PNGs in ``out`` are embedded."""
     esc = html.escape
     title = next(b[2] for b in blocks if b[0] == "h")
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',

@@ -80,11 +80,13 @@ class Point:
 
 
 def pattern_kind(pattern: str) -> str:
+    """``rdma`` for an ``rdma-*`` pattern, ``switch`` otherwise."""
     # The rule run_point dispatches by.
     return "rdma" if pattern.partition(":")[0] in RDMA_PATTERNS else "switch"
 
 
 def variant_label(vary: dict) -> str:
+    """The varied config keys as ``key=value, ...``; ``base`` when none."""
     # Sweep ids use the last part of a key too; a config has one [switch]
     # section today, so the short name is unambiguous and keeps legends short.
     short = [k.split(".")[-1] for k in vary]
@@ -93,6 +95,7 @@ def variant_label(vary: dict) -> str:
 
 
 def distinct(values) -> str:
+    """The distinct values, sorted, comma-separated."""
     return ", ".join(str(v) for v in sorted(set(values), key=lambda v: (str(type(v)), v)))
 
 

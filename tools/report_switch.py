@@ -1,4 +1,4 @@
-"""Switch runs in ``superfabric report``: throughput, latency, per-port, PFC and ECN plots, the table.
+"""Switch runs in ``superfabric report``: throughput, latency, per-port, PFC, ECN plots, table.
 
 The figures of a switch run are the top level of its ``results.json`` (the
 RTL's for RTL runs) and the golden model's are ``results["model"]``; the

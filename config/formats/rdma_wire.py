@@ -94,7 +94,7 @@ def page_bits(pages: int) -> int:
 
 
 def key_entry_fields(cfg: FabricConfig) -> tuple[tuple[str, int], ...]:
-    """A registration table entry for ``cfg``: :data:`KEY_ENTRY_FIELDS`, its first page, its peers."""
+    """A registration table entry for ``cfg``: :data:`KEY_ENTRY_FIELDS`, first page, peers."""
     return KEY_ENTRY_FIELDS + (("page", page_bits(cfg.rdma.pages)), ("peers", cfg.switch.ports))
 
 

@@ -20,7 +20,7 @@ from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.pfc import pause_sources
 from superfabric.sim.rdma_fabric import RdmaFabricModel
 from superfabric.sim.rdma_traffic import generate_rdma
-from superfabric.sim.switch import SwitchModel
+from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 
 DIGESTS = Path(__file__).parent / "data" / "model_digests.json"
@@ -90,7 +90,7 @@ def switch_digest(name: str) -> str:
                      ect_fraction=cfg.ecn.ect_fraction)
     pause, sink_pause = pause_sources(cfg, pause_rate, 11)
     kwargs = {} if stall_limit is None else {"stall_limit": stall_limit}
-    rec = SwitchModel(cfg).run(trace, sink=SinkReady(cfg.switch.ports, stall, 11), pause=pause,
+    rec = FabricModel(cfg).run(trace, sink=SinkReady(cfg.switch.ports, stall, 11), pause=pause,
                                sink_pause=sink_pause, **kwargs)
     arrays = {k: getattr(rec, k) for k in ("out_port", "head", "tail", "dropped", "payload_ok",
                                            "ecn_out", "ecn_backlog", "pfc_frames")}
@@ -135,7 +135,7 @@ def test_cases_exercise_what_they_claim():
                          ect_fraction=cfg.ecn.ect_fraction)
         pause, sink_pause = pause_sources(cfg, pause_rate, 11)
         kwargs = {} if stall_limit is None else {"stall_limit": stall_limit}
-        rec = SwitchModel(cfg).run(trace, sink=SinkReady(cfg.switch.ports, stall, 11),
+        rec = FabricModel(cfg).run(trace, sink=SinkReady(cfg.switch.ports, stall, 11),
                                    pause=pause, sink_pause=sink_pause, **kwargs)
         seen["dropped"] |= bool(rec.dropped.any())
         seen["pfc_frames"] |= len(rec.pfc_frames) > 0

@@ -2,8 +2,8 @@
 
 Run as a script, ``python model_speed.py CASES`` (CASES a JSON list), it
 prints one JSON object per case. It uses only the model's stable entry
-points (``FabricConfig.load``, ``generate``, ``SwitchModel.run``,
-``generate_rdma``, ``RdmaFabricModel.run``), so ``make bench`` can run this
+points (``FabricConfig.load``, ``generate``, ``FabricModel.run`` or, before
+it, ``SwitchModel.run``, ``generate_rdma``, ``RdmaFabricModel.run``), so ``make bench`` can run this
 same file against the package of an earlier commit, side by side with the
 current one. Compilation of the kernels, where there are any, is done before
 the clock starts.
@@ -18,10 +18,19 @@ __all__ = ["measure"]
 
 def _warm() -> None:
     try:
-        from superfabric.sim.switch import compile_kernels
+        from superfabric.sim.fabric import compile_kernels
     except ImportError:        # a model from before the compiled kernels
         return
     compile_kernels()
+
+
+def _model_class():
+    try:
+        from superfabric.sim.fabric import FabricModel
+        return FabricModel
+    except ImportError:        # a model from before the fabric
+        from superfabric.sim.switch import SwitchModel
+        return SwitchModel
 
 
 def measure(case: dict, repeats: int = 3) -> dict:
@@ -39,11 +48,11 @@ def measure(case: dict, repeats: int = 3) -> dict:
                              seed=1)
         run = lambda: RdmaFabricModel(cfg).run(work)            # noqa: E731
     else:
-        from superfabric.sim.switch import SwitchModel
         from superfabric.sim.traffic import generate
+        model = _model_class()
         work = generate(cfg, case["traffic"], load=case["load"], cycles=case["cycles"], seed=1,
                         packet_lengths=case["lengths"])
-        run = lambda: SwitchModel(cfg).run(work)                # noqa: E731
+        run = lambda: model(cfg).run(work)                      # noqa: E731
     best = None
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -19,7 +19,7 @@ from ..sim.pfc import pause_sources
 from ..sim.metrics import summarize
 from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
-from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel, compile_kernels
+from ..sim.fabric import DEFAULT_STALL_LIMIT, FabricModel, compile_kernels
 from ..sim.traffic import Trace, TrafficError, generate
 
 __all__ = ["SIMS", "run_point", "run_rdma_point"]
@@ -62,7 +62,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
 
     compile_seconds = compile_kernels()
     t0 = time.perf_counter()
-    model = SwitchModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
+    model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                                  stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)

@@ -30,7 +30,7 @@ from ..sim.backpressure import PauseSchedule, SinkReady
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
 from ..sim.source import Sources
-from ..sim.switch import DEFAULT_STALL_LIMIT
+from ..sim.fabric import DEFAULT_STALL_LIMIT
 from ..sim.traffic import Trace
 from . import params as tb_params
 from .payload import flit_data

@@ -35,8 +35,9 @@ demo: setup
 test: setup
 	$(BIN)/pytest -v
 
+# AGAINST=REV also runs the golden model of commit REV side by side with this one.
 bench: setup
-	$(BIN)/python -m superfabric.tools.bench
+	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST))
 
 clean:
 	rm -rf build

@@ -23,7 +23,7 @@ from .formats.pfc_frame import QUANTUM_BITS
 from .lfsr import lfsr_start
 
 __all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "FaultsConfig",
-           "FabricConfig", "PRESETS", "EGRESS_DEPTH"]
+           "TopologyConfig", "FabricConfig", "PRESETS", "EGRESS_DEPTH"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -56,6 +56,10 @@ def _flag(doc: str):
 
 def _fraction(doc: str):
     return field(metadata={"fraction": True, "doc": doc})
+
+
+def _sizes(count: tuple[int, int], each: tuple[int, int], doc: str):
+    return field(metadata={"sizes": (count, each), "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ class FabricConfig:
     pfc: PfcConfig
     rdma: RdmaConfig
     faults: FaultsConfig
+    fabric: TopologyConfig
 
     # -- construction -----------------------------------------------------
 
@@ -115,7 +120,9 @@ class FabricConfig:
             built[name] = _build_section(name, _SECTIONS[name], data[name])
         _check_across(built["switch"], built["pfc"])
         _check_rdma(built["switch"], built["ecn"], built["pfc"], built["rdma"], built["faults"])
-        return cls(**built)
+        cfg = cls(**built)
+        _check_fabric(cfg)
+        return cfg
 
     @classmethod
     def load(cls, *, preset: str | None = None, path: str | Path | None = None,
@@ -136,7 +143,14 @@ class FabricConfig:
         """The configuration as nested plain dicts, JSON and TOML friendly."""
         data = dataclasses.asdict(self)
         data["pfc"]["priorities"] = list(self.pfc.priorities)
+        data["fabric"]["dims"] = list(self.fabric.dims)
         return data
+
+    @property
+    def endpoints(self) -> int:
+        """Endpoints (accelerators) of the fabric: the switch's ports, or the topology's."""
+        from .topology import Topology
+        return Topology.of(self).endpoints
 
     def to_json(self) -> str:
         """A canonical JSON text (sorted keys), equal for equal configurations."""
@@ -338,8 +352,82 @@ class FaultsConfig:
         return self.thresholds()[-1] > 0
 
 
+@dataclass(frozen=True)
+class TopologyConfig:
+    """The ``[fabric]`` section: many routers in a topology (docs/architecture.md section 11).
+
+    ``topology = "switch"`` is one router whose ports are all endpoints (the
+    switch of ``[switch]``); ``"torus"`` a k-ary n-cube of ``dims`` with
+    ``endpoints_per_router`` endpoints per router; ``"fat_tree"`` a two-level
+    leaf-spine. Router-to-router links carry ``vcs`` virtual channels per
+    traffic class with credit-based flow control.
+    """
+
+    topology: str = _choice(("switch", "torus", "fat_tree"),
+                            "one crossbar, a torus, or a leaf-spine fat tree")
+    dims: tuple = _sizes((1, 3), (2, 16), "torus: routers per dimension")
+    endpoints_per_router: int = _ranged(1, 8, "torus: endpoints attached to each router")
+    leaves: int = _ranged(2, 32, "fat_tree: leaf routers")
+    spines: int = _ranged(1, 16, "fat_tree: spine routers")
+    hosts_per_leaf: int = _ranged(1, 16, "fat_tree: endpoints attached to each leaf")
+    routing: str = _choice(("dor", "adaptive", "ecmp"),
+                           "torus: dor or adaptive; fat_tree: ecmp or adaptive")
+    vcs: int = _ranged(1, 8, "virtual channels per traffic class on router-to-router links")
+    vc_buffer_flits: int = _ranged(1, 4096, "input buffer per (class, VC) at a router link port")
+    link_latency: int = _ranged(1, 64, "cycles each way on a router-to-router link")
+    allow_deadlock: bool = _flag("run a configuration whose channel dependency graph has a cycle")
+
+    #: Routing functions allowed per topology.
+    ROUTINGS = {"switch": ("dor", "adaptive", "ecmp"), "torus": ("dor", "adaptive"),
+                "fat_tree": ("ecmp", "adaptive")}
+
+    def _check(self) -> None:
+        allowed = self.ROUTINGS[self.topology]
+        if self.routing not in allowed:
+            names = " or ".join(repr(r) for r in allowed)
+            raise ConfigError(f"fabric.routing = {self.routing!r}: must be {names} with "
+                              f"fabric.topology = {self.topology!r}")
+        if self.topology == "torus" and self.routing == "adaptive" and self.vcs < 3:
+            raise ConfigError(f"fabric.vcs = {self.vcs}: must be at least 3 with "
+                              f"fabric.routing = 'adaptive' (two escape VCs and one or "
+                              f"more adaptive VCs)")
+
+    @property
+    def is_fabric(self) -> bool:
+        """More than one switch: routing, VCs and credits are in play."""
+        return self.topology != "switch"
+
+
 _SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig, "rdma": RdmaConfig,
-             "faults": FaultsConfig}
+             "faults": FaultsConfig, "fabric": TopologyConfig}
+
+
+def _check_fabric(cfg: "FabricConfig") -> None:
+    """Rules of a multi-router fabric, the deadlock check last (docs/architecture.md 11.6)."""
+    f, sw = cfg.fabric, cfg.switch
+    if not f.is_fabric:
+        return
+    if cfg.rdma.enabled:
+        raise ConfigError(f"fabric.topology = {f.topology!r}: must be 'switch' with rdma.enabled "
+                          f"(the RDMA fabric is one switch)")
+    if f.vc_buffer_flits < sw.max_packet_flits:
+        raise ConfigError(f"fabric.vc_buffer_flits = {f.vc_buffer_flits}: must be at least "
+                          f"switch.max_packet_flits ({sw.max_packet_flits}) so a packet fits a VC")
+    from .deadlock import dependency_cycle, describe_cycle
+    from .topology import Topology
+    topo = Topology.of(cfg)
+    if topo.endpoints > 1024:
+        raise ConfigError(f"fabric.topology = {f.topology!r}: {topo.endpoints} endpoints, must "
+                          f"be at most 1024")
+    if f.allow_deadlock:
+        return
+    cycle = dependency_cycle(topo, f.routing, f.vcs)
+    if cycle is not None:
+        hint = ("dor needs vcs >= 2 (a dateline VC per ring)" if f.topology == "torus"
+                else "the routing")
+        raise ConfigError(f"fabric.vcs = {f.vcs}: the {f.topology}'s channel dependency graph "
+                          f"has a cycle ({describe_cycle(topo, cycle)}); {hint}, or set "
+                          f"fabric.allow_deadlock = true to watch it deadlock")
 
 
 def _check_rdma(sw: SwitchConfig, ecn: EcnConfig, pfc: PfcConfig, rdma: RdmaConfig,
@@ -426,6 +514,14 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
             raise ConfigError(f"{where} = {value!r}: must be a list of distinct class numbers "
                               f"0..7 ({meta['doc']})")
         value = tuple(sorted(value))
+    elif "sizes" in meta:
+        (lo_n, hi_n), (lo, hi) = meta["sizes"]
+        if (not isinstance(value, (list, tuple)) or not lo_n <= len(value) <= hi_n
+                or any(isinstance(k, bool) or not isinstance(k, int) or not lo <= k <= hi
+                       for k in value)):
+            raise ConfigError(f"{where} = {value!r}: must be a list of {lo_n} to {hi_n} integers "
+                              f"in {lo}..{hi} ({meta['doc']})")
+        value = tuple(value)
     elif "choices" in meta:
         if value not in meta["choices"]:
             allowed = " or ".join(repr(c) for c in meta["choices"])

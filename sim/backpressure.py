@@ -1,22 +1,25 @@
 """Seeded sink backpressure: which egress ports are ready in which cycle.
 
 The testbench drives ``o[k].ready`` from this pattern and the golden model
-reads the same one, so a stalled sink costs the same cycles in both.
+reads the same one, so a stalled sink costs the same cycles in both. Both
+patterns are pure functions of (seed, cycle), drawn in blocks: the compiled
+model takes whole blocks as arrays, the testbench reads one cycle at a time.
 """
 
 import numpy as np
 
-__all__ = ["SinkReady", "PauseSchedule"]
+__all__ = ["SinkReady", "PauseSchedule", "BLOCK"]
 
-_BLOCK = 4096
+#: Cycles per block of the sink-ready pattern, and per call of the compiled run loop.
+BLOCK = 4096
 
 
 class SinkReady:
     """Per-cycle ready mask of the egress ports.
 
     Each port is independently not ready with probability ``stall`` in each
-    cycle. The pattern is a pure function of ``(seed, cycle)``, computed in
-    blocks of cycles on demand, so runs of any length need no up-front array.
+    cycle, drawn per block of :data:`BLOCK` cycles from
+    ``default_rng([seed, block])``.
 
     Parameters
     ----------
@@ -35,32 +38,33 @@ class SinkReady:
         self.stall = float(stall)
         self.seed = int(seed)
         self._all = (1 << ports) - 1
-        self._blocks: dict[int, list[int]] = {}
+        self._weights = 1 << np.arange(ports, dtype=np.int64)
+        self._masks: tuple[int, list[int]] = (-1, [])
+
+    def block(self, block: int) -> np.ndarray:
+        """Ready flags of cycles ``block * BLOCK ..`` as a bool array ``[BLOCK, ports]``."""
+        if self.stall == 0.0:
+            return np.ones((BLOCK, self.ports), np.bool_)
+        rng = np.random.default_rng([self.seed, block])
+        return rng.random((BLOCK, self.ports)) >= self.stall
 
     def mask(self, cycle: int) -> int:
         """Bit ``k`` set when port ``k`` is ready in ``cycle``."""
         if self.stall == 0.0:
             return self._all
-        block, offset = divmod(cycle, _BLOCK)
-        masks = self._blocks.get(block)
-        if masks is None:
-            rng = np.random.default_rng([self.seed, block])
-            ready = rng.random((_BLOCK, self.ports)) >= self.stall
-            weights = 1 << np.arange(self.ports, dtype=np.int64)
-            masks = (ready.astype(np.int64) @ weights).tolist()
-            if len(self._blocks) > 64:
-                self._blocks.clear()
-            self._blocks[block] = masks
-        return masks[offset]
+        block, offset = divmod(cycle, BLOCK)
+        if self._masks[0] != block:
+            self._masks = (block, (self.block(block).astype(np.int64) @ self._weights).tolist())
+        return self._masks[1][offset]
 
 
 class PauseSchedule:
     """Seeded pause mask per (output, priority), as priority flow control would drive it.
 
     Time is cut into periods of ``period`` cycles; in each period every
-    (output, priority) pair is paused with probability ``rate``. Bit
-    ``dst * priorities + prio`` of :meth:`mask` is the switch's ``pause``
-    input. A pure function of ``(seed, cycle)``, shared by testbench and model.
+    (output, priority) pair is paused with probability ``rate``, drawn from
+    ``default_rng([seed, 1, period_index])``. Bit ``dst * priorities + prio``
+    of :meth:`mask` is the switch's ``pause`` input.
     """
 
     def __init__(self, ports: int, priorities: int, rate: float = 0.0, seed: int = 0,
@@ -75,6 +79,13 @@ class PauseSchedule:
         self.period = int(period)
         self._cache: dict[int, int] = {}
 
+    def periods(self, first: int, count: int) -> np.ndarray:
+        """Pause flags of periods ``first .. first + count - 1``, bool ``[count, bits]``."""
+        if self.rate == 0.0:
+            return np.zeros((count, self.bits), np.bool_)
+        return np.array([np.random.default_rng([self.seed, 1, k]).random(self.bits) < self.rate
+                         for k in range(first, first + count)], np.bool_).reshape(count, self.bits)
+
     def mask(self, cycle: int) -> int:
         """The pause bits in force in ``cycle``."""
         if self.rate == 0.0:
@@ -82,8 +93,7 @@ class PauseSchedule:
         k = cycle // self.period
         value = self._cache.get(k)
         if value is None:
-            paused = np.random.default_rng([self.seed, 1, k]).random(self.bits) < self.rate
-            value = int(sum(1 << b for b in np.flatnonzero(paused).tolist()))
+            value = int(sum(1 << b for b in np.flatnonzero(self.periods(k, 1)[0]).tolist()))
             if len(self._cache) > 4096:
                 self._cache.clear()
             self._cache[k] = value

@@ -12,14 +12,26 @@ devices downstream, send frames on a seeded schedule (:class:`SinkPause`).
 import math
 
 import numpy as np
+from .kernel import kernel
 
 from ..config import FabricConfig, PfcConfig
 
-__all__ = ["PfcIngress", "PfcEgress", "SinkPause", "size_thresholds", "pause_sources",
+__all__ = ["pfc_ingress_step", "pfc_egress_receive", "paused_cycles", "sink_pause_frames",
+           "lossless_classes", "quanta_to_cycles", "SinkPause", "size_thresholds", "pause_sources",
            "FRAME_COLUMNS"]
 
 #: Columns of the pause-frame records: cycle, port, class-enable vector, eight times.
 FRAME_COLUMNS = 3 + 8
+
+#: The configuration's conversion of pause quanta to cycles, compiled for the kernels.
+quanta_to_cycles = kernel(PfcConfig.quanta_to_cycles, inline=True)
+
+
+def lossless_classes(cfg: FabricConfig) -> np.ndarray:
+    """Bool ``[8]``: which of the eight 802.1Qbb classes are lossless."""
+    flags = np.zeros(8, np.bool_)
+    flags[list(cfg.pfc.priorities)] = True
+    return flags
 
 
 def size_thresholds(cfg: FabricConfig, *, link_gbps: float, cable_m: float, mtu_bytes: int,
@@ -53,92 +65,99 @@ def size_thresholds(cfg: FabricConfig, *, link_gbps: float, cable_m: float, mtu_
     return {"xoff": xoff, "xon": xon, "headroom": headroom}
 
 
-class PfcIngress:
-    """Occupancy per (input, class), XOFF state machines, frames sent, peaks."""
+@kernel(inline=True)
+def pfc_ingress_step(occupancy, paused, refresh, frames_sent, peak, lossless, xoff, xon, quanta,
+                     refresh_period, enable, times):
+    """One cycle of every ingress port's XOFF/XON machines, from the state at its start.
 
-    def __init__(self, cfg: FabricConfig):
-        sw, pfc = cfg.switch, cfg.pfc
-        self.ports, self.priorities = sw.ports, sw.priorities
-        self.lossless = list(pfc.priorities)
-        self.xoff, self.xon, self.quanta = pfc.xoff, pfc.xon, pfc.pause_quanta
-        self.refresh_period = pfc.refresh_cycles(sw.data_width)
-        n, p = sw.ports, sw.priorities
-        self.occupancy = [[0] * p for _ in range(n)]
-        self.paused = [[False] * p for _ in range(n)]
-        self.refresh = [[0] * p for _ in range(n)]
-        self.frames_sent = [0] * (n * p)
-        self.peak = [0] * (n * p)
-
-    def busy(self) -> bool:
-        """A pause is in force upstream (so the next cycles may send frames)."""
-        return any(any(row) for row in self.paused)
-
-    def step(self) -> list[tuple[int, int, list[int]]]:
-        """This cycle's frames ``(port, class_enable, times)``, from the state at its start;
-        updates the state as the clock edge does."""
-        frames = []
-        for i in range(self.ports):
-            occ, paused, refresh = self.occupancy[i], self.paused[i], self.refresh[i]
-            enable, times = 0, [0] * 8
-            for p in range(self.priorities):
-                idx = i * self.priorities + p
-                self.peak[idx] = max(self.peak[idx], occ[p])
-            for p in self.lossless:
-                if (not paused[p] and occ[p] >= self.xoff) or \
-                        (paused[p] and occ[p] >= self.xon and refresh[p] == 0):
-                    enable |= 1 << p
-                    times[p] = self.quanta
-                    paused[p] = True
-                    refresh[p] = self.refresh_period - 1     # a refresh every period
-                elif paused[p] and occ[p] < self.xon:
-                    enable |= 1 << p
-                    paused[p] = False
-                elif paused[p]:
-                    refresh[p] -= 1
-            if enable:
-                frames.append((i, enable, times))
-                for p in range(self.priorities):
-                    if enable >> p & 1:
-                        self.frames_sent[i * self.priorities + p] += 1
-        return frames
-
-
-class PfcEgress:
-    """Pause intervals per (output, class) set by frames received from the sinks."""
-
-    def __init__(self, cfg: FabricConfig):
-        sw = cfg.switch
-        self.priorities = sw.priorities
-        self.data_width = sw.data_width
-        n = sw.ports * sw.priorities
-        self.start = [0] * n        # the pause holds in cycles start <= t < until
-        self.until = [0] * n
-        self.paused_before = [0] * n
-        self.frames_received = [0] * n
-
-    def mask(self, cycle: int) -> int:
-        """Pause bits (``output * priorities + class``) in force in ``cycle``."""
+    ``occupancy``, ``paused`` and ``refresh`` are ``[port, class]``;
+    ``frames_sent`` and ``peak`` are per ``port * priorities + class``;
+    ``lossless[class]`` flags the lossless classes. Writes each port's frame
+    of the cycle into ``enable[port]`` (0: none) and ``times[port, 0..7]``,
+    updates the state as the clock edge does, and returns how many ports
+    send a frame.
+    """
+    ports, priorities = occupancy.shape
+    sent = 0
+    for i in range(ports):
         bits = 0
-        for q, until in enumerate(self.until):
-            if until > cycle:
-                bits |= 1 << q
-        return bits
+        for p in range(8):
+            times[i, p] = 0
+        for p in range(priorities):
+            idx = i * priorities + p
+            if occupancy[i, p] > peak[idx]:
+                peak[idx] = occupancy[i, p]
+            if not lossless[p]:
+                continue
+            occ = occupancy[i, p]
+            if (not paused[i, p] and occ >= xoff) or (paused[i, p] and occ >= xon
+                                                      and refresh[i, p] == 0):
+                bits |= 1 << p
+                times[i, p] = quanta
+                paused[i, p] = True
+                refresh[i, p] = refresh_period - 1     # a refresh every period
+            elif paused[i, p] and occ < xon:
+                bits |= 1 << p
+                paused[i, p] = False
+            elif paused[i, p]:
+                refresh[i, p] -= 1
+        enable[i] = bits
+        if bits:
+            sent += 1
+            for p in range(priorities):
+                if bits >> p & 1:
+                    frames_sent[i * priorities + p] += 1
+    return sent
 
-    def receive(self, cycle: int, port: int, enable: int, times: list[int]) -> None:
-        """A frame received in ``cycle``; it takes effect from the next cycle."""
-        for p in range(self.priorities):
-            if enable >> p & 1:
-                q = port * self.priorities + p
-                self.frames_received[q] += 1
-                # Close the running interval at the edge, then start the new one.
-                self.paused_before[q] += max(0, min(self.until[q], cycle + 1) - self.start[q])
-                self.start[q] = cycle + 1
-                self.until[q] = cycle + 1 + PfcConfig.quanta_to_cycles(times[p], self.data_width)
 
-    def paused_cycles(self, end: int) -> list[int]:
-        """Cycles before ``end`` in which each (output, class) was paused."""
-        return [before + max(0, min(until, end) - start)
-                for before, start, until in zip(self.paused_before, self.start, self.until)]
+@kernel(inline=True)
+def pfc_egress_receive(start, until, paused_before, frames_received, priorities, data_width,
+                       cycle, port, enable, times):
+    """A frame received at egress ``port`` in ``cycle``; it takes effect from the next cycle.
+
+    The pause of ``q = port * priorities + class`` then holds in cycles
+    ``start[q] <= t < until[q]``; ``paused_before[q]`` keeps the paused
+    cycles of the intervals already closed.
+    """
+    for p in range(priorities):
+        if enable >> p & 1:
+            q = port * priorities + p
+            frames_received[q] += 1
+            # Close the running interval at the edge, then start the new one.
+            paused_before[q] += max(0, min(until[q], cycle + 1) - start[q])
+            start[q] = cycle + 1
+            until[q] = cycle + 1 + quanta_to_cycles(times[p], data_width)
+
+
+def paused_cycles(start, until, paused_before, end: int) -> list[int]:
+    """Cycles before ``end`` in which each (output, class) was paused."""
+    return [int(before + max(0, min(u, end) - s))
+            for before, s, u in zip(paused_before, start, until)]
+
+
+@kernel(inline=True)
+def sink_pause_frames(now, before, lossless, quanta, enable, times):
+    """The sinks' frames at the start of a period: ``pause_quanta`` for the classes
+    congested ``now``, zero quanta for those congested only ``before``.
+
+    ``now`` and ``before`` are ``[output, 8]``; writes ``enable[output]`` and
+    ``times[output, 0..7]``; returns how many outputs send a frame.
+    """
+    sent = 0
+    for o in range(now.shape[0]):
+        bits = 0
+        for p in range(8):
+            times[o, p] = 0
+            if not lossless[p]:
+                continue
+            if now[o, p]:
+                bits |= 1 << p
+                times[o, p] = quanta
+            elif before[o, p]:
+                bits |= 1 << p
+        enable[o] = bits
+        sent += bits != 0
+    return sent
 
 
 class SinkPause:
@@ -155,39 +174,34 @@ class SinkPause:
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"pause rate = {rate!r}: must be in [0, 1)")
         self.ports, self.priorities = cfg.switch.ports, cfg.switch.priorities
-        self.lossless = list(cfg.pfc.priorities)
+        self.lossless = lossless_classes(cfg)
         self.quanta = cfg.pfc.pause_quanta
         self.rate, self.seed, self.period = float(rate), int(seed), period
         if PfcConfig.quanta_to_cycles(self.quanta, cfg.switch.data_width) < period:
             raise ValueError(f"pfc.pause_quanta = {self.quanta}: a sink pause must cover "
                              f"its {period}-cycle period")
 
-    def _congested(self, k: int) -> np.ndarray:
-        if k < 0 or self.rate == 0.0:
-            return np.zeros((self.ports, 8), bool)
-        draw = np.random.default_rng([self.seed, 2, k]).random((self.ports, 8)) < self.rate
-        keep = np.zeros(8, bool)
-        keep[self.lossless] = True
-        return draw & keep
+    def congested(self, first: int, count: int) -> np.ndarray:
+        """Congested (output, class) flags of periods ``first .. first + count - 1``,
+        bool ``[count, ports, 8]`` (none before period 0)."""
+        out = np.zeros((count, self.ports, 8), np.bool_)
+        if self.rate == 0.0:
+            return out
+        for j, k in enumerate(range(first, first + count)):
+            if k >= 0:
+                draw = np.random.default_rng([self.seed, 2, k]).random((self.ports, 8))
+                out[j] = (draw < self.rate) & self.lossless
+        return out
 
     def frames(self, cycle: int) -> list[tuple[int, int, list[int]]]:
         """The frames the sinks send in ``cycle``: ``(output, class_enable, times)``."""
         if self.rate == 0.0 or cycle % self.period:
             return []
-        k = cycle // self.period
-        now, before = self._congested(k), self._congested(k - 1)
-        out = []
-        for o in range(self.ports):
-            enable, times = 0, [0] * 8
-            for p in self.lossless:
-                if now[o, p]:
-                    enable |= 1 << p
-                    times[p] = self.quanta
-                elif before[o, p]:
-                    enable |= 1 << p
-            if enable:
-                out.append((o, enable, times))
-        return out
+        before, now = self.congested(cycle // self.period - 1, 2)
+        enable = np.zeros(self.ports, np.int64)
+        times = np.zeros((self.ports, 8), np.int64)
+        sink_pause_frames(now, before, self.lossless, self.quanta, enable, times)
+        return [(o, int(enable[o]), times[o].tolist()) for o in np.flatnonzero(enable).tolist()]
 
     def next_frame(self, cycle: int) -> int | None:
         """The first cycle at or after ``cycle`` in which a frame may be sent."""

@@ -29,6 +29,10 @@ class Records:
         packet was scheduled (-1: no decision, ECN disabled).
     pfc_frames : int64 array of rows (cycle, input port, class-enable
         vector, eight pause times): the pause frames the switch sent.
+    hops : int16 array, the router-to-router links the packet crossed
+        (0 on a single switch).
+    path : int32 array ``[packets, max links]``, the ids of those links in
+        order, -1 beyond ``hops`` (a fabric's model runs; no columns otherwise).
     cycles : cycles simulated.
     stalled : the run stopped because nothing moved for the stall limit.
     counters : per-port hardware counters at the end, ``rx_packets``,
@@ -43,14 +47,26 @@ class Records:
     ecn_out: np.ndarray
     ecn_backlog: np.ndarray
     pfc_frames: np.ndarray = field(default_factory=lambda: np.zeros((0, 11), np.int64))
+    hops: np.ndarray | None = None
+    path: np.ndarray | None = None
     cycles: int = 0
     stalled: bool = False
     counters: dict = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        n = len(self.head)
+        if self.hops is None:
+            self.hops = np.zeros(n, np.int16)
+        if self.path is None:
+            self.path = np.zeros((n, 0), np.int32)
+
     @classmethod
-    def empty(cls, packets: int) -> "Records":
-        """Records for ``packets`` packets, none delivered yet."""
-        return cls(out_port=np.full(packets, -1, np.int16),
+    def empty(cls, packets: int, max_links: int = 0) -> "Records":
+        """Records for ``packets`` packets, none delivered yet, with room for paths of
+        ``max_links`` links."""
+        return cls(hops=np.zeros(packets, np.int16),
+                   path=np.full((packets, max_links), -1, np.int32),
+                   out_port=np.full(packets, -1, np.int16),
                    head=np.full(packets, NOT_DELIVERED, np.int64),
                    tail=np.full(packets, NOT_DELIVERED, np.int64),
                    dropped=np.zeros(packets, bool),
@@ -63,7 +79,7 @@ class Records:
         np.savez(path, out_port=self.out_port, head=self.head, tail=self.tail,
                  dropped=self.dropped, payload_ok=self.payload_ok,
                  ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog, pfc_frames=self.pfc_frames,
-                 cycles=self.cycles, stalled=self.stalled,
+                 hops=self.hops, path=self.path, cycles=self.cycles, stalled=self.stalled,
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
     @classmethod
@@ -74,5 +90,5 @@ class Records:
             return cls(out_port=z["out_port"], head=z["head"], tail=z["tail"],
                        dropped=z["dropped"], payload_ok=z["payload_ok"],
                        ecn_out=z["ecn_out"], ecn_backlog=z["ecn_backlog"],
-                       pfc_frames=z["pfc_frames"],
+                       pfc_frames=z["pfc_frames"], hops=z["hops"], path=z["path"],
                        cycles=int(z["cycles"]), stalled=bool(z["stalled"]), counters=counters)

@@ -579,7 +579,7 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
         field, the value and what is allowed.
     """
     sw = cfg.switch
-    ports = sw.ports
+    ports = cfg.endpoints
     name, params = _parse_pattern(pattern, ports)
     if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
         raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "

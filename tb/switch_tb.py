@@ -31,10 +31,10 @@ from ..formats.counters import ECN_COUNTERS, PFC_COUNTERS, PORT_COUNTERS
 from ..formats.packet import FlitCodec, packet_fields
 from ..formats.pfc_frame import pack_request, unpack_request
 from ..sim.backpressure import PauseSchedule, SinkReady
+from ..sim.fabric import DEFAULT_STALL_LIMIT
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
 from ..sim.source import Sources
-from ..sim.switch import DEFAULT_STALL_LIMIT
 from ..sim.traffic import Trace
 from . import params as tb_params
 from .payload import flit_data

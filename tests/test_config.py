@@ -155,7 +155,7 @@ def test_key_differs_between_configurations():
     (["switch.scheduler=1"], ["switch.scheduler = 1:", "'fifo' or 'islip'"]),
     # unknown names
     (["switch.speed=100"], ["switch.speed:", "unknown key", "ports"]),
-    (["fabric.ports=4"], ["fabric:", "unknown section", "switch"]),
+    (["network.ports=4"], ["network:", "unknown section", "switch"]),
     # bad choices
     (["switch.scheduler=round_robin"], ["switch.scheduler = 'round_robin':", "'fifo' or 'islip'"]),
     (["switch.ingress_full=tail_drop"], ["switch.ingress_full = 'tail_drop':", "'backpressure' or 'drop'"]),
@@ -178,7 +178,7 @@ def test_bad_override(overrides, fragments):
     ("[switch]\nports = true\n", ["switch.ports = True:", "integer"]),
     ("[switch]\npriorities = 2.5\n", ["switch.priorities = 2.5:", "1..8"]),
     ("[switch]\nspeed = 100\n", ["switch.speed:", "unknown key"]),
-    ("[fabric]\nports = 4\n", ["fabric:", "unknown section", "switch"]),
+    ("[network]\nports = 4\n", ["network:", "unknown section", "switch"]),
     ('[switch]\nscheduler = "wfq"\n', ["switch.scheduler = 'wfq':", "'fifo' or 'islip'"]),
     ("[switch]\nbuffer_flits = 4\nmax_packet_flits = 8\n", ["switch.buffer_flits = 4:", "(8)"]),
     ("switch = 4\n", ["switch = 4:", "outside any section", "[switch]"]),

@@ -8,7 +8,7 @@ import pytest
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.packet import CE, ECT0, NOT_ECT
 from superfabric.sim.ecn import EcnMarker
-from superfabric.sim.switch import SwitchModel
+from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 
@@ -27,7 +27,7 @@ def long_run():
                                        f"ecn.kmin={KMIN}", f"ecn.kmax={KMAX}", f"ecn.pmax={PMAX}"])
     trace = generate(cfg, "uniform", load=0.9, cycles=100_000, seed=2, ect_fraction=0.8,
                      packet_lengths="fixed:4")
-    return trace, SwitchModel(cfg).run(trace)
+    return trace, FabricModel(cfg).run(trace)
 
 
 @pytest.mark.parametrize("point", [28, 36, 48, 60, 72])

@@ -7,7 +7,7 @@ import pytest
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.sim.pfc import SinkPause, size_thresholds
-from superfabric.sim.switch import SwitchModel
+from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 
@@ -26,13 +26,13 @@ def _sized(preset="default", **link):
 def test_incast_is_lossless_with_pfc_and_not_without():
     cfg = _sized()
     trace = generate(cfg, "incast", load=1.0, cycles=4000, seed=1, packet_lengths="bimodal:1,16,0.5")
-    rec = SwitchModel(cfg).run(trace)
+    rec = FabricModel(cfg).run(trace)
     assert not rec.dropped.any() and (rec.tail >= 0).all()
     assert len(rec.pfc_frames) > 0
     limit = cfg.pfc.xoff + cfg.pfc.headroom
     assert 0 < max(rec.counters["pfc_peak_occupancy"]) <= limit
     off = FabricConfig.from_dict({**cfg.to_dict(), "pfc": {**cfg.to_dict()["pfc"], "enabled": False}})
-    rec_off = SwitchModel(off).run(trace)
+    rec_off = FabricModel(off).run(trace)
     assert rec_off.dropped.sum() > 0
     assert sum(rec_off.counters["drops"]) == int(rec_off.dropped.sum())
 
@@ -40,7 +40,7 @@ def test_incast_is_lossless_with_pfc_and_not_without():
 def test_frames_pause_refresh_and_resume():
     cfg = _sized()
     trace = generate(cfg, "incast", load=1.0, cycles=3000, seed=2)
-    rec = SwitchModel(cfg).run(trace)
+    rec = FabricModel(cfg).run(trace)
     frames = rec.pfc_frames
     times = frames[:, 3:]
     pauses = (times == cfg.pfc.pause_quanta).any(axis=1)
@@ -67,8 +67,8 @@ def test_sink_pause_stops_the_class_toward_that_output():
     cfg = _sized()
     trace = generate(cfg, "uniform", load=0.5, cycles=3000, seed=3)
     sink = SinkPause(cfg, 0.3, seed=3)
-    rec = SwitchModel(cfg).run(trace, sink_pause=sink)
-    free = SwitchModel(cfg).run(trace)
+    rec = FabricModel(cfg).run(trace, sink_pause=sink)
+    free = FabricModel(cfg).run(trace)
     assert sum(rec.counters["pfc_rx_frames"]) > 0
     assert sum(rec.counters["pfc_paused_cycles"]) > 0
     assert (rec.tail - trace.gen).mean() > (free.tail - trace.gen).mean()
@@ -86,7 +86,7 @@ def test_stall_is_detected_not_a_hang():
     # Sinks that never stop pausing: no progress, the run ends as stalled.
     cfg = _sized()
     trace = generate(cfg, "uniform", load=0.3, cycles=500, seed=4)
-    rec = SwitchModel(cfg).run(trace, sink_pause=SinkPause(cfg, 0.999, seed=4), stall_limit=400)
+    rec = FabricModel(cfg).run(trace, sink_pause=SinkPause(cfg, 0.999, seed=4), stall_limit=400)
     assert rec.stalled
     assert (rec.tail < 0).any()
 

@@ -53,8 +53,9 @@ def test_model_run_writes_results_workload_and_records(tmp_path):
     assert "requests ok" in res.stdout and "stray words" in res.stdout
     results = json.loads((tmp_path / "results.json").read_text())
     for key in ("config", "simulator", "versions", "traffic", "model", "rdma", "match",
-                "wall_seconds", "cycles_per_second"):
+                "wall_seconds", "cycles_per_second", "compile_seconds"):
         assert key in results
+    assert results["compile_seconds"] >= 0.0
     assert results["match"] is None and results["simulator"] == "model"
     assert results["traffic"]["bad_fraction"] == 0.1
     assert results["traffic"]["qps_used"] == 32

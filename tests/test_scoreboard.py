@@ -15,8 +15,8 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats.packet import CE, ECT0
 from superfabric.sim.backpressure import SinkReady
+from superfabric.sim.fabric import FabricModel
 from superfabric.sim.pfc import pause_sources
-from superfabric.sim.switch import SwitchModel
 from superfabric.sim.traffic import generate
 from superfabric.tb.scoreboard import compare
 
@@ -40,7 +40,7 @@ def _run(name):
                      packet_lengths="bimodal:1,6,0.5", ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.switch.ports, 0.2, 3)
     pause, sink_pause = pause_sources(cfg, 0.2, 3)
-    rec = SwitchModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause)
+    rec = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause)
     return trace, rec
 
 

@@ -1,14 +1,23 @@
-"""Simulation speed of the default 8x8 switch, and of the RDMA fabric, on the model
-and both RTL simulators.
+"""Simulation speed: the golden model across sizes, loads and lengths; the default 8x8
+switch and the RDMA fabric on the model and both RTL simulators.
 
 A benchmark, not a test: it prints figures (for the README) and asserts
-nothing. Build time is excluded; each run is checked against the model.
+nothing. Build and compile times are excluded; each RTL run is checked
+against the model. ``--against REV`` also runs the model of an earlier
+commit (from a git worktree of it) side by side with this one.
 """
 
+import argparse
+import json
+import os
+import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
+from pathlib import Path
 
 from ..config import FabricConfig
+from . import model_speed
 from .run import run_point
 
 #: (simulator, cycles): Icarus is two orders of magnitude slower.
@@ -22,9 +31,88 @@ RDMA_RUNS = (("default", "model", RDMA), ("default", "verilator", RDMA),
              ("tiny", "icarus", RDMA + ["rdma.qps=8", "rdma.memory_words=2048",
                                         "rdma.page_words=64", "rdma.pages=64"]))
 
+#: The model table: every size at every load and length, 100,000 cycles each.
+MODEL_CASES = [{"overrides": [f"switch.ports={ports}"], "traffic": "uniform", "load": load,
+                "cycles": 100_000, "lengths": lengths}
+               for ports in (8, 16, 32) for lengths in ("fixed:1", "fixed:16")
+               for load in (0.5, 0.8, 1.0)]
+RDMA_CASE = {"overrides": RDMA + ["rdma.qps=1024"], "traffic": "rdma-allreduce", "load": 0.5,
+             "cycles": 10_000, "lengths": "fixed:1"}
 
-def main() -> int:
-    """Print cycles per second of each simulator for uniform traffic at load 0.9."""
+#: What is compared against an earlier commit: uniform load 0.8, 1-flit packets,
+#: 100,000 cycles, 8, 16 and 32 ports; and the RDMA all-reduce.
+AGAINST_CASES = [c for c in MODEL_CASES if c["load"] == 0.8 and c["lengths"] == "fixed:1"] \
+    + [RDMA_CASE]
+
+
+def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
+    """:mod:`.model_speed` on ``cases`` in a fresh interpreter, on the installed package
+    or on the package tree at ``pythonpath``."""
+    env = dict(os.environ)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    out = subprocess.run([sys.executable, model_speed.__file__, json.dumps(cases)], env=env,
+                         capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"model_speed failed: {out.stderr.strip().splitlines()[-1:]}")
+    return [json.loads(line) for line in out.stdout.splitlines()]
+
+
+@contextmanager
+def _package_at(rev: str):
+    """The ``superfabric`` package of commit ``rev``, importable from a temporary directory.
+
+    A git worktree of the commit, and a tree of links that lays its folders
+    out the way ``pyproject.toml`` installs them (``config/`` is the package
+    root, ``hdl/``, ``sim/``, ``tb/``, ``tools/`` its subpackages).
+    """
+    repo = Path(__file__).resolve().parent.parent
+    with tempfile.TemporaryDirectory(prefix="superfabric-bench-") as tmp:
+        tree = Path(tmp) / "checkout"
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", "--quiet",
+                        str(tree), rev], check=True)
+        try:
+            package = Path(tmp) / "path" / "superfabric"
+            package.mkdir(parents=True)
+            for item in (tree / "config").iterdir():
+                (package / item.name).symlink_to(item)
+            for sub in ("hdl", "sim", "tb", "tools"):
+                (package / sub).symlink_to(tree / sub)
+            yield str(package.parent)
+        finally:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
+                           check=False)
+
+
+def _case_name(case: dict) -> str:
+    if case["traffic"].startswith("rdma-"):
+        return f"{case['traffic']} (8 endpoints)"
+    ports = case["overrides"][0].split("=")[1]
+    return f"{ports}x{ports} load {case['load']} {case['lengths']}"
+
+
+def model_table() -> None:
+    """Cycles per second of the model alone."""
+    print(f"{'model':<32} {'cycles':>8} {'cycles/s':>12} {'wall s':>8}")
+    for res in _speeds(MODEL_CASES + [RDMA_CASE]):
+        print(f"{_case_name(res):<32} {res['simulated']:>8} {res['cycles_per_second']:>12,.0f} "
+              f"{res['seconds']:>8.2f}")
+
+
+def against_table(rev: str) -> None:
+    """The model of commit ``rev`` and this one, case by case, one after the other."""
+    with _package_at(rev) as path:
+        print(f"{'model, side by side':<32} {rev[:10]:>12} {'now':>12} {'speed-up':>9}")
+        for case in AGAINST_CASES:
+            before, = _speeds([case], pythonpath=path)
+            now, = _speeds([case])
+            print(f"{_case_name(case):<32} {before['cycles_per_second']:>12,.0f} "
+                  f"{now['cycles_per_second']:>12,.0f} "
+                  f"{now['cycles_per_second'] / before['cycles_per_second']:>8.1f}x")
+
+
+def simulator_table() -> None:
+    """The default switch at load 0.9 on the model and both RTL simulators."""
     cfg = FabricConfig.load(preset="default")
     print(f"{'simulator':<10} {'cycles':>8} {'cycles/s':>10} {'wall s':>8} {'throughput':>10} match")
     for sim, cycles in RUNS:
@@ -34,7 +122,10 @@ def main() -> int:
         match = "-" if res["match"] is None else ("exact" if res["match"]["exact"] else "MISMATCH")
         print(f"{sim:<10} {res['cycles']:>8} {res['cycles_per_second']:>10,.0f} "
               f"{res['wall_seconds']:>8.1f} {res['throughput']:>10.4f} {match}")
-    print()
+
+
+def rdma_table() -> None:
+    """The RDMA all-reduce on the model and both RTL simulators."""
     print(f"{'rdma-allreduce':<24} {'cycles':>8} {'cycles/s':>10} {'wall s':>8} {'goodput':>8} "
           f"{'ok':>11} match")
     for preset, sim, overrides in RDMA_RUNS:
@@ -48,6 +139,22 @@ def main() -> int:
         print(f"{sim + ' (' + preset + ')':<24} {rd['cycles']:>8} {res['cycles_per_second']:>10,.0f} "
               f"{res['wall_seconds']:>8.1f} {rd['goodput']:>8.4f} "
               f"{rd['requests']['ok']:>5}/{rd['requests']['posted']:<5} {match}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the tables."""
+    p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench", description=__doc__)
+    p.add_argument("--against", metavar="REV",
+                   help="also run the model of this git commit, side by side")
+    args = p.parse_args(argv)
+    model_table()
+    print()
+    if args.against:
+        against_table(args.against)
+        print()
+    simulator_table()
+    print()
+    rdma_table()
     return 0
 
 

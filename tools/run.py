@@ -19,8 +19,9 @@ from ..sim.pfc import pause_sources
 from ..sim.metrics import summarize
 from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
-from ..sim.switch import DEFAULT_STALL_LIMIT, SwitchModel
+from ..sim.fabric import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, generate
+from ..sim.warmup import compile_kernels
 
 __all__ = ["SIMS", "run_point", "run_rdma_point"]
 
@@ -60,8 +61,9 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     sink = SinkReady(cfg.switch.ports, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
+    compile_seconds = compile_kernels()
     t0 = time.perf_counter()
-    model = SwitchModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
+    model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                                  stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)
@@ -73,6 +75,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         "traffic": {**trace.describe(), "sink_stall": sink_stall, "pause_rate": pause_rate},
         "model": {**model_summary, "wall_seconds": model_seconds,
                   "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
+        "compile_seconds": compile_seconds,
     }
     rtl = None
     if sim == "model":
@@ -142,6 +145,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                              bad_fraction=bad_fraction)
     out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
+    compile_seconds = compile_kernels()
     t0 = time.perf_counter()
     model = RdmaFabricModel(cfg).run(workload)
     model_seconds = time.perf_counter() - t0
@@ -154,6 +158,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         "traffic": {**workload.describe(), "bad_fraction": bad_fraction},
         "model": {**model_summary, "wall_seconds": model_seconds,
                   "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
+        "compile_seconds": compile_seconds,
     }
     if sim == "model":
         results["rdma"] = model_summary

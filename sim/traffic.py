@@ -444,8 +444,8 @@ def _parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
         bits = ports.bit_length() - 1
         if ports != 1 << bits or bits % 2:
             raise TrafficError(
-                f"{where}: needs switch.ports a power of two with an even number of "
-                f"address bits (4, 16, 64, ...), got {ports} ports")
+                f"{where}: needs a power of two of endpoints with an even number of "
+                f"address bits (4, 16, 64, ...), got {ports}")
     return name, values
 
 
@@ -600,7 +600,7 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     Parameters
     ----------
     cfg : FabricConfig
-        The fabric; uses ``switch.ports``, ``switch.priorities`` and
+        The fabric; uses its endpoints, ``switch.priorities`` and
         ``switch.max_packet_flits``.
     pattern : str
         One of :data:`PATTERNS`, optionally with ``:key=value,...``

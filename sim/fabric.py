@@ -233,11 +233,47 @@ class FabricModel:
         rec.payload_ok[:] = rec.tail >= 0
         rec.cycles = int(cycle)
         rec.stalled = status == _STALLED
+        if rec.stalled and topo.links:
+            rec.stuck = waiting_cycle(st, prm, topo)
         rec.counters = counters(st, prm, rec.cycles)
         if cfg.pfc.enabled:
             rec.pfc_frames = st.frames[:st.scalars[FRAMES]].copy()
         self.state = st
         return rec
+
+
+def waiting_cycle(st, prm, topo: Topology) -> str:
+    """One line naming a cycle of channels that hold packets and wait on each other.
+
+    A packet at the head of a queue toward a link output whose credits are
+    too few holds the channel it arrived by (the link into its input, its
+    class and VC) and waits for the one it wants; a cycle of such waits is a
+    deadlock. Empty when there is none (a stall for another reason).
+    """
+    import networkx as nx
+    vcs, npr = prm.vcs, prm.priorities
+    waits = nx.DiGraph()
+    for g in range(len(st.port_endpoint)):
+        held = st.in_link[g]
+        if held < 0:
+            continue
+        for q in np.flatnonzero(st.q_count[g]).tolist():
+            pkt = int(st.q_head[g, q])
+            ov, p = divmod(q, npr)
+            o, v = divmod(ov, vcs)
+            router = int(np.searchsorted(st.base, g, side="right") - 1)
+            go = int(st.base[router]) + o
+            wanted = st.port_link[go]
+            if wanted >= 0 and st.credits[go, p, v] < prm.max_packet:
+                waits.add_edge((held, int(st.p_pool[pkt])), (int(wanted), p * vcs + v))
+    try:
+        cycle = nx.find_cycle(waits)
+    except nx.NetworkXNoCycle:
+        return ""
+    names = [f"router {topo.links[link][0]} port {topo.links[link][1]} class {pool // vcs} "
+             f"vc {pool % vcs}" for (link, pool), _ in cycle]
+    return "deadlock: " + " -> ".join(names + names[:1]) + " (each holds flits and waits " \
+        "for credits of the next)"
 
 
 def _check_packets(trace: Trace, endpoints: int, priorities: int) -> None:

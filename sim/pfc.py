@@ -173,7 +173,7 @@ class SinkPause:
     def __init__(self, cfg: FabricConfig, rate: float, seed: int, period: int = 64):
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"pause rate = {rate!r}: must be in [0, 1)")
-        self.ports, self.priorities = cfg.switch.ports, cfg.switch.priorities
+        self.ports, self.priorities = cfg.endpoints, cfg.switch.priorities
         self.lossless = lossless_classes(cfg)
         self.quanta = cfg.pfc.pause_quanta
         self.rate, self.seed, self.period = float(rate), int(seed), period
@@ -217,7 +217,7 @@ def pause_sources(cfg: FabricConfig, rate: float, seed: int):
     with PFC the sinks send pause frames at the same rate instead.
     """
     from .backpressure import PauseSchedule
-    sw = cfg.switch
+    endpoints, priorities = cfg.endpoints, cfg.switch.priorities
     if cfg.pfc.enabled:
-        return PauseSchedule(sw.ports, sw.priorities), SinkPause(cfg, rate, seed)
-    return PauseSchedule(sw.ports, sw.priorities, rate, seed), None
+        return PauseSchedule(endpoints, priorities), SinkPause(cfg, rate, seed)
+    return PauseSchedule(endpoints, priorities, rate, seed), None

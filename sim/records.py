@@ -35,6 +35,8 @@ class Records:
         order, -1 beyond ``hops`` (a fabric's model runs; no columns otherwise).
     cycles : cycles simulated.
     stalled : the run stopped because nothing moved for the stall limit.
+    stuck : for a stalled fabric run, one line naming a cycle of channels that
+        wait on each other (a deadlock); empty otherwise.
     counters : per-port hardware counters at the end, ``rx_packets``,
         ``tx_packets`` and ``drops``.
     """
@@ -51,6 +53,7 @@ class Records:
     path: np.ndarray | None = None
     cycles: int = 0
     stalled: bool = False
+    stuck: str = ""
     counters: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -80,6 +83,7 @@ class Records:
                  dropped=self.dropped, payload_ok=self.payload_ok,
                  ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog, pfc_frames=self.pfc_frames,
                  hops=self.hops, path=self.path, cycles=self.cycles, stalled=self.stalled,
+                 stuck=np.str_(self.stuck),
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
     @classmethod
@@ -91,4 +95,5 @@ class Records:
                        dropped=z["dropped"], payload_ok=z["payload_ok"],
                        ecn_out=z["ecn_out"], ecn_backlog=z["ecn_backlog"],
                        pfc_frames=z["pfc_frames"], hops=z["hops"], path=z["path"],
-                       cycles=int(z["cycles"]), stalled=bool(z["stalled"]), counters=counters)
+                       cycles=int(z["cycles"]), stalled=bool(z["stalled"]), stuck=str(z["stuck"]),
+                       counters=counters)

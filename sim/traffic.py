@@ -17,9 +17,10 @@ Offered load
 
 Patterns
     A pattern is a name, optionally followed by ``:key=value,...``
-    parameters, e.g. ``"hotspot:fraction=0.3,port=2"``. ``N`` is
-    ``switch.ports``; "uniform" always means over all ``N`` outputs, the
-    packet's own input included.
+    parameters, e.g. ``"hotspot:fraction=0.3,port=2"``. ``N`` is the
+    number of endpoints (``switch.ports`` for one switch, the topology's for
+    a fabric); "uniform" always means over all ``N`` endpoints, the packet's
+    own included.
 
     ``uniform``
         Every packet goes to an output drawn uniformly from all ``N`` ports,
@@ -51,11 +52,23 @@ Patterns
         collective is ``2 (N - 1)`` steps (``N - 1`` reduce-scatter, then
         ``N - 1`` all-gather) of ``C`` packets per input; packet ``k`` of an
         input belongs to step ``k // C`` and an input stops after
-        ``2 (N - 1) C`` packets. The default ``C`` is the smallest that lets
+        ``2 (N - 1) C`` packets. On a torus the rings run along each
+        dimension in turn: ``2 (k_0 - 1)`` steps to the +1 neighbour in
+        dimension 0, then ``2 (k_1 - 1)`` in dimension 1, and so on. The default ``C`` is the smallest that lets
         the expected packets of the run fill all the steps, so the last step
         may be cut by the end of the run. Every packet is in the highest
         traffic class. The trace is open loop: steps are paced by the
         injection load, not by the completion of the previous step.
+    ``tornado``
+        On a torus, every endpoint sends to the endpoint of the same local
+        port at the router ``ceil(k_d / 2) - 1`` steps ahead in every
+        dimension (Dally and Towles' adversary for rings); elsewhere to
+        ``(i + ceil(N / 2) - 1) mod N``.
+    ``neighbour``
+        A halo exchange: on a torus, the k-th packet of an endpoint goes to
+        the endpoint of the same local port one step ahead in dimension ``k
+        mod D``, its +1 neighbour in every dimension in turn; elsewhere to
+        ``(i + 1) mod N``.
     ``bursty:burst=B``
         An on/off source per input. A burst has a geometric number of packets
         with mean ``B`` (default 8), all to one output drawn uniformly from
@@ -88,12 +101,14 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..formats.packet import ECT0, NOT_ECT
+from ..topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
            "read_npz", "bernoulli_arrivals", "check_integer"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
-                             "incast", "all-to-all", "ring-allreduce", "bursty")
+                             "incast", "all-to-all", "ring-allreduce", "bursty", "tornado",
+                             "neighbour")
 
 # Written into every saved trace so that loading a foreign .npz fails clearly.
 _FORMAT = "superfabric.traffic/2"
@@ -428,8 +443,8 @@ def _parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
         bits = ports.bit_length() - 1
         if ports != 1 << bits or bits % 2:
             raise TrafficError(
-                f"{where}: needs switch.ports a power of two with an even number of "
-                f"address bits (4, 16, 64, ...), got {ports} ports")
+                f"{where}: needs a power of two of endpoints with an even number of "
+                f"address bits (4, 16, 64, ...), got {ports}")
     return name, values
 
 
@@ -510,10 +525,44 @@ def _index_within_source(src: np.ndarray, ports: int) -> np.ndarray:
     return index
 
 
-def _route(name: str, params: dict, src: np.ndarray, ports: int,
-           rng: np.random.Generator) -> np.ndarray:
+def _torus_step(topo: Topology, src: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """The endpoints at the same local port ``steps[:, d]`` routers ahead in every
+    dimension ``d`` of the torus."""
+    m = topo.endpoints_per_router
+    router, port = src // m, src % m
+    dst, stride = np.zeros_like(router), 1
+    for d, k in enumerate(topo.dims):
+        dst += (router // stride % k + steps[:, d]) % k * stride
+        stride *= k
+    return dst * m + port
+
+
+def ring_steps(topo: Topology, ports: int) -> int:
+    """Steps of one ring all-reduce: ``2 (N - 1)``, or on a torus ``2 (k_d - 1)`` per
+    dimension, the rings run one dimension after another."""
+    if topo.kind == "torus":
+        return sum(2 * (k - 1) for k in topo.dims)
+    return 2 * (ports - 1)
+
+
+def _route(name: str, params: dict, src: np.ndarray, ports: int, rng: np.random.Generator,
+           topo: Topology) -> np.ndarray:
     """The output of every packet of a Bernoulli pattern."""
     s = src.astype(np.int64)
+    torus = topo.kind == "torus"
+    if torus and name in ("tornado", "neighbour", "ring-allreduce"):
+        steps = np.zeros((s.size, len(topo.dims)), np.int64)
+        if name == "tornado":
+            steps[:] = [-(-k // 2) - 1 for k in topo.dims]
+        elif name == "neighbour":
+            steps[np.arange(s.size), _index_within_source(src, ports) % len(topo.dims)] = 1
+        else:
+            # Step j of an input's ring all-reduce runs in the dimension
+            # whose block of 2 (k_d - 1) steps holds j.
+            step = _index_within_source(src, ports) // params["chunk"]
+            bounds = np.cumsum([2 * (k - 1) for k in topo.dims])
+            steps[np.arange(s.size), np.searchsorted(bounds, step, side="right")] = 1
+        return _torus_step(topo, s, steps).astype(np.int16)
     if name == "uniform":
         dst = rng.integers(0, ports, src.size)
     elif name == "permutation":
@@ -531,8 +580,10 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int,
         dst = np.full(src.size, params["sink"])
     elif name == "all-to-all":
         dst = (s + 1 + _index_within_source(src, ports) % (ports - 1)) % ports
+    elif name == "tornado":
+        dst = (s + -(-ports // 2) - 1) % ports
     else:
-        assert name == "ring-allreduce", name
+        assert name in ("ring-allreduce", "neighbour"), name
         dst = (s + 1) % ports
     return dst.astype(np.int16)
 
@@ -548,7 +599,7 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     Parameters
     ----------
     cfg : FabricConfig
-        The fabric; uses ``switch.ports``, ``switch.priorities`` and
+        The fabric; uses its endpoints, ``switch.priorities`` and
         ``switch.max_packet_flits``.
     pattern : str
         One of :data:`PATTERNS`, optionally with ``:key=value,...``
@@ -607,13 +658,14 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
         if name == "incast":
             senders = senders[senders != params["sink"]][:params["sources"]]
         gen, src = bernoulli_arrivals(inject, rate, cycles, senders)
+        topo = Topology.of(cfg)
         if name == "ring-allreduce":
-            chunk = params["chunk"]
-            if chunk is None:
-                chunk = max(1, math.ceil(cycles * rate / (2 * (ports - 1))))
-            done = _index_within_source(src, ports) >= 2 * (ports - 1) * chunk
+            steps = ring_steps(topo, ports)
+            if params["chunk"] is None:
+                params["chunk"] = max(1, math.ceil(cycles * rate / steps))
+            done = _index_within_source(src, ports) >= steps * params["chunk"]
             gen, src = gen[~done], src[~done]
-        dst = _route(name, params, src, ports, route)
+        dst = _route(name, params, src, ports, route, topo)
 
     n = gen.size
     if name == "ring-allreduce":

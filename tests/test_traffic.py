@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 
+from superfabric.topology import Topology
 from superfabric.config import FabricConfig
 from superfabric.sim.traffic import PATTERNS, Trace, TrafficError, generate, parse_lengths
 
@@ -339,7 +340,7 @@ GOOD = dict(pattern="uniform", load=0.5, cycles=100, seed=0)
     (dict(cycles=10.0), "traffic.cycles", "10.0"),
     (dict(seed=-1), "traffic.seed", "-1"),
     (dict(seed=1.5), "traffic.seed", "1.5"),
-    (dict(pattern="tornado"), "traffic.pattern", "'tornado'"),
+    (dict(pattern="butterfly"), "traffic.pattern", "'butterfly'"),
     (dict(pattern="uniform:x=1"), "traffic.pattern", "'uniform:x=1'"),
     (dict(pattern="hotspot:fraction=1.5"), "traffic.pattern", "fraction = '1.5'"),
     (dict(pattern="hotspot:port=8"), "traffic.pattern", "port = '8'"),
@@ -376,10 +377,57 @@ def test_bad_arguments_name_field_and_value(cfg, change, field, shown):
 
 def test_unknown_pattern_lists_the_allowed_ones(cfg):
     with pytest.raises(TrafficError) as info:
-        generate(cfg, "tornado", load=0.5, cycles=10, seed=0)
+        generate(cfg, "butterfly", load=0.5, cycles=10, seed=0)
     assert all(p in str(info.value) for p in PATTERNS)
 
 
 def test_parameter_error_lists_the_allowed_keys(cfg):
     with pytest.raises(TrafficError, match="key one of fraction, port"):
         generate(cfg, "hotspot:heat=1", load=0.5, cycles=10, seed=0)
+
+
+# -- patterns of a fabric of many routers -------------------------------------------
+
+
+def _torus(dims, m=1):
+    return FabricConfig.load(overrides=["fabric.topology=torus", f"fabric.dims={list(dims)}",
+                                        f"fabric.endpoints_per_router={m}"])
+
+
+def test_a_fabric_draws_over_all_its_endpoints():
+    trace = generate(_torus((4, 4, 4)), "uniform", load=0.5, cycles=400, seed=1)
+    assert set(trace.src.tolist()) == set(range(64)) == set(trace.dst.tolist())
+
+
+def test_tornado_goes_half_way_round_every_ring_less_one():
+    cfg = _torus((8, 5), m=2)
+    topo = Topology.of(cfg)
+    trace = generate(cfg, "tornado", load=0.3, cycles=200, seed=2)
+    for s, d in zip(trace.src.tolist(), trace.dst.tolist()):
+        xs, xd = topo.coords(s // 2), topo.coords(d // 2)
+        assert (xd[0] - xs[0]) % 8 == 3 and (xd[1] - xs[1]) % 5 == 2 and s % 2 == d % 2
+    one = generate(FabricConfig.load(), "tornado", load=0.5, cycles=100, seed=0)
+    assert ((one.dst - one.src) % 8 == 3).all()
+
+
+def test_neighbour_is_a_halo_exchange_over_every_dimension_in_turn():
+    cfg = _torus((4, 3, 5))
+    topo = Topology.of(cfg)
+    trace = generate(cfg, "neighbour", load=0.6, cycles=300, seed=3)
+    for e in range(topo.endpoints):
+        mine = trace.dst[trace.src == e].tolist()
+        for k, d in enumerate(mine):
+            step = [(b - a) % n for a, b, n in zip(topo.coords(e), topo.coords(d), topo.dims)]
+            assert step == [1 if j == k % 3 else 0 for j in range(3)]
+
+
+def test_ring_allreduce_on_a_torus_runs_the_dimensions_in_turn():
+    cfg = _torus((4, 3))
+    topo = Topology.of(cfg)
+    trace = generate(cfg, "ring-allreduce:chunk=2", load=1.0, cycles=200, seed=4)
+    for e in range(topo.endpoints):
+        mine = trace.dst[trace.src == e].tolist()
+        # 2 (4 - 1) steps of 2 packets along dimension 0, then 2 (3 - 1) along 1.
+        assert len(mine) == 2 * (2 * 3 + 2 * 2)
+        dims = [0 if topo.coords(d)[0] != topo.coords(e)[0] else 1 for d in mine]
+        assert dims == [0] * 12 + [1] * 8

@@ -16,6 +16,7 @@ import numpy as np
 from ..config import ConfigError, FabricConfig
 from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
+from ..sim.fabric_metrics import fabric_summary
 from ..sim.metrics import summarize
 from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
@@ -58,7 +59,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
                      packet_lengths=packet_lengths, ect_fraction=cfg.ecn.ect_fraction)
-    sink = SinkReady(cfg.switch.ports, sink_stall, seed)
+    sink = SinkReady(cfg.endpoints, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
     compile_seconds = compile_kernels()
@@ -66,7 +67,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                                  stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
-    model_summary = summarize(trace, model, cfg.switch.ports)
+    model_summary = _summary(cfg, trace, model)
 
     results = {
         "config": cfg.to_dict(),
@@ -110,7 +111,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         (out / "mismatch.txt").unlink(missing_ok=True)
         if not comparison.exact:
             (out / "mismatch.txt").write_text(comparison.report())
-        results.update(summarize(trace, rtl, cfg.switch.ports))
+        results.update(_summary(cfg, trace, rtl))
         results["match"] = comparison.to_dict()
         results["wall_seconds"] = wall
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
@@ -191,6 +192,14 @@ def _build(cfg: FabricConfig, sim: str, top: str, waves: bool | None,
     return waves, time.perf_counter() - t0
 
 
+def _summary(cfg: FabricConfig, trace: Trace, rec: Records) -> dict:
+    """Throughput, latency and packets of a run; for a fabric, its ``fabric`` section too."""
+    out = summarize(trace, rec, cfg.endpoints)
+    if cfg.fabric.is_fabric:
+        out["fabric"] = fabric_summary(cfg, trace, rec)
+    return out
+
+
 def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None) -> None:
     np.savez_compressed(path.with_name("pfc_frames.npz"), model=model.pfc_frames,
                         **({"rtl": rtl.pfc_frames} if rtl is not None else {}))
@@ -198,11 +207,12 @@ def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None)
             "prio": trace.prio, "length": trace.length,
             "model_out": model.out_port, "model_head": model.head, "model_tail": model.tail,
             "model_dropped": model.dropped, "ecn": trace.ecn,
-            "model_ecn_out": model.ecn_out, "model_ecn_backlog": model.ecn_backlog}
+            "model_ecn_out": model.ecn_out, "model_ecn_backlog": model.ecn_backlog,
+            "model_hops": model.hops, "model_path": model.path}
     if rtl is not None:
         cols.update(rtl_out=rtl.out_port, rtl_head=rtl.head, rtl_tail=rtl.tail,
                     rtl_dropped=rtl.dropped, rtl_payload_ok=rtl.payload_ok,
-                    rtl_ecn_out=rtl.ecn_out, rtl_ecn_backlog=rtl.ecn_backlog)
+                    rtl_ecn_out=rtl.ecn_out, rtl_ecn_backlog=rtl.ecn_backlog, rtl_hops=rtl.hops)
     np.savez_compressed(path, **cols)
 
 

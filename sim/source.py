@@ -15,7 +15,7 @@ uses them through :class:`Sources`.
 from collections import namedtuple
 
 import numpy as np
-from .kernel import kernel
+from .kernel import kernel, specialise
 
 from .traffic import Trace
 
@@ -138,20 +138,24 @@ class Sources:
 
     def __init__(self, trace: Trace, ports: int, priorities: int = 8):
         self.ports = ports
-        self.state = source_state(trace, ports, priorities)
-        self.flit = _Flits(self.state.flit)
+        self.state = state = source_state(trace, ports, priorities)
+        self.flit = _Flits(state.flit)
+        # Called every cycle for every port: skip numba's per-call dispatch.
+        self._offer = specialise(source_offer, state, 0, 0)
+        self._accept = specialise(source_accept, state, 0)
+        self._pause = specialise(source_pause, state, 0, 0, 0, 0)
 
     def offer(self, port: int, cycle: int) -> int:
         """The packet whose flit ``self.flit[port]`` the source offers in ``cycle``, or -1."""
-        return int(source_offer(self.state, port, cycle))
+        return self._offer(self.state, port, cycle)
 
     def accept(self, port: int) -> None:
         """The offered flit was transferred."""
-        source_accept(self.state, port)
+        self._accept(self.state, port)
 
     def pause(self, port: int, prio: int, start: int, cycles: int) -> None:
         """Pause class ``prio`` of ``port`` for ``cycles`` cycles from ``start`` (0: resume)."""
-        source_pause(self.state, port, prio, start, cycles)
+        self._pause(self.state, port, prio, start, cycles)
 
     def idle(self, port: int) -> bool:
         """Nothing under way and nothing queued."""

@@ -444,7 +444,7 @@ def _parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
         if ports != 1 << bits or bits % 2:
             raise TrafficError(
                 f"{where}: needs a power of two of endpoints with an even number of "
-                f"address bits (4, 16, 64, ...), got {ports}")
+                f"address bits (4, 16, 64, ...), got {ports} ports")
     return name, values
 
 

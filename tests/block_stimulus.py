@@ -9,7 +9,7 @@ buffers; :class:`BufferTraffic` makes those events the way
 import random
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat
+from amaranth.hdl import Cat, Const, Value
 
 __all__ = ["BufferCycle", "BufferTraffic", "drive"]
 
@@ -22,6 +22,10 @@ def drive(ctx, values) -> None:
     """
     signals, word, offset = [], 0, 0
     for signal, value in values:
+        if not isinstance(value, int):
+            # A struct's fields, as ctx.set would take them.
+            value = Const.cast(signal.shape().const(value)).value
+        signal = Value.cast(signal)
         signals.append(signal)
         width = len(signal)
         word |= (int(value) & ((1 << width) - 1)) << offset
@@ -44,22 +48,24 @@ class BufferTraffic:
     """Packets written flit by flit into each input buffer and read out flit by flit.
 
     A packet is admitted only when all its flits fit the buffer (backpressure), is written
-    one flit per cycle unless the source stalls, and once complete may start: a free input
-    (its previous packet read to the tail) starts one complete packet toward an output that
-    no other input feeds or starts toward in that cycle (a matching, as the scheduler's),
-    reading its head that cycle and then one flit per cycle unless the output lacks credit.
+    one flit per cycle unless the source stalls (probability ``stall``), and once complete
+    may start: a free input (its previous packet read to the tail) starts one complete
+    packet toward an output that no other input feeds or starts toward in that cycle (a
+    matching, as the scheduler's), reading its head that cycle and then one flit per cycle
+    unless the output lacks credit (probability ``no_credit``).
     The offered load is ``load`` for ``period`` cycles and none for the next ``period``, so
     buffers fill and drain again and again; a ``hotspot`` share of the packets goes to
-    queue 0, the rest to queues drawn uniformly.
+    queue ``hot_queue``, the rest to queues drawn uniformly.
     """
 
     def __init__(self, rng: random.Random, *, ports: int, priorities: int, buffer_flits: int,
-                 max_flits: int, load: float, stall: float, hotspot: float = 0.0,
-                 period: int = 300):
+                 max_flits: int, load: float, stall: float, no_credit: float,
+                 hotspot: float = 0.0, hot_queue: int = 0, period: int = 300):
         self.rng = rng
         self.ports, self.priorities = ports, priorities
         self.buffer_flits, self.max_flits = buffer_flits, max_flits
-        self.load, self.stall, self.hotspot, self.period = load, stall, hotspot, period
+        self.load, self.stall, self.no_credit = load, stall, no_credit
+        self.hotspot, self.hot_queue, self.period = hotspot, hot_queue, period
         self.cycle = 0
         self.reserved = [0] * ports           # flits admitted and not yet read
         self.writing = [None] * ports         # (queue, flits left to write)
@@ -79,7 +85,8 @@ class BufferTraffic:
                 if self.reserved[k] + length <= self.buffer_flits:
                     self.reserved[k] += length
                     hot = rng.random() < self.hotspot
-                    self.writing[k] = (0 if hot else rng.randrange(n * self.priorities), length)
+                    q = self.hot_queue if hot else rng.randrange(n * self.priorities)
+                    self.writing[k] = (q, length)
                     self.length[k] = length
             if self.writing[k] is not None and rng.random() >= self.stall:
                 q, left = self.writing[k]
@@ -91,14 +98,14 @@ class BufferTraffic:
         for k in rng.sample(range(n), n):
             if self.reading[k] is not None:
                 q, left = self.reading[k]
-                if rng.random() >= self.stall:
+                if rng.random() >= self.no_credit:
                     rd[k] = q
                     self.reading[k] = (q, left - 1) if left > 1 else None
                     self.reserved[k] -= 1
                 continue
             waiting = [j for j, (q, _) in enumerate(self.complete[k])
                        if q // self.priorities not in fed]
-            if waiting and rng.random() >= self.stall:
+            if waiting and rng.random() >= self.no_credit:
                 q, length = self.complete[k].pop(rng.choice(waiting))
                 starts[k] = rd[k] = q
                 fed.add(q // self.priorities)

@@ -143,7 +143,8 @@ def test_marker_block_equals_the_model(kind, seed):
     model = EcnMarker(cfg.ecn, n, np_)
     traffic = BufferTraffic(rng, ports=n, priorities=np_, buffer_flits=sw.buffer_flits,
                             max_flits=sw.max_packet_flits, load=rng.choice([0.7, 1.0]),
-                            stall=rng.choice([0.0, 0.2]), hotspot=0.6)
+                            stall=rng.choice([0.0, 0.2]), no_credit=rng.choice([0.0, 0.2]),
+                            hotspot=0.6)
     marks = [0, 0]     # decisions not marking, marking
     wrong = []
 

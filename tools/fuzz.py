@@ -156,15 +156,18 @@ def _pattern(rng: random.Random, ports: int) -> tuple[str, float]:
 
 
 def _lengths(rng: random.Random, max_flits: int) -> str:
-    if rng.random() < 0.5:
+    """Packet lengths: one length, or a short and a longer one."""
+    if max_flits == 1 or rng.random() < 0.5:
         return f"fixed:{rng.randrange(1, max_flits + 1)}"
-    short = rng.randrange(1, max_flits + 1)
-    return f"bimodal:{short},{rng.randrange(short, max_flits + 1)},{rng.choice([0.3, 0.5, 0.8])}"
+    short = rng.randrange(1, max_flits)
+    return f"bimodal:{short},{rng.randrange(short + 1, max_flits + 1)},{rng.choice([0.3, 0.5, 0.8])}"
 
 
 def draw_case(seed: int, index: int, sim: str, *, size_limit: float = SIZE_LIMIT_KB) -> FuzzCase:
-    """Case ``index`` of the campaign of ``seed`` for ``sim``: a valid configuration and its run."""
-    rng = random.Random(f"superfabric fuzz {seed} {index} {sim}")
+    """Case ``index`` of the campaign of ``seed`` for ``sim``: a valid configuration and its
+    run. Icarus and Verilator draw the same configurations and traffic (Icarus runs fewer
+    cycles of it); the model draws from the whole range."""
+    rng = random.Random(f"superfabric fuzz {seed} {index} {'model' if sim == 'model' else 'rtl'}")
     switch = _switch(rng, sim, size_limit)
     # PFC needs two flits of buffer per lossless class at least (xon >= 1 below xoff).
     pfc_on = rng.random() < 0.4 and switch["buffer_flits"] >= 2

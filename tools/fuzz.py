@@ -94,7 +94,7 @@ def _switch(rng: random.Random, sim: str, size_limit: float) -> dict:
     """The ``[switch]`` keys of a draw (``tag_width`` is set once the traffic is known)."""
     while True:
         ports = _log_uniform(rng, 2, 32)
-        priorities = _log_uniform(rng, 1, 8)
+        priorities = rng.randint(1, 8)
         iterations = _log_uniform(rng, 1, ports)
         size = verilog_kb(ports, priorities, iterations)
         if sim == "model" or (size <= size_limit and rng.random() < TYPICAL_KB / size):

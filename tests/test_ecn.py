@@ -6,13 +6,17 @@ import random
 
 import numpy as np
 import pytest
+from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.packet import CE, ECT0, NOT_ECT
+from superfabric.hdl.ecn import EcnMarker as EcnMarkerRTL
 from superfabric.sim.ecn import EcnMarker
 from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
+
+from block_stimulus import BufferTraffic, drive
 
 KMIN, KMAX, PMAX = 20, 84, 0.5
 
@@ -130,9 +134,6 @@ def _marker_case(rng, kind):
 @pytest.mark.parametrize("kind", MARKER_KINDS)
 @pytest.mark.parametrize("seed", range(2))
 def test_marker_block_equals_the_model(kind, seed):
-    from amaranth.sim import Simulator
-    from block_stimulus import BufferTraffic, drive
-    from superfabric.hdl.ecn import EcnMarker as EcnMarkerRTL
 
     rng = random.Random(f"{kind}-{seed}")
     overrides = _marker_case(rng, kind)

@@ -6,12 +6,17 @@ import random
 
 import numpy as np
 import pytest
+from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
-from superfabric.sim.pfc import SinkPause, size_thresholds
+from superfabric.hdl.pfc import PfcEgress, PfcIngress
+from superfabric.sim.pfc import (SinkPause, lossless_classes, paused_cycles, pfc_egress_receive,
+                                 pfc_ingress_step, size_thresholds)
 from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
+
+from block_stimulus import BufferTraffic, drive
 
 
 def _sized(preset="default", **link):
@@ -170,7 +175,6 @@ def _pfc_block_config(rng) -> FabricConfig:
 
 
 def _simulate(dut, testbench):
-    from amaranth.sim import Simulator
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(testbench)
@@ -179,9 +183,6 @@ def _simulate(dut, testbench):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_ingress_block_equals_the_model(seed):
-    from block_stimulus import BufferTraffic, drive
-    from superfabric.hdl.pfc import PfcIngress
-    from superfabric.sim.pfc import lossless_classes, pfc_ingress_step
 
     rng = random.Random(seed)
     cfg = _pfc_block_config(rng)
@@ -244,9 +245,6 @@ def test_ingress_block_equals_the_model(seed):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_egress_block_equals_the_model(seed):
-    from block_stimulus import drive
-    from superfabric.hdl.pfc import PfcEgress
-    from superfabric.sim.pfc import paused_cycles, pfc_egress_receive
 
     rng = random.Random(seed)
     cfg = _pfc_block_config(rng)

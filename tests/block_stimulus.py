@@ -3,15 +3,25 @@
 The blocks that count buffered flits (ECN's backlog per (output, class), PFC's occupancy
 per (input, class)) see only the flits the switch writes into and reads out of its input
 buffers; :class:`BufferTraffic` makes those events the way
-:class:`~superfabric.hdl.switch.Switch` does. :func:`drive` sets many inputs at once.
+:class:`~superfabric.hdl.switch.Switch` does. :func:`drive` sets many inputs at once;
+:func:`simulate` runs a testbench on a block.
 """
 
 import random
 from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Value
+from amaranth.sim import Simulator
 
-__all__ = ["BufferCycle", "BufferTraffic", "drive"]
+__all__ = ["BufferCycle", "BufferTraffic", "drive", "simulate"]
+
+
+def simulate(dut, testbench) -> None:
+    """Run the async ``testbench`` on ``dut`` with a clock, to its end."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
 
 
 def drive(ctx, values) -> None:

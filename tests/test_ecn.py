@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.packet import CE, ECT0, NOT_ECT
@@ -16,7 +15,7 @@ from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 
-from block_stimulus import BufferTraffic, drive
+from block_stimulus import BufferTraffic, drive, simulate
 
 KMIN, KMAX, PMAX = 20, 84, 0.5
 
@@ -175,10 +174,7 @@ def test_marker_block_equals_the_model(kind, seed):
                 model.backlog[q] -= 1
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(dut, testbench)
     assert not wrong, f"{kind} {overrides}: {len(wrong)} differences; first: {wrong[0]}"
     # Both decisions were taken many times (a ramp or step crossed, not just sat on one side).
     assert min(marks) >= 10, (kind, overrides, marks)

@@ -15,10 +15,11 @@ import random
 
 import pytest
 from amaranth.hdl import Cat
-from amaranth.sim import Simulator
 
 from superfabric.hdl.islip import ISLIP
 from superfabric.sim.islip import NO_REQUEST, ISLIPModel
+
+from block_stimulus import simulate
 
 #: Cycles per case.
 CYCLES = 2000
@@ -141,10 +142,7 @@ def test_every_cycle_equals_the_model(seed):
             crossbar.clock(want)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(dut, testbench)
     assert not wrong, (f"{case}: {len(wrong)} cycles differ; first (cycle, requests, RTL, "
                        f"model): {wrong[0]}")
     # The stimulus reached every class and made inputs compete for outputs.

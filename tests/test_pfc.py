@@ -6,7 +6,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.hdl.pfc import PfcEgress, PfcIngress
@@ -16,7 +15,7 @@ from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 
-from block_stimulus import BufferTraffic, drive
+from block_stimulus import BufferTraffic, drive, simulate
 
 
 def _sized(preset="default", **link):
@@ -174,13 +173,6 @@ def _pfc_block_config(rng) -> FabricConfig:
         f"pfc.headroom={headroom}", f"pfc.pause_quanta={quanta}"])
 
 
-def _simulate(dut, testbench):
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_ingress_block_equals_the_model(seed):
 
@@ -235,7 +227,7 @@ def test_ingress_block_equals_the_model(seed):
                     occupancy[k, ev.rd[k] % np_] -= 1
             await ctx.tick()
 
-    _simulate(dut, testbench)
+    simulate(dut, testbench)
     assert not wrong, f"{cfg.switch} {cfg.pfc}: {len(wrong)} differences; first: {wrong[0]}"
     # Every event of the XOFF/XON machines happened, many times; with xon = 0 a class
     # never resumes, so it pauses once and refreshes from then on.
@@ -284,6 +276,6 @@ def test_egress_block_equals_the_model(seed):
             spans[0] += sum(int(until[q] == cycle + 1) for q in range(n * np_))
             await ctx.tick()
 
-    _simulate(dut, testbench)
+    simulate(dut, testbench)
     assert not wrong, f"{cfg.switch}: {len(wrong)} differences; first: {wrong[0]}"
     assert min(spans) >= 10, spans

@@ -45,7 +45,7 @@ SWITCH, TORUS, FAT_TREE = range(3)
 # The routing functions are defined once, in superfabric.routing, as plain
 # Python; these make them callable from compiled code.
 for _rule in (routing.torus_dor_hop, routing.class_vcs, routing.best_vc, routing.ecmp_hash,
-              routing.torus_route, routing.fat_tree_route):
+              routing.torus_escape, routing.torus_route, routing.fat_tree_route):
     register_jitable(_rule)
 
 #: The configuration as the kernels read it (all integers; flags are 0 or 1).
@@ -97,7 +97,7 @@ RouterState = namedtuple("RouterState", [
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
     "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
-    "credit_ok"])
+    "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
 
 
 def router_params(cfg: FabricConfig, topo: Topology) -> RouterParams:
@@ -217,7 +217,9 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
         finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
-        paused_classes=ints(ports), credit_ok=ints(ports, v))
+        paused_classes=ints(ports), credit_ok=ints(ports, v), taken=flags(ports, v),
+        book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
+        book_len=ints(ports))
 
 
 @kernel(inline=True)
@@ -237,17 +239,34 @@ def router_busy(st, prm, r):
 
 
 @kernel(inline=True)
+def _reserved(prm, v):
+    """VC ``v`` is adaptive on a torus: its room is reserved when a packet is routed to it."""
+    return prm.topology == TORUS and prm.adaptive and v >= routing.ESCAPE_VCS
+
+
+@kernel(inline=True)
 def _route(st, prm, r, base, n, pkt):
-    """Output port and VC of a packet whose head enters router ``r`` (section 11.4)."""
+    """Output port and VC of a packet whose head enters router ``r`` (section 11.4).
+
+    An adaptive choice books its (output, VC) for the cycle; a second input
+    choosing the same one in the same cycle takes its escape instead, so a
+    reservation never overdraws the credits.
+    """
     if prm.topology == SWITCH:
         return int(st.p_dst[pkt]), 0
     credits = st.credits[base:base + n]
+    src, dst, prio = st.p_src[pkt], st.p_dst[pkt], st.p_prio[pkt]
     if prm.topology == TORUS:
-        return routing.torus_route(st.dims, prm.per_router, r, st.p_src[pkt], st.p_dst[pkt],
-                                   st.p_prio[pkt], prm.vcs, prm.adaptive, credits,
-                                   prm.max_packet)
-    return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, st.p_src[pkt],
-                                  st.p_dst[pkt], st.p_prio[pkt], prm.vcs, prm.adaptive, credits)
+        out, vc = routing.torus_route(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                      prm.adaptive, credits, prm.max_packet)
+        if _reserved(prm, vc):
+            if st.taken[base + out, vc]:
+                return routing.torus_escape(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                            prm.adaptive, credits)
+            st.taken[base + out, vc] = True
+        return out, vc
+    return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, src, dst, prio,
+                                  prm.vcs, prm.adaptive, credits)
 
 
 @kernel(inline=True)
@@ -286,10 +305,13 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
         st.out_free[g] = st.credit[g]
         for v in range(nvc):
             ok = 0
+            # An adaptive VC's packets had their room reserved at ingress.
             for p in range(npr):
-                if st.port_link[g] < 0 or st.credits[g, p, v] >= prm.max_packet:
+                if (st.port_link[g] < 0 or _reserved(prm, v)
+                        or st.credits[g, p, v] >= prm.max_packet):
                     ok |= 1 << p
             st.credit_ok[g, v] = ok
+            st.taken[g, v] = False
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
             st.out_free[base + st.cur_out[g]] = False
@@ -466,6 +488,11 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                         st.reserve_pool[g] = pool
                         st.rx[g] += 1
                         out, vc = _route(st, prm, r, base, n, pkt)
+                        if _reserved(prm, vc):
+                            st.book_port[g] = base + out
+                            st.book_vc[g] = vc
+                            st.book_prio[g] = st.p_prio[pkt]
+                            st.book_len[g] = size
                         st.p_req[pkt] = (out * nvc + vc) * npr + st.p_prio[pkt]
                         st.p_pool[pkt] = pool
                         st.wr_ecn[g] = (base + out) * npr + st.p_prio[pkt]
@@ -536,7 +563,7 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             if prm.islip and st.q_count[g, q] == 0:
                 st.nonempty[g, o * nvc + v] &= ~(1 << p)
             go = base + o
-            if st.port_link[go] >= 0:
+            if st.port_link[go] >= 0 and not _reserved(prm, v):
                 st.credits[go, p, v] -= st.p_length[pkt]
             st.rd_valid[g] = True
             st.rd_pkt[g] = pkt
@@ -573,6 +600,10 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                 st.scalars[IN_FLIGHT] += 1
         if st.reserve[g]:
             st.free[g, st.reserve_pool[g]] -= st.reserve[g]
+        if st.book_port[g] >= 0:
+            # The room reserved by an adaptive routing decision, at the edge.
+            st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
+            st.book_port[g] = -1
         st.stored[g] -= read
         stored += st.stored[g]
     if stored > st.peak_stored[r]:

@@ -45,6 +45,50 @@ AGAINST_CASES = [c for c in MODEL_CASES if c["load"] == 0.8 and c["lengths"] == 
     + [RDMA_CASE]
 
 
+#: The fabrics whose saturation throughput the README states: (name, overrides).
+FABRIC = ["switch.priorities=1"]
+SATURATION = (
+    ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"]),
+    ("4x4x4 torus, adaptive, 3 VCs", FABRIC + ["fabric.topology=torus", "fabric.routing=adaptive",
+                                               "fabric.vcs=3"]),
+    ("4x4x4 torus, adaptive, 4 VCs", FABRIC + ["fabric.topology=torus", "fabric.routing=adaptive",
+                                               "fabric.vcs=4"]),
+    ("leaf-spine 8x8, 4 spines, ecmp", FABRIC + ["fabric.topology=fat_tree",
+                                                 "fabric.routing=ecmp"]),
+    ("leaf-spine 8x8, 4 spines, adaptive", FABRIC + ["fabric.topology=fat_tree",
+                                                     "fabric.routing=adaptive"]),
+)
+#: The 384-endpoint torus of a supernode, on the model at three loads.
+SUPERNODE = FABRIC + ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]
+
+
+def fabric_table() -> None:
+    """Saturation throughput (accepted at offered load 1.0, uniform, 1-flit packets, 20,000
+    cycles) of the fabrics beside their ideal bounds, and the 8x8x6 torus's speed."""
+    from ..sim.fabric_metrics import ideal_throughput
+    from ..topology import Topology
+    print(f"{'fabric (model)':<36} {'saturation':>10} {'bound':>6} {'mean hops':>9} "
+          f"{'cycles/s':>9}")
+    for name, overrides in SATURATION:
+        cfg = FabricConfig.load(overrides=overrides)
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(cfg, traffic="uniform", load=1.0, cycles=20_000, seed=1,
+                            sim="model", out_dir=out)
+        print(f"{name:<36} {res['throughput']:>10.3f} "
+              f"{ideal_throughput(Topology.of(cfg)):>6.3f} {res['fabric']['mean_hops']:>9.2f} "
+              f"{res['cycles_per_second']:>9,.0f}")
+    print()
+    print(f"{'8x8x6 torus (384 endpoints, model)':<36} {'load':>5} {'accepted':>8} "
+          f"{'latency':>8} {'cycles/s':>9}")
+    cfg = FabricConfig.load(overrides=SUPERNODE)
+    for load in (0.2, 0.4, 0.6):
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(cfg, traffic="uniform", load=load, cycles=5_000, seed=1,
+                            sim="model", out_dir=out)
+        print(f"{'':<36} {load:>5} {res['throughput']:>8.3f} {res['latency']['mean']:>8.1f} "
+              f"{res['cycles_per_second']:>9,.0f}")
+
+
 def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
     """:mod:`.model_speed` on ``cases`` in a fresh interpreter, on the installed package
     or on the package tree at ``pythonpath``."""
@@ -148,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run the model of this git commit, side by side")
     args = p.parse_args(argv)
     model_table()
+    print()
+    fabric_table()
     print()
     if args.against:
         against_table(args.against)

@@ -303,12 +303,14 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     for g in range(base, base + n):
         st.credit[g] = st.eg_n[g] + st.arriving[g] < EGRESS_DEPTH
         st.out_free[g] = st.credit[g]
+        if st.port_link[g] < 0:
+            st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
+            continue
         for v in range(nvc):
             ok = 0
             # An adaptive VC's packets had their room reserved at ingress.
             for p in range(npr):
-                if (st.port_link[g] < 0 or _reserved(prm, v)
-                        or st.credits[g, p, v] >= prm.max_packet):
+                if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
             st.credit_ok[g, v] = ok
             st.taken[g, v] = False

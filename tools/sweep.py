@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ConfigError, FabricConfig, parse_override
+from .progress import Progress
 
 __all__ = ["SweepError", "SweepPlan", "plan_sweep", "parse_loads", "run_sweep"]
 
@@ -202,36 +203,6 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
             "seconds": time.perf_counter() - t0}
 
 
-class Progress:
-    """A progress bar with ETA on a terminal, plain lines otherwise."""
-
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total = total
-        self.done = 0
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.start = time.monotonic()
-
-    def update(self, outcome: dict) -> None:
-        """Count one finished point and show it."""
-        self.done += 1
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        status = outcome["status"] if outcome["status"] == "failed" else (
-            "mismatch" if outcome.get("exact") is False else "ok")
-        if self.tty:
-            width = 30
-            filled = int(width * self.done / self.total)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                              f"{elapsed:5.0f}s elapsed, ETA {eta:5.0f}s  {status:<8} ")
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"sweep: {self.done}/{self.total} {outcome['id']} {status} "
-                              f"({outcome['seconds']:.1f}s, ETA {eta:.0f}s)\n")
-        self.stream.flush()
-
-
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = None,
               scheduler: str | None = None, build_root: str | Path = "build",
               stream=sys.stderr) -> dict:
@@ -264,7 +235,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = Non
             for future in as_completed(futures):
                 outcome = future.result()
                 outcomes.append(outcome)
-                progress.update(outcome)
+                status = outcome["status"] if outcome["status"] == "failed" else (
+                    "mismatch" if outcome.get("exact") is False else "ok")
+                progress.show(len(outcomes), status, f"sweep: {len(outcomes)}/{len(todo)} "
+                              f"{outcome['id']} {status}, {outcome['seconds']:.1f}s")
         finally:
             client.close()
             if cluster is not None:

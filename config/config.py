@@ -344,7 +344,7 @@ class StimulusConfig:
     of a sweep (``docs/architecture.md`` section 11).
     """
 
-    source_queue: int = _ranged(1, 256, "packets a generator holds generated but not yet sent")
+    source_queue: int = _ranged(2, 256, "packets a generator holds generated but not yet sent")
     hist_buckets: int = _ranged(2, 4096, "latency histogram buckets per sink")
     hist_sub_bits: int = _ranged(0, 8, "log2 of the histogram's buckets per power of two")
     counter_width: int = _ranged(32, 64, "bits of the cycle, packet, flit, latency-sum and "

@@ -86,7 +86,7 @@ class TrafficGenerator(wiring.Component):
     def __init__(self, *, layout: data.StructLayout, port: int, ports: int, priorities: int,
                  queue_depth: int, counter_width: int):
         for name, value, low in (("ports", ports, 2), ("priorities", priorities, 1),
-                                 ("queue_depth", queue_depth, 1), ("counter_width", counter_width, 1)):
+                                 ("queue_depth", queue_depth, 2), ("counter_width", counter_width, 1)):
             if not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
         if not isinstance(port, int) or not 0 <= port < ports:

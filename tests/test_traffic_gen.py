@@ -114,14 +114,14 @@ def simulate(cfg, settings, port, *, ready_stall, seed, extra=300):
 
 CONFIGS = {
     "default-q3": FabricConfig.load(overrides=["stimulus.source_queue=3"]),
-    "5port-1class-q1": FabricConfig.load(overrides=[
+    "5port-1class-q2": FabricConfig.load(overrides=[
         "switch.ports=5", "switch.priorities=1", "switch.max_packet_flits=8",
         "switch.tag_width=8", "switch.data_width=32", "switch.islip_iterations=2",
-        "stimulus.source_queue=1"]),
+        "stimulus.source_queue=2"]),
 }
 
 
-@pytest.mark.parametrize("name, seed", [("default-q3", 1), ("default-q3", 2), ("5port-1class-q1", 3)])
+@pytest.mark.parametrize("name, seed", [("default-q3", 1), ("default-q3", 2), ("5port-1class-q2", 3)])
 def test_generator_matches_model(name, seed):
     cfg = CONFIGS[name]
     rng = random.Random(seed)

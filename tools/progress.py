@@ -20,6 +20,7 @@ class Progress:
         self.stream = sys.stderr if stream is None else stream
         self.tty = self.stream.isatty()
         self.start = time.monotonic()
+        self._ended = False
 
     def show(self, done: int, status: str, line: str) -> None:
         """Show ``done`` of the total: a bar ending in ``status`` on a terminal, else ``line``."""
@@ -27,12 +28,15 @@ class Progress:
         elapsed = time.monotonic() - self.start
         eta = elapsed / done * (self.total - done) if done else float("nan")
         if self.tty:
+            if self._ended:
+                return
             width = 30
             filled = int(width * done / self.total)
             self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} "
                               f"{elapsed:5.0f}s elapsed, ETA {eta:5.0f}s  {status:<8} ")
             if done == self.total:
                 self.stream.write("\n")
+                self._ended = True
         else:
             self.stream.write(f"{line} (ETA {eta:.0f}s)\n")
         self.stream.flush()

@@ -86,18 +86,23 @@ class SweepPlan:
 def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                loads: list[float], seeds: int, sims: list[str], cycles: int,
                vary: list[str] = (), packet_lengths: str = "fixed:1",
-               sink_stall: float = 0.0, bad_fraction: float = 0.0) -> SweepPlan:
+               sink_stall: float = 0.0, bad_fraction: float = 0.0,
+               stimulus: str = "trace") -> SweepPlan:
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
     Every varied configuration is validated here, before anything runs.
     ``rdma-*`` patterns need ``rdma.enabled`` in each, take no ``--lengths``
     or ``--sink-stall``, and cannot share a sweep with switch patterns;
     ``--bad-fraction`` is for them only (:class:`SweepError` naming the argument).
+    ``stimulus = "hardware"`` runs switch patterns on the RTL's own generators;
+    its points' ids carry ``hw``.
     """
-    from .run import SIMS
+    from .run import SIMS, STIMULI
     for sim in sims:
         if sim not in SIMS:
             raise SweepError(f"--sim = {sim!r}: each must be one of {', '.join(SIMS)}")
+    if stimulus not in STIMULI:
+        raise SweepError(f"--stimulus = {stimulus!r}: must be one of {', '.join(STIMULI)}")
     if seeds < 1:
         raise SweepError(f"--seeds = {seeds}: must be at least 1")
     if cycles < 1:
@@ -107,6 +112,9 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: must be in 0..1")
     if bad_fraction and not rdma:
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: only for RDMA traffic (rdma-*)")
+    if rdma and stimulus == "hardware":
+        raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
+                         f"{','.join(traffic)}")
     axes = _parse_vary(list(vary))
     keys = [k for k, _ in axes]
     points = []
@@ -120,14 +128,17 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                              f"{','.join(traffic)} (add --set rdma.enabled=true)")
         tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
         for pattern, load, seed, sim in itertools.product(traffic, loads, range(1, seeds + 1), sims):
-            pid = "-".join(x for x in (sim, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}") if x)
+            hw = "hw" if stimulus == "hardware" else ""
+            pid = "-".join(x for x in (sim, hw, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}")
+                           if x)
             points.append({"id": pid, "vary": varied, "config": cfg.to_dict(), "traffic": pattern,
                            "load": load, "seed": seed, "sim": sim, "cycles": cycles,
                            "packet_lengths": packet_lengths, "sink_stall": sink_stall,
-                           "bad_fraction": bad_fraction})
+                           "bad_fraction": bad_fraction, "stimulus": stimulus})
     spec = {"overrides": list(overrides), "traffic": traffic, "loads": loads, "seeds": seeds,
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
-            "sink_stall": sink_stall, "bad_fraction": bad_fraction, "base": base.to_dict()}
+            "sink_stall": sink_stall, "bad_fraction": bad_fraction, "stimulus": stimulus,
+            "base": base.to_dict()}
     return SweepPlan(base=base, points=points, spec=spec)
 
 
@@ -185,7 +196,8 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
         res = run_point(cfg, traffic=point["traffic"], load=point["load"], cycles=point["cycles"],
                         seed=point["seed"], sim=point["sim"], out_dir=out,
                         packet_lengths=point["packet_lengths"], sink_stall=point["sink_stall"],
-                        bad_fraction=point.get("bad_fraction", 0.0), build_root=build_root)
+                        bad_fraction=point.get("bad_fraction", 0.0),
+                        stimulus=point.get("stimulus", "trace"), build_root=build_root)
     except Exception as e:  # a failed point is recorded, whatever failed
         message = " ".join(f"{type(e).__name__}: {e}".split())
         (out / "error.json").write_text(json.dumps(

@@ -185,8 +185,8 @@ def _bits(values: int) -> int:
 class RegisterMap:
     """Addresses of the stimulus top's configuration port (``csr_*``), for one configuration.
 
-    Address 0 is ``control``: writing bit 0 starts a run, reading gives the
-    status (bit 0 done, bit 1 running). Then the settings registers, one
+    Address 0 is ``control``: writing bit 0 arms a run, reading gives the
+    status (bit 0 done, bit 1 running, bit 2 armed). Then the settings registers, one
     word each, in the order of :attr:`settings` (written and read back at
     the same address), from 1. The statistics follow from :attr:`stats_base`
     in the order of :attr:`stats`; the histograms from :attr:`hist_base`,

@@ -9,7 +9,8 @@ simulator build, or one FPGA bitstream, serves every point of a sweep. The
 model is ``superfabric.sim.stimulus``; ``docs/architecture.md`` section 11.
 """
 
-from amaranth.hdl import Array, Cat, Module, Mux, Signal
+from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux,
+                          ResetSignal, Signal)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -39,11 +40,15 @@ class Stimulus(wiring.Component):
 
     Ports
     -----
-    csr_addr, csr_we, csr_wdata : a write in a cycle with ``csr_we`` takes
-        effect at its edge; writing bit 0 of ``control`` starts the run,
-        whose cycle 0 is the next one (once per reset: the switch's buffers
-        start from their initial contents).
-    csr_rdata : the word at the address of the previous cycle.
+    clk, rst : the clock; a synchronous reset, registered on the way in.
+    csr_addr, csr_we, csr_wdata : registered on the way in; a write in a
+        cycle with ``csr_we`` takes effect at the next edge but one. Writing
+        bit 0 of ``control`` arms the run: it begins (cycle 0) in the first
+        cycle after that in which the sinks have cleared their memories
+        after reset. One run per reset: the switch's buffers start from
+        their initial contents.
+    csr_rdata : the word addressed two cycles before; ``control`` reads as
+        bit 0 done, bit 1 running, bit 2 armed.
     done : the run is over: past its generation window, and every packet
         generated was delivered or dropped. ``cycle`` then stays put.
     running, cycle : started; the cycle of the run.
@@ -71,24 +76,53 @@ class Stimulus(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # The reset is registered on the way in, like the configuration port:
+        # logic that depends combinationally on a top-level input is
+        # re-evaluated by a simulator at every clock edge, and through the
+        # reset of each register that would be all of it.
+        rst = Signal(init=1, reset_less=True)
+        m.d.sync += rst.eq(ResetSignal())
+        m.domains.fabric = fabric = ClockDomain(local=True)
+        m.d.comb += [fabric.clk.eq(ClockSignal()), fabric.rst.eq(rst)]
+        m.submodules.fabric = DomainRenamer("fabric")(self._fabric())
+        return m
+
+    def _fabric(self):
+        """Everything but the reset register, in the ``sync`` domain."""
+        m = Module()
         cfg, regmap = self._cfg, self._map
         sw, st = cfg.switch, cfg.stimulus
         n, np_ = sw.ports, sw.priorities
         layout = packet_layout(cfg)
 
-        # Settings registers, written through the configuration port.
+        # The configuration port is registered on the way in: nothing then
+        # depends combinationally on the top's inputs, which a simulator would
+        # re-evaluate at every clock edge.
+        # Not reset: a write in the first cycle after reset, while the
+        # registered reset still holds the rest, must not be lost.
+        addr = Signal.like(self.csr_addr, reset_less=True)
+        we = Signal(reset_less=True)
+        wdata = Signal.like(self.csr_wdata, reset_less=True)
+        m.d.sync += [addr.eq(self.csr_addr), we.eq(self.csr_we), wdata.eq(self.csr_wdata)]
+
+        # Settings registers.
         regs = {name: [Signal(width, name=f"{name}{k}" if words > 1 else name)
                        for k in range(words)]
                 for name, width, words in regmap.settings}
-        start = Signal()
-        m.d.comb += start.eq(self.csr_we & (self.csr_addr == regmap.CONTROL) & self.csr_wdata[0]
-                             & ~self.running)
-        with m.If(self.csr_we):
-            with m.Switch(self.csr_addr):
+        with m.If(we):
+            with m.Switch(addr):
                 for name, _, words in regmap.settings:
                     for k in range(words):
                         with m.Case(regmap.address(name, k)):
-                            m.d.sync += regs[name][k].eq(self.csr_wdata)
+                            m.d.sync += regs[name][k].eq(wdata)
+        # A start arms the run; it begins once the sinks have cleared their
+        # memories after reset (at most a few hundred cycles).
+        armed = Signal()
+        with m.If(we & (addr == regmap.CONTROL) & wdata[0]):
+            m.d.sync += armed.eq(1)
+        cleared = Signal()
+        start = Signal()
+        m.d.comb += start.eq(armed & cleared & ~self.running)
         with m.If(start):
             m.d.sync += [self.running.eq(1), self.cycle.eq(0)]
         with m.Elif(self.running & ~self.done):
@@ -129,9 +163,10 @@ class Stimulus(wiring.Component):
                 sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
                 sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
                 sink.timestamp.eq(timestamp), sink.window.eq(window),
-                sink.hist_addr.eq(self.csr_addr[:(regmap.hist_stride - 1).bit_length()]),
+                sink.hist_addr.eq(addr[:(regmap.hist_stride - 1).bit_length()]),
             ]
             sinks.append(sink)
+        m.d.comb += cleared.eq(Cat(s.cleared for s in sinks).all())
 
         # Progress, and the end of the run: the generation window is over and
         # every packet generated was delivered or dropped (modulo 2**32 is
@@ -145,11 +180,11 @@ class Stimulus(wiring.Component):
         in_flight = (self.generated - self.delivered - self.dropped)[:32]
         m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))
 
-        self._readout(m, regs, gens, sinks, switch)
+        self._readout(m, addr, armed, regs, gens, sinks, switch)
         return m
 
-    def _readout(self, m, regs, gens, sinks, switch):
-        """``csr_rdata``: the word addressed in the previous cycle."""
+    def _readout(self, m, addr, armed, regs, gens, sinks, switch):
+        """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""
         regmap, np_ = self._map, self._cfg.switch.priorities
         words = {"cycle": [self.cycle]}
         for name in _GENERATOR_STATS:
@@ -165,16 +200,16 @@ class Stimulus(wiring.Component):
         # address, so its bit marks the region; below it, sink and bucket.
         hist_bits = (regmap.hist_stride - 1).bit_length()
         region_bit = regmap.hist_base.bit_length() - 1
-        index = self.csr_addr[hist_bits:region_bit]
-        valid = self.csr_addr[region_bit]
+        index = addr[hist_bits:region_bit]
+        valid = addr[region_bit]
         if len(sinks) < 1 << len(index):
             valid &= index < len(sinks)
         if regmap.hist_buckets < regmap.hist_stride:
-            valid &= self.csr_addr[:hist_bits] < regmap.hist_buckets
+            valid &= addr[:hist_bits] < regmap.hist_buckets
         hist = Array(s.hist_data for s in sinks)
-        with m.Switch(self.csr_addr):
+        with m.Switch(addr):
             with m.Case(regmap.CONTROL):
-                m.d.sync += self.csr_rdata.eq(Cat(self.done, self.running))
+                m.d.sync += self.csr_rdata.eq(Cat(self.done, self.running, armed))
             for name, _, count in regmap.settings:
                 for k in range(count):
                     with m.Case(regmap.address(name, k)):

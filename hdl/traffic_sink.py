@@ -24,19 +24,35 @@ __all__ = ["TrafficSink", "crc32_network"]
 _CE = 3
 
 
-def crc32_network(crc, record):
-    """``superfabric.stimulus.crc32_update(crc, record)`` as XOR logic: each bit of the result
-    is the parity of a fixed subset of the 32 + 96 input bits, plus a constant."""
+def crc32_network(m: Module, crc, record):
+    """``superfabric.stimulus.crc32_update(crc, record)`` as logic, added to ``m``.
+
+    The update is linear: the result is a constant XOR one 32-bit column
+    per input bit set. The 128 input bits are cut into nibbles, and each
+    nibble looks up the XOR of its four columns in a 16-word ROM; the 32
+    lookups are XORed together. In gates that is a LUT level and an XOR
+    tree, like the usual XOR network, but a simulator evaluates it as 32
+    table reads instead of gathering bits for each of the 32 parities.
+    """
     const = crc32_update(0, 0)
     bits = Cat(crc, record)
-    mask = [0] * 32
-    for k in range(32 + RECORD_BITS):
-        column = crc32_update(1 << k, 0) if k < 32 else crc32_update(0, 1 << (k - 32))
-        column ^= const
-        for j in range(32):
-            if column >> j & 1:
-                mask[j] |= 1 << k
-    return Cat(((bits & mask[j]).xor() ^ (const >> j & 1)) for j in range(32))
+    columns = [(crc32_update(1 << k, 0) if k < 32 else crc32_update(0, 1 << (k - 32))) ^ const
+               for k in range(32 + RECORD_BITS)]
+    result = Const(const, 32)
+    for nibble in range(len(columns) // 4):
+        table = []
+        for value in range(16):
+            word = 0
+            for b in range(4):
+                if value >> b & 1:
+                    word ^= columns[4 * nibble + b]
+            table.append(word)
+        rom = Memory(shape=32, depth=16, init=table)
+        m.submodules[f"crc_rom{nibble}"] = rom
+        lookup = rom.read_port(domain="comb")
+        m.d.comb += lookup.addr.eq(bits[4 * nibble:4 * nibble + 4])
+        result = result ^ lookup.data
+    return result
 
 
 def _bucket(latency, sub_bits: int, buckets: int):
@@ -84,6 +100,8 @@ class TrafficSink(wiring.Component):
         latency_max. hash: the running CRC-32. order_errors, frame_errors,
         ce_packets (delivered marked CE).
     hist_addr, hist_data : read a histogram bucket (combinational).
+    cleared : the memories are cleared, which takes ``max(hist_buckets, ports *
+        priorities)`` cycles after reset; the sink must not see a flit before.
     """
 
     def __init__(self, *, layout: data.StructLayout, port: int, ports: int, priorities: int,
@@ -116,6 +134,7 @@ class TrafficSink(wiring.Component):
             "ce_packets": Out(counter_width),
             "hist_addr": In(range(hist_buckets)),
             "hist_data": Out(counter_width),
+            "cleared": Out(1),
         })
 
     def elaborate(self, platform):
@@ -165,50 +184,59 @@ class TrafficSink(wiring.Component):
         latency = Signal(TIMESTAMP_BITS)
         m.d.comb += latency.eq(self.timestamp - flit.data[:TIMESTAMP_BITS])
 
-        # Histogram buckets in a memory; a bucket is zero until its valid bit
-        # is set, so a start (which resets the bits) clears the histogram.
+        # After reset the sink clears its memories, a word per cycle, before
+        # it reports `cleared`: a reset then also clears the statistics.
+        flows = n * np_
+        words = max(self._buckets, flows)
+        clear_addr = Signal(range(words + 1))
+        clearing = clear_addr != words
+        with m.If(clearing):
+            m.d.sync += clear_addr.eq(clear_addr + 1)
+        m.d.comb += self.cleared.eq(~clearing)
+
+        # Histogram buckets in a memory, read, incremented and written back.
         hist = Memory(shape=width, depth=self._buckets, init=[])
         m.submodules.hist = hist
-        counted = Signal(self._buckets)
         update = hist.read_port(domain="comb")
         readout = hist.read_port(domain="comb")
         write = hist.write_port()
         bucket = Signal(range(self._buckets))
         m.d.comb += [
             bucket.eq(_bucket(latency, self._sub_bits, self._buckets)),
-            update.addr.eq(bucket), write.addr.eq(bucket),
-            write.data.eq(Mux(counted.bit_select(bucket, 1), update.data, 0) + 1),
-            write.en.eq(tail),
+            update.addr.eq(bucket),
+            write.addr.eq(Mux(clearing, clear_addr, bucket)),
+            write.data.eq(Mux(clearing, 0, update.data + 1)),
+            write.en.eq(tail | (clearing & (clear_addr < self._buckets))),
             readout.addr.eq(self.hist_addr),
-            self.hist_data.eq(Mux(counted.bit_select(self.hist_addr, 1), readout.data, 0)),
+            self.hist_data.eq(readout.data),
         ]
 
-        # Order: the last tag seen per (source, class) flow, valid bits alike.
-        flows = n * np_
+        # Order: per (source, class) flow, whether a tag was seen and the last one.
         tag_bits = self._layout["tag"].shape.width
-        last_tag = Memory(shape=tag_bits, depth=flows, init=[])
+        last_tag = Memory(shape=data.StructLayout({"tag": tag_bits, "seen": 1}), depth=flows,
+                          init=[])
         m.submodules.last_tag = last_tag
-        seen = Signal(flows)
         flow = Signal(range(flows))
         m.d.comb += flow.eq(flit.src * np_ + flit.prio)
         seen_rd = last_tag.read_port(domain="comb")
         seen_wr = last_tag.write_port()
         ahead = Signal(tag_bits)
-        m.d.comb += [seen_rd.addr.eq(flow), seen_wr.addr.eq(flow), seen_wr.data.eq(flit.tag),
-                     seen_wr.en.eq(tail), ahead.eq(flit.tag - seen_rd.data)]
-        backwards = seen.bit_select(flow, 1) & ((ahead == 0) | ahead[-1])
+        m.d.comb += [seen_rd.addr.eq(flow), ahead.eq(flit.tag - seen_rd.data.tag),
+                     seen_wr.addr.eq(Mux(clearing, clear_addr, flow)),
+                     seen_wr.data.tag.eq(flit.tag), seen_wr.data.seen.eq(~clearing),
+                     seen_wr.en.eq(tail | (clearing & (clear_addr < flows)))]
+        backwards = seen_rd.data.seen & ((ahead == 0) | ahead[-1])
 
         record = Signal(RECORD_BITS)     # superfabric.stimulus.delivery_record
         m.d.comb += record.eq(flit.tag | (self.timestamp << 32) | (flit.src << 64)
                               | (self._port << 72) | (flit.ecn << 80) | (flit.prio << 88))
+        hash_next = crc32_network(m, self.hash, record)
         packets = Array(self.packets)
         with m.If(tail):
             m.d.sync += [
                 packets[flit.prio].eq(packets[flit.prio] + 1),
                 self.latency_sum.eq(self.latency_sum + latency),
-                counted.bit_select(bucket, 1).eq(1),
-                seen.bit_select(flow, 1).eq(1),
-                self.hash.eq(crc32_network(self.hash, record)),
+                self.hash.eq(hash_next),
             ]
             with m.If(latency < self.latency_min):
                 m.d.sync += self.latency_min.eq(latency)

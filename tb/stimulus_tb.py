@@ -71,7 +71,8 @@ class StimulusTB:
         dut.csr_we.value = 0
 
     async def start(self, settings: StimulusSettings):
-        """Write every setting, then start: cycle 0 is the cycle after the start write."""
+        """Write every setting, then arm the run: it begins (cycle 0) once the sinks have
+        cleared their memories."""
         for address, value in self.regmap.writes(settings):
             await self.write(address, value)
         await self.write(self.regmap.CONTROL, 1)
@@ -122,17 +123,15 @@ class StimulusTB:
                 log.close()
 
     async def read(self, addresses):
-        """The words at ``addresses``, one per cycle (``csr_rdata`` lags its address by one)."""
+        """The words at ``addresses``, one per cycle (``csr_rdata`` lags its address by two)."""
         dut = self.dut
         out = []
-        if not addresses:
-            return out
         await FallingEdge(dut.clk)
-        dut.csr_addr.value = addresses[0]
-        for address in [*addresses[1:], 0]:
-            await FallingEdge(dut.clk)
-            out.append(int(dut.csr_rdata.value))
+        for k, address in enumerate([*addresses, 0]):
             dut.csr_addr.value = address
+            await FallingEdge(dut.clk)
+            if k:
+                out.append(int(dut.csr_rdata.value))
         return out
 
     async def read_stats(self, stalled: bool) -> StimulusStats:

@@ -7,7 +7,7 @@ import zlib
 
 import numpy as np
 import pytest
-from amaranth.hdl import Value
+from amaranth.hdl import ClockDomain, Module, Value
 from amaranth.sim import Simulator
 
 from superfabric.config import FabricConfig
@@ -120,6 +120,11 @@ def simulate(cfg, port, seed, *, stall, packets=400):
         nonlocal expected_frame_errors
         ctx.set(dut.seed, port_seed(settings.seed, port_key(SINK_KEY, port)))
         ctx.set(dut.stall_threshold, settings.sink_stall)
+        clearing = 0
+        while not ctx.get(dut.cleared):
+            await ctx.tick()
+            clearing += 1
+        assert clearing == max(st.hist_buckets, cfg.switch.ports * cfg.switch.priorities)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -189,3 +194,44 @@ def rng_cycles(seed):
 ])
 def test_sink_matches_model(overrides, port, seed, stall):
     simulate(FabricConfig.load(overrides=overrides), port, seed, stall=stall)
+
+
+def test_a_reset_clears_the_statistics():
+    cfg = FabricConfig.load(preset="tiny", overrides=["stimulus.hist_buckets=40",
+                                                      "stimulus.hist_sub_bits=2"])
+    st = cfg.stimulus
+    layout = packet_layout(cfg)
+    dut = TrafficSink(layout=layout, port=1, ports=4, priorities=2,
+                      counter_width=st.counter_width, hist_buckets=st.hist_buckets,
+                      hist_sub_bits=st.hist_sub_bits)
+
+    async def testbench(ctx):
+        for run in range(2):
+            while not ctx.get(dut.cleared):
+                await ctx.tick()
+            for b in range(st.hist_buckets):
+                ctx.set(dut.hist_addr, b)
+                assert ctx.get(dut.hist_data) == 0, f"run {run}: bucket {b} not cleared"
+            assert ctx.get(dut.packets[0]) == 0 and ctx.get(dut.latency_min) == 0xFFFFFFFF
+            ctx.set(dut.i.valid, 1)
+            for k in range(30):
+                ctx.set(dut.timestamp, 100 + k)
+                ctx.set(Value.cast(dut.i.payload), layout.const(
+                    {"first": 1, "last": 1, "dst": 1, "src": 2, "length": 1, "tag": k,
+                     "data": k}).as_bits())
+                await ctx.tick()
+            ctx.set(dut.i.valid, 0)
+            assert ctx.get(dut.packets[0]) == 30 and ctx.get(dut.order_errors) == 0
+            ctx.set(dut.hist_addr, latency_bucket(100, st.hist_sub_bits, st.hist_buckets))
+            assert ctx.get(dut.hist_data) == 30
+            ctx.set(domain.rst, 1)
+            await ctx.tick()
+            ctx.set(domain.rst, 0)
+
+    top = Module()
+    top.domains.sync = domain = ClockDomain()
+    top.submodules.dut = dut
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()

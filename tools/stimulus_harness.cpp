@@ -5,7 +5,7 @@
 // usage: harness WRITES READS
 //   WRITES  lines "address value": the configuration writes of the run, in order
 //   READS   lines "address": the statistics words to read back after the run
-// Resets for three cycles, writes the configuration one word per cycle, starts the run,
+// Resets for three cycles, writes the configuration one word per cycle, arms the run,
 // clocks until `done`, reads every word back, and prints one JSON object:
 //   {"cycles": C, "run_seconds": S, "words": [w0, w1, ...]}
 #include <chrono>
@@ -70,7 +70,8 @@ int main(int argc, char **argv) {
     std::printf("{\"cycles\": %" PRIu64 ", \"run_seconds\": %.6f, \"words\": [",
                 static_cast<uint64_t>(top->cycle), seconds);
     for (size_t k = 0; k < reads.size(); k++) {
-        top->csr_addr = reads[k][0];
+        top->csr_addr = reads[k][0];  // registered, then read: two cycles
+        tick();
         tick();
         std::printf("%s%" PRIu64, k ? ", " : "", static_cast<uint64_t>(top->csr_rdata));
     }

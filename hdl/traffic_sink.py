@@ -16,7 +16,6 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..stimulus import DRAW_BITS, RECORD_BITS, TIMESTAMP_BITS, crc32_update
-from .packet import port_bits
 from .traffic_gen import xorshift64
 
 __all__ = ["TrafficSink", "crc32_network"]

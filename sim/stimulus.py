@@ -97,8 +97,8 @@ class StimulusModel:
 
         The run ends in the first cycle ``c >= run_cycles`` at whose start
         every generated packet was delivered or dropped, or, stalled, after
-        ``stall_limit`` cycles in which nothing was generated, moved or
-        delivered. ``progress(cycle)``, if given, is called every
+        ``stall_limit`` cycles with packets in flight in which nothing was
+        generated, moved or delivered. ``progress(cycle)``, if given, is called every
         :data:`PROGRESS_CYCLES` cycles.
         """
         cfg = self._cfg
@@ -119,7 +119,7 @@ class StimulusModel:
             delivered = core.step(cycle, gens, sinks.ready())
             if delivered:
                 sinks.deliver(cycle, delivered, gens, core)
-            if generated or core.progress:
+            if generated or core.progress or not core.outstanding:
                 last_progress = cycle + 1
             cycle += 1
             if progress is not None and not cycle % PROGRESS_CYCLES:

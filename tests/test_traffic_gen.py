@@ -12,9 +12,9 @@ from superfabric.config import FabricConfig
 from superfabric.hdl.packet import packet_layout
 from superfabric.hdl.traffic_gen import TrafficGenerator
 from superfabric.sim.traffic import TrafficError
-from superfabric.sim.traffic_gen import Generators, stimulus_settings
-from superfabric.stimulus import MODES, StimulusSettings, xorshift64
-from superfabric.sim.traffic_gen import xorshift_u64
+from superfabric.sim.traffic_gen import Generators, stimulus_settings, xorshift_u64
+from superfabric.stimulus import (GENERATOR_KEY, MODES, StimulusSettings, port_key, port_seed,
+                                  xorshift64)
 
 
 class PacketTable:
@@ -74,7 +74,6 @@ def simulate(cfg, settings, port, *, ready_stall, seed, extra=300):
                 ctx.set(getattr(s, name), getattr(settings, name))
         ctx.set(dut.fixed_dst, settings.fixed_dst[port])
         ctx.set(dut.enable, settings.enable >> port & 1)
-        from superfabric.stimulus import GENERATOR_KEY, port_key, port_seed
         ctx.set(dut.seed, port_seed(settings.seed, port_key(GENERATOR_KEY, port)))
         ctx.set(dut.start, 1)
         await ctx.tick()

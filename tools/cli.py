@@ -38,6 +38,15 @@ def _config(args) -> FabricConfig:
     return FabricConfig.load(preset=args.preset, path=args.config, overrides=args.overrides)
 
 
+def _weights(text: str) -> list[float]:
+    """``--priority-weights``: comma-separated numbers (their range is checked with the traffic)."""
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be comma-separated numbers, one per "
+                                         f"class") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -64,6 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1, help="seed of traffic and backpressure")
     r.add_argument("--lengths", default="fixed:1", metavar="SPEC",
                    help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
+    r.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     r.add_argument("--sink-stall", type=float, default=0.0,
                    help="probability an egress port is not ready in a cycle")
     r.add_argument("--pause-rate", type=float, default=0.0,
@@ -88,6 +99,8 @@ def _parser() -> argparse.ArgumentParser:
                         "build for every load and seed")
     w.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
     w.add_argument("--lengths", default="fixed:1", metavar="SPEC", help="packet lengths")
+    w.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     w.add_argument("--sink-stall", type=float, default=0.0, help="egress not-ready probability")
     w.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
@@ -115,7 +128,7 @@ def _sweep(args) -> int:
                       loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
                       sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
-                      stimulus=args.stimulus)
+                      stimulus=args.stimulus, priority_weights=args.priority_weights)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
     print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
           f"{summary['ran']} run, {len(summary['failed'])} failed, "
@@ -161,7 +174,8 @@ def _run(args) -> int:
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
                     waves=args.waves or None, bad_fraction=args.bad_fraction,
-                    stimulus=args.stimulus, progress=True)
+                    stimulus=args.stimulus, progress=True,
+                    priority_weights=args.priority_weights)
     if "rdma" in res:
         _print_rdma(args.sim, res)
     else:

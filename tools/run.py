@@ -33,14 +33,16 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
               sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
               sink_stall: float = 0.0, pause_rate: float = 0.0, waves: bool | None = None,
               stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
-              bad_fraction: float = 0.0, stimulus: str = "trace", progress: bool = False) -> dict:
+              bad_fraction: float = 0.0, stimulus: str = "trace", progress: bool = False,
+              priority_weights: list[float] | None = None) -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
     For an RTL simulator the model runs on the same trace and the scoreboard
     compares the two; the returned dict is what ``results.json`` holds.
     An ``rdma-*`` pattern goes to :func:`run_rdma_point`: ``bad_fraction``
     is for those only, sink stalls and pauses are refused, and
-    ``packet_lengths`` and ``stall_limit`` do not apply. ``stimulus =
+    ``packet_lengths``, ``priority_weights`` (one per class, default
+    uniform) and ``stall_limit`` do not apply. ``stimulus =
     "hardware"`` goes to :func:`run_stimulus_point` (``progress`` shows its
     progress on stderr).
     """
@@ -57,9 +59,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         return run_stimulus_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                   sim=sim, out_dir=out_dir, packet_lengths=packet_lengths,
                                   sink_stall=sink_stall, waves=waves, stall_limit=stall_limit,
-                                  build_root=build_root, progress=progress)
+                                  build_root=build_root, progress=progress,
+                                  priority_weights=priority_weights)
     if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
-        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate)):
+        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
+                            ("priority_weights", priority_weights)):
             if value:
                 raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
                                    f"(the RDMA engines always accept their flits)")
@@ -72,7 +76,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                     packet_lengths=packet_lengths, ect_fraction=cfg.ecn.ect_fraction)
+                     packet_lengths=packet_lengths, priority_weights=priority_weights,
+                     ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.switch.ports, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
@@ -82,21 +87,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     model_seconds = time.perf_counter() - t0
     model_summary = summarize(trace, model, cfg.switch.ports)
 
-    results = {
-        "config": cfg.to_dict(),
-        "simulator": sim,
-        "versions": _versions(sim),
-        "traffic": {**trace.describe(), "sink_stall": sink_stall, "pause_rate": pause_rate},
-        "model": {**model_summary, "wall_seconds": model_seconds,
-                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
-    }
+    results = _opening(cfg, sim, {**trace.describe(), "sink_stall": sink_stall,
+                                  "pause_rate": pause_rate},
+                       model_summary, model.cycles, model_seconds)
     rtl = None
-    if sim == "model":
-        results.update(model_summary)
-        results["match"] = None
-        results["wall_seconds"] = model_seconds
-        results["cycles_per_second"] = results["model"]["cycles_per_second"]
-    else:
+    if sim != "model":
         from ..tb.runner import run_cocotb
         from ..tb.scoreboard import compare
 
@@ -162,20 +157,9 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
     model_summary = rdma_summary(cfg, workload, model)
-    results = {
-        "config": cfg.to_dict(),
-        "simulator": sim,
-        "versions": _versions(sim),
-        "traffic": {**workload.describe(), "bad_fraction": bad_fraction},
-        "model": {**model_summary, "wall_seconds": model_seconds,
-                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
-    }
-    if sim == "model":
-        results["rdma"] = model_summary
-        results["match"] = None
-        results["wall_seconds"] = model_seconds
-        results["cycles_per_second"] = results["model"]["cycles_per_second"]
-    else:
+    results = _opening(cfg, sim, {**workload.describe(), "bad_fraction": bad_fraction},
+                       model_summary, model.cycles, model_seconds, section="rdma")
+    if sim != "model":
         from ..tb.rdma_runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
@@ -194,7 +178,7 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
                        sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
                        sink_stall: float = 0.0, waves: bool | None = None,
                        stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
-                       progress: bool = False) -> dict:
+                       progress: bool = False, priority_weights: list[float] | None = None) -> dict:
     """Run one point with the RTL's own generators and sinks (``--stimulus hardware``).
 
     The model runs the same settings; for an RTL simulator the stimulus top
@@ -210,7 +194,8 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
 
     check_stimulus(cfg)
     settings = stimulus_settings(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                                 packet_lengths=packet_lengths, sink_stall=sink_stall)
+                                 packet_lengths=packet_lengths, priority_weights=priority_weights,
+                                 sink_stall=sink_stall)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -221,23 +206,12 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_stats.npz")
     model_summary = stimulus_summary(cfg, settings, model)
-    results = {
-        "config": cfg.to_dict(),
-        "simulator": sim,
-        "versions": _versions(sim),
-        "traffic": {"pattern": traffic, "load": float(load), "seed": int(seed),
-                    "cycles": int(cycles), "packet_lengths": packet_lengths,
-                    "sink_stall": sink_stall, "stimulus": "hardware",
-                    "settings": settings.to_dict()},
-        "model": {**model_summary, "wall_seconds": model_seconds,
-                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
-    }
-    if sim == "model":
-        results.update(model_summary)
-        results["match"] = None
-        results["wall_seconds"] = model_seconds
-        results["cycles_per_second"] = results["model"]["cycles_per_second"]
-    else:
+    traffic_section = {"pattern": traffic, "load": float(load), "seed": int(seed),
+                       "cycles": int(cycles), "packet_lengths": packet_lengths,
+                       "priority_weights": priority_weights, "sink_stall": sink_stall,
+                       "stimulus": "hardware", "settings": settings.to_dict()}
+    results = _opening(cfg, sim, traffic_section, model_summary, model.cycles, model_seconds)
+    if sim != "model":
         from ..tb.stimulus_runner import run_stimulus_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "stimulus", waves, build_root)
         bar = _progress_bar(sim, cycles) if progress else None
@@ -256,6 +230,23 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
         results["cycles_per_second"] = rtl.cycles / timing["run_seconds"] \
             if timing["run_seconds"] else None
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, model_cycles: int,
+             model_seconds: float, *, section: str | None = None) -> dict:
+    """The sections every ``results.json`` starts with. For a model run the model's figures
+    are the run's: merged in, or under ``section``, with no ``match``."""
+    rate = model_cycles / model_seconds if model_seconds else None
+    results = {"config": cfg.to_dict(), "simulator": sim, "versions": _versions(sim),
+               "traffic": traffic,
+               "model": {**model_summary, "wall_seconds": model_seconds, "cycles_per_second": rate}}
+    if sim == "model":
+        if section is None:
+            results.update(model_summary)
+        else:
+            results[section] = model_summary
+        results.update(match=None, wall_seconds=model_seconds, cycles_per_second=rate)
     return results
 
 

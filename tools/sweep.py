@@ -87,7 +87,7 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                loads: list[float], seeds: int, sims: list[str], cycles: int,
                vary: list[str] = (), packet_lengths: str = "fixed:1",
                sink_stall: float = 0.0, bad_fraction: float = 0.0,
-               stimulus: str = "trace") -> SweepPlan:
+               stimulus: str = "trace", priority_weights: list[float] | None = None) -> SweepPlan:
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
     Every varied configuration is validated here, before anything runs.
@@ -112,6 +112,8 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: must be in 0..1")
     if bad_fraction and not rdma:
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: only for RDMA traffic (rdma-*)")
+    if rdma and priority_weights is not None:
+        raise SweepError(f"--priority-weights = {priority_weights!r}: not for RDMA traffic")
     if rdma and stimulus == "hardware":
         raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
                          f"{','.join(traffic)}")
@@ -134,11 +136,12 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
             points.append({"id": pid, "vary": varied, "config": cfg.to_dict(), "traffic": pattern,
                            "load": load, "seed": seed, "sim": sim, "cycles": cycles,
                            "packet_lengths": packet_lengths, "sink_stall": sink_stall,
-                           "bad_fraction": bad_fraction, "stimulus": stimulus})
+                           "bad_fraction": bad_fraction, "stimulus": stimulus,
+                           "priority_weights": priority_weights})
     spec = {"overrides": list(overrides), "traffic": traffic, "loads": loads, "seeds": seeds,
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
             "sink_stall": sink_stall, "bad_fraction": bad_fraction, "stimulus": stimulus,
-            "base": base.to_dict()}
+            "priority_weights": priority_weights, "base": base.to_dict()}
     return SweepPlan(base=base, points=points, spec=spec)
 
 
@@ -197,7 +200,8 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
                         seed=point["seed"], sim=point["sim"], out_dir=out,
                         packet_lengths=point["packet_lengths"], sink_stall=point["sink_stall"],
                         bad_fraction=point.get("bad_fraction", 0.0),
-                        stimulus=point.get("stimulus", "trace"), build_root=build_root)
+                        stimulus=point.get("stimulus", "trace"),
+                        priority_weights=point.get("priority_weights"), build_root=build_root)
     except Exception as e:  # a failed point is recorded, whatever failed
         message = " ".join(f"{type(e).__name__}: {e}".split())
         (out / "error.json").write_text(json.dumps(

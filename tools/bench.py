@@ -34,6 +34,8 @@ RDMA_RUNS = (("default", "model", RDMA), ("default", "verilator", RDMA),
 
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
+#: The tables main() can print.
+TABLES = ("trace", "rdma", "stimulus")
 #: Runs of each harness; the faster of each is compared, the machine being shared.
 REPEATS = 2
 
@@ -101,12 +103,17 @@ def stimulus_table(cycles: int) -> None:
 def main(argv=None) -> int:
     """Print the tables asked for (all by default)."""
     p = argparse.ArgumentParser(prog="superfabric.tools.bench", description=__doc__.splitlines()[0])
-    p.add_argument("tables", nargs="*", choices=("trace", "rdma", "stimulus"), default=[],
+    # Positional choices are checked by hand: argparse refuses an empty
+    # list for nargs="*" with choices (Python issue 9625).
+    p.add_argument("tables", nargs="*", metavar="trace|rdma|stimulus",
                    help="tables to run (default: all)")
     p.add_argument("--cycles", type=int, default=1_000_000,
                    help="generation window of the stimulus runs (default 1,000,000)")
     args = p.parse_args(argv)
-    tables = args.tables or ["trace", "rdma", "stimulus"]
+    for table in args.tables:
+        if table not in TABLES:
+            p.error(f"table {table!r}: must be one of {', '.join(TABLES)}")
+    tables = args.tables or TABLES
     if "trace" in tables:
         trace_table()
     if "rdma" in tables:

@@ -95,11 +95,9 @@ class Stimulus(wiring.Component):
         n, np_ = sw.ports, sw.priorities
         layout = packet_layout(cfg)
 
-        # The configuration port is registered on the way in: nothing then
-        # depends combinationally on the top's inputs, which a simulator would
-        # re-evaluate at every clock edge.
-        # Not reset: a write in the first cycle after reset, while the
-        # registered reset still holds the rest, must not be lost.
+        # The configuration port is registered on the way in, like the reset,
+        # and without reset: a write in the first cycle after reset, while
+        # the registered reset still holds the rest, must not be lost.
         addr = Signal.like(self.csr_addr, reset_less=True)
         we = Signal(reset_less=True)
         wdata = Signal.like(self.csr_wdata, reset_less=True)

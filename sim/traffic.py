@@ -104,7 +104,8 @@ from ..formats.packet import ECT0, NOT_ECT
 from ..topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
-           "read_npz", "bernoulli_arrivals", "check_integer"]
+           "parse_pattern", "read_npz", "bernoulli_arrivals", "check_integer", "check_load",
+           "check_priority_weights"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
                              "incast", "all-to-all", "ring-allreduce", "bursty", "tornado",
@@ -411,7 +412,7 @@ def _pattern_params(ports: int) -> dict[str, dict[str, _Param]]:
     }
 
 
-def _parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
+def parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
     """Split ``name:key=value,...`` and check every parameter against its range."""
     where = f"traffic.pattern = {pattern!r}"
     if not isinstance(pattern, str):
@@ -631,14 +632,12 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     """
     sw = cfg.switch
     ports = cfg.endpoints
-    name, params = _parse_pattern(pattern, ports)
-    if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
-        raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
-                           f"(offered flits per input per cycle, 1 = line rate)")
+    name, params = parse_pattern(pattern, ports)
+    check_load(load)
     check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
     check_integer("traffic.seed", seed, 0, "random seed")
     lengths = parse_lengths(packet_lengths, sw.max_packet_flits)
-    weights = _priority_weights(priority_weights, sw.priorities, name)
+    weights = check_priority_weights(priority_weights, sw.priorities, name)
     load, cycles, seed = float(load), int(cycles), int(seed)
 
     # One stream per purpose, so a pattern that draws destinations does not
@@ -678,12 +677,19 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
                  cycles=cycles, packet_lengths=packet_lengths, ecn=ecn)
 
 
+def check_load(load: object) -> None:
+    """Refuse an offered load outside (0, 1] with a one-line :class:`TrafficError`."""
+    if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
+        raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
+                           f"(offered flits per input per cycle, 1 = line rate)")
+
+
 def check_integer(where: str, value: object, lo: int, doc: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
         raise TrafficError(f"{where} = {value!r}: must be an integer >= {lo} ({doc})")
 
 
-def _priority_weights(weights: list[float] | None, priorities: int, pattern: str) -> np.ndarray:
+def check_priority_weights(weights: list[float] | None, priorities: int, pattern: str) -> np.ndarray:
     """The checked class weights, uniform if none are given."""
     where = f"traffic.priority_weights = {weights!r}"
     if weights is None:

@@ -81,6 +81,34 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     _lint_clean(verilog, tmp_path)
 
 
+@pytest.mark.parametrize("preset,overrides", [
+    ("default", []),
+    ("tiny", ["switch.ports=5", "switch.priorities=1", "switch.islip_iterations=1",
+              "switch.data_width=32", "switch.tag_width=8", "switch.scheduler=fifo",
+              "switch.ingress_full=drop", "ecn.enabled=true", "stimulus.hist_buckets=40",
+              "stimulus.hist_sub_bits=2", "stimulus.counter_width=64",
+              "stimulus.source_queue=2", "stimulus.fault_packet=3"]),
+], ids=["default", "5port-1class"])
+def test_generate_stimulus_lint_clean(preset, overrides, tmp_path):
+    require_simulator("verilator")
+    require_simulator("icarus")
+    args = ["generate", "--preset", preset, "--top", "stimulus", "-o", str(tmp_path)]
+    for o in overrides:
+        args += ["--set", o]
+    res = superfabric(*args)
+    assert res.returncode == 0, res.stderr
+    verilog = tmp_path / "stimulus.v"
+    assert "module stimulus(" in verilog.read_text()
+    _lint_clean(verilog, tmp_path)
+
+
+def test_generate_stimulus_refuses_pfc_in_one_line(tmp_path):
+    res = superfabric("generate", "--top", "stimulus", "--set", "pfc.enabled=true",
+                      "-o", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "pfc.enabled" in res.stderr
+
+
 def test_generate_rdma_needs_rdma_enabled(tmp_path):
     res = superfabric("generate", "--preset", "tiny", "--top", "rdma_engine", "-o", str(tmp_path))
     assert res.returncode == 2
@@ -120,7 +148,12 @@ def test_run_rejects_bad_traffic_in_one_line(tmp_path):
     for args, field in ((["--load", "1.5"], "traffic.load"),
                         (["--traffic", "nope"], "traffic.pattern"),
                         (["--lengths", "fixed:99"], "traffic.packet_lengths"),
-                        (["--sim", "modelsim"], "--sim")):
+                        (["--sim", "modelsim"], "--sim"),
+                        (["--stimulus", "hw"], "--stimulus"),
+                        (["--stimulus", "hardware", "--load", "0"], "traffic.load"),
+                        (["--stimulus", "hardware", "--pause-rate", "0.1"], "traffic.pause_rate"),
+                        (["--stimulus", "hardware", "--set", "switch.data_width=16"],
+                         "switch.data_width")):
         res = superfabric("run", *args, "-o", str(tmp_path / "x"))
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and field in res.stderr, res.stderr

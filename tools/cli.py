@@ -52,6 +52,15 @@ def _check_out(out: str) -> None:
         raise UsageError(f"-o = {out!r}: {str(existing)!r} is not writable")
 
 
+def _weights(text: str) -> list[float]:
+    """``--priority-weights``: comma-separated numbers (their range is checked with the traffic)."""
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be comma-separated numbers, one per "
+                                         f"class") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -60,8 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_args(g)
     g.add_argument("--top", default="switch",
                    help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
-                        "engine) or rdma_fabric (the RDMA simulation top); rdma_* need "
-                        "--set rdma.enabled=true")
+                        "engine), rdma_fabric (the RDMA simulation top; rdma_* need "
+                        "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
+                        "generators and statistics sinks)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -77,12 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1, help="seed of traffic and backpressure")
     r.add_argument("--lengths", default="fixed:1", metavar="SPEC",
                    help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
+    r.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     r.add_argument("--sink-stall", type=float, default=0.0,
                    help="probability an egress port is not ready in a cycle")
     r.add_argument("--pause-rate", type=float, default=0.0,
                    help="probability an (output, priority) is paused in each 64-cycle period "
                         "(with pfc.enabled, by pause frames from the sinks)")
     r.add_argument("--sim", default="model", help="model, icarus or verilator")
+    r.add_argument("--stimulus", default="trace", metavar="trace|hardware",
+                   help="trace: the testbench drives a trace and checks every packet (default); "
+                        "hardware: the RTL's own generators and sinks, checked by hashes, "
+                        "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
     w = sub.add_parser("sweep", help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
@@ -92,8 +108,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="offered loads")
     w.add_argument("--seeds", type=int, default=1, help="seeds per point (1..K)")
     w.add_argument("--sim", default="model", metavar="S[,S...]", help="model, icarus, verilator")
+    w.add_argument("--stimulus", default="trace", metavar="trace|hardware",
+                   help="trace (default) or hardware: the RTL's own generators and sinks, one "
+                        "build for every load and seed")
     w.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
     w.add_argument("--lengths", default="fixed:1", metavar="SPEC", help="packet lengths")
+    w.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     w.add_argument("--sink-stall", type=float, default=0.0, help="egress not-ready probability")
     w.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
@@ -120,7 +141,8 @@ def _sweep(args) -> int:
     plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
                       loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
-                      sink_stall=args.sink_stall, bad_fraction=args.bad_fraction)
+                      sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
+                      stimulus=args.stimulus, priority_weights=args.priority_weights)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
     print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
           f"{summary['ran']} run, {len(summary['failed'])} failed, "
@@ -152,9 +174,11 @@ def _generate(args) -> int:
 
 
 def _run(args) -> int:
-    from ..tools.run import SIMS, run_point
+    from ..tools.run import SIMS, STIMULI, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    if args.stimulus not in STIMULI:
+        raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
     if not 0.0 <= args.sink_stall < 1.0:
         raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
     if not 0.0 <= args.pause_rate < 1.0:
@@ -163,7 +187,9 @@ def _run(args) -> int:
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
-                    waves=args.waves or None, bad_fraction=args.bad_fraction)
+                    waves=args.waves or None, bad_fraction=args.bad_fraction,
+                    stimulus=args.stimulus, progress=True,
+                    priority_weights=args.priority_weights)
     if "rdma" in res:
         _print_rdma(args.sim, res)
     else:
@@ -174,6 +200,11 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
+        if "stimulus" in res:
+            hw = res["stimulus"]
+            print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "
+                  f"{sum(hw['order_errors'])} order errors, {sum(hw['frame_errors'])} framing "
+                  f"errors, {res['cycles']:,} cycles")
     if res["match"] is not None:
         m = res["match"]
         report = Path(args.out) / "mismatch.txt"

@@ -30,14 +30,15 @@ from .source import NONE
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
            "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
-           "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "SWITCH", "TORUS",
+           "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
            "FAT_TREE"]
 
 #: Indices of RouterState.scalars: packets outstanding, whether the last
 #: cycle moved a flit, pause frames recorded, packets registered, flits and
-#: credits in flight on links, and a flit that arrived at a full link input
-#: (a broken credit invariant, which the caller reports).
-OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW = range(6)
+#: credits in flight on links, a flit that arrived at a full link input (a
+#: broken credit invariant, which the caller reports), and the ids on the
+#: stack of free packet slots (with ``recycle``).
+OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW, FREE = range(7)
 
 #: RouterParams.topology.
 SWITCH, TORUS, FAT_TREE = range(3)
@@ -54,7 +55,8 @@ RouterParams = namedtuple("RouterParams", [
     "ecn_on", "kmin", "kmax", "slope",
     "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
     "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
-    "per_router", "leaves", "spines", "links", "link_latency"])
+    "per_router", "leaves", "spines", "links", "link_latency",
+    "recycle"])   # a packet's id goes back to free_ids when it is delivered or dropped
 
 #: Everything the routers hold, as arrays; docs/architecture.md sections 5.1 and 11.
 RouterState = namedtuple("RouterState", [
@@ -64,7 +66,7 @@ RouterState = namedtuple("RouterState", [
     "p_req", "p_pool", "p_next",
     # ... and what happens to it: delivery, links crossed.
     "p_ecn_out", "p_ecn_backlog", "p_head", "p_tail", "p_out", "p_dropped", "p_hops", "p_path",
-    "scalars",
+    "scalars", "free_ids",
     # Per router: its first global port and port count; per port of the
     # topology: the endpoint it faces (-1: a link), its output and input links.
     "base", "nports", "port_endpoint", "port_link", "in_link", "dims",
@@ -100,8 +102,8 @@ RouterState = namedtuple("RouterState", [
     "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
 
 
-def router_params(cfg: FabricConfig, topo: Topology) -> RouterParams:
-    """The kernels' view of ``cfg``."""
+def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -> RouterParams:
+    """The kernels' view of ``cfg``; ``recycle`` for runs that reuse packet ids."""
     sw, ecn, pfc, f = cfg.switch, cfg.ecn, cfg.pfc, cfg.fabric
     kind = {"switch": SWITCH, "torus": TORUS, "fat_tree": FAT_TREE}[topo.kind]
     return RouterParams(
@@ -117,7 +119,7 @@ def router_params(cfg: FabricConfig, topo: Topology) -> RouterParams:
         per_router=(topo.endpoints_per_router if kind == TORUS else
                     topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
         leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
-        link_latency=f.link_latency)
+        link_latency=f.link_latency, recycle=int(recycle))
 
 
 def packet_arrays(capacity: int, max_links: int) -> dict:
@@ -185,7 +187,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
     credits[port_link >= 0] = f.vc_buffer_flits
     lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
     return RouterState(
-        **packets, scalars=ints(6),
+        **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
         base=base, nports=nports, port_endpoint=port_endpoint, port_link=port_link,
         in_link=in_link, dims=np.array(list(topo.dims) or [1], np.int64),
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
@@ -236,6 +238,13 @@ def router_busy(st, prm, r):
                 if st.xoff_state[g, p]:
                     return True
     return False
+
+
+@kernel(inline=True)
+def _release(st, pkt):
+    """Packet ``pkt`` has left the fabric: its id can be reused."""
+    st.free_ids[st.scalars[FREE]] = pkt
+    st.scalars[FREE] += 1
 
 
 @kernel(inline=True)
@@ -458,6 +467,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
         if last:
             st.p_tail[pkt] = cycle
             outstanding -= 1
+            if prm.recycle:
+                _release(st, pkt)
     for g in range(base, base + n):
         if st.rd_valid[g]:
             go = base + st.rd_out[g]
@@ -511,6 +522,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                 keep, last = not st.dropping[g], st.left[g] == 1
                 st.in_packet[g] = st.left[g] != 1
                 st.left[g] -= 1
+            if popped and not keep and last and prm.recycle:
+                _release(st, pkt)           # the dropped packet's last flit is gone
             if popped and keep:
                 st.stored[g] += 1
                 if prm.pfc_on:

@@ -4,8 +4,8 @@
 weights and a seed into the register values of a run
 (:class:`~superfabric.stimulus.StimulusSettings`). :class:`Generators`
 holds every generator's state as numpy arrays and steps them with
-:func:`draw_cycle`, a plain loop over ints and arrays (the style numba's
-``@njit`` compiles), then registers the new packets with the switch model
+:func:`draw_cycle`, a loop over ints and arrays compiled like the switch's
+kernels, then registers the new packets with the switch model
 and offers their flits to it as the source of
 :meth:`~superfabric.sim.switch.SwitchCore.step`. ``docs/architecture.md``
 section 12.2 is the cycle specification the RTL and this model share.
@@ -16,11 +16,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba.extending import register_jitable
 
 from ..config import FabricConfig
 from ..stimulus import (DRAW_BITS, GENERATED_ECN, GENERATOR_KEY, INJECT_BITS, MODES,
                         StimulusSettings, port_key, port_seed)
 from ..formats.packet import NOT_ECT
+from .kernel import kernel
 from .traffic import (TrafficError, check_integer, check_load, check_priority_weights,
                       parse_lengths, parse_pattern)
 
@@ -136,6 +138,10 @@ _M16 = np.uint64(_DRAW_ONE - 1)
 _M24 = np.uint64(_INJECT_ONE - 1)
 
 
+# Registered rather than compiled on its own: it is called on numpy uint64
+# values from Python too (a compiled one would take and return Python ints,
+# which numba types as signed).
+@register_jitable
 def xorshift_u64(x):
     """:func:`superfabric.stimulus.xorshift64` on a numpy ``uint64``."""
     x ^= x << _S13
@@ -144,6 +150,7 @@ def xorshift_u64(x):
     return x
 
 
+@kernel(inline=True)
 def draw_cycle(knobs, prio_thresholds, fixed_dst, enable, state, on, burst_dst, offset,
                generated, generated_flits, refused, level, depth,
                new, new_dst, new_prio, new_length, new_ecn):

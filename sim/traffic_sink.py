@@ -2,8 +2,8 @@
 
 :class:`Sinks` holds every output's counters, latency histogram, order
 state and running hash as numpy arrays; :func:`ready_mask` and
-:func:`sink_flit` are its per-cycle kernels, plain loops over ints and
-arrays (the style numba's ``@njit`` compiles). The bucket scheme and the
+:func:`sink_flit` are its per-cycle kernels, loops over ints and arrays
+compiled like the switch's. The bucket scheme and the
 hash are those of :mod:`superfabric.stimulus` (the kernels compute them in
 that style, and the tests hold them equal); ``docs/architecture.md``
 section 12.3 is the specification.
@@ -17,9 +17,10 @@ from ..config import FabricConfig
 from ..stimulus import (CRC32_POLY, DRAW_BITS, SINK_KEY, TIMESTAMP_BITS, StimulusSettings,
                         port_key, port_seed)
 from ..formats.packet import CE
+from .kernel import kernel
 from .traffic_gen import xorshift_u64
 
-__all__ = ["CRC32_TABLE", "ready_mask", "sink_flit", "Sinks"]
+__all__ = ["CRC32_TABLE", "ready_draws", "ready_mask", "sink_flit", "Sinks"]
 
 _M16 = np.uint64((1 << DRAW_BITS) - 1)
 _MASK32 = (1 << TIMESTAMP_BITS) - 1
@@ -39,29 +40,36 @@ def _crc_table() -> np.ndarray:
 CRC32_TABLE = _crc_table()
 
 
-def ready_mask(stall_threshold, state) -> int:
-    """Step every sink's draw and return the mask of sinks ready this cycle (bit per output).
+@kernel(inline=True)
+def ready_draws(stall_threshold, state, ready):
+    """Step every sink's draw and set ``ready[o]`` for the sinks ready this cycle.
 
     A sink is not ready when its 16-bit draw is below ``stall_threshold``.
     With a threshold of 0 every sink is always ready and the draws, which
     then decide nothing, are not stepped.
     """
-    ports = state.shape[0]
-    if stall_threshold == 0:
-        return (1 << ports) - 1
-    mask = 0
-    for o in range(ports):
+    for o in range(state.shape[0]):
+        if stall_threshold == 0:
+            ready[o] = True
+            continue
         r = xorshift_u64(state[o])
         state[o] = r
-        if int(r & _M16) >= stall_threshold:
-            mask |= 1 << o
-    return mask
+        ready[o] = int(r & _M16) >= stall_threshold
 
 
+def ready_mask(stall_threshold, state) -> int:
+    """:func:`ready_draws` as a mask, bit ``o`` per sink ready this cycle."""
+    ready = np.zeros(state.shape[0], np.bool_)
+    ready_draws(stall_threshold, state, ready)
+    return int(sum(1 << o for o in np.flatnonzero(ready).tolist()))
+
+
+@kernel(inline=True)
 def _crc_byte(c, byte, table):
     return table[(c ^ byte) & 0xFF] ^ (c >> 8)
 
 
+@kernel(inline=True)
 def sink_flit(o, cycle, in_window, tag_bits, sub_bits, src, seq, gen, prio, length, ecn, last,
               packets, flits, window_flits, latency_sum, latency_min, latency_max, crc,
               order_errors, ce_packets, hist, last_seq, seen, table):
@@ -110,8 +118,10 @@ def sink_flit(o, cycle, in_window, tag_bits, sub_bits, src, seq, gen, prio, leng
         c = _crc_byte(c, (tag >> (8 * k)) & 0xFF, table)
     for k in range(4):
         c = _crc_byte(c, (cycle >> (8 * k)) & 0xFF, table)
-    for byte in (src, o, ecn, prio):
-        c = _crc_byte(c, byte, table)
+    c = _crc_byte(c, src, table)
+    c = _crc_byte(c, o, table)
+    c = _crc_byte(c, ecn, table)
+    c = _crc_byte(c, prio, table)
     crc[o] = c ^ 0xFFFFFFFF
 
 

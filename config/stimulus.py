@@ -198,7 +198,7 @@ class RegisterMap:
 
     def __init__(self, cfg: FabricConfig):
         sw, st = cfg.switch, cfg.stimulus
-        n, p, cw = sw.ports, sw.priorities, st.counter_width
+        n, p, cw = cfg.endpoints, sw.priorities, st.counter_width
         pb, lb = _bits(n), sw.max_packet_flits.bit_length()
         #: (name, width, words) of every settings register, in address order.
         self.settings = [

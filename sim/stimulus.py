@@ -65,7 +65,7 @@ class StimulusStats:
     @classmethod
     def shapes(cls, cfg: FabricConfig) -> dict[str, tuple[int, ...]]:
         """The shape of every statistic for ``cfg``, in readout order."""
-        n, np_ = cfg.switch.ports, cfg.switch.priorities
+        n, np_ = cfg.endpoints, cfg.switch.priorities
         shapes = {}
         for name, _, words in RegisterMap(cfg).stats:
             shapes[name] = (1,) if words == 1 else (n, np_) if words == n * np_ else (n,)

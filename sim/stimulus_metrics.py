@@ -65,7 +65,7 @@ def stimulus_summary(cfg: FabricConfig, settings: StimulusSettings, stats: Stimu
     histogram (:func:`percentile`), their buckets in ``latency_buckets``.
     ``stimulus`` holds the generators' and sinks' own counters and hashes.
     """
-    n = cfg.switch.ports
+    n = cfg.endpoints
     window = max(settings.run_cycles, 1)
     s = {name: v.astype(np.int64) if name != "hash" else v for name, v in stats.values.items()}
     packets = int(s["packets"].sum())

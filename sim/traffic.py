@@ -104,6 +104,7 @@ from ..formats.packet import ECT0, NOT_ECT
 from ..topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
+           "tornado",
            "parse_pattern", "read_npz", "bernoulli_arrivals", "check_integer", "check_load",
            "check_priority_weights"]
 
@@ -538,6 +539,16 @@ def _torus_step(topo: Topology, src: np.ndarray, steps: np.ndarray) -> np.ndarra
     return dst * m + port
 
 
+def tornado(topo: Topology, src: np.ndarray, ports: int) -> np.ndarray:
+    """Where each endpoint of ``src`` sends under ``tornado`` (see the module notes)."""
+    s = np.asarray(src, np.int64)
+    if topo.kind == "torus":
+        steps = np.zeros((s.size, len(topo.dims)), np.int64)
+        steps[:] = [-(-k // 2) - 1 for k in topo.dims]
+        return _torus_step(topo, s, steps)
+    return (s + -(-ports // 2) - 1) % ports
+
+
 def ring_steps(topo: Topology, ports: int) -> int:
     """Steps of one ring all-reduce: ``2 (N - 1)``, or on a torus ``2 (k_d - 1)`` per
     dimension, the rings run one dimension after another."""
@@ -550,12 +561,11 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int, rng: np.random.
            topo: Topology) -> np.ndarray:
     """The output of every packet of a Bernoulli pattern."""
     s = src.astype(np.int64)
-    torus = topo.kind == "torus"
-    if torus and name in ("tornado", "neighbour", "ring-allreduce"):
+    if name == "tornado":
+        return tornado(topo, s, ports).astype(np.int16)
+    if topo.kind == "torus" and name in ("neighbour", "ring-allreduce"):
         steps = np.zeros((s.size, len(topo.dims)), np.int64)
-        if name == "tornado":
-            steps[:] = [-(-k // 2) - 1 for k in topo.dims]
-        elif name == "neighbour":
+        if name == "neighbour":
             steps[np.arange(s.size), _index_within_source(src, ports) % len(topo.dims)] = 1
         else:
             # Step j of an input's ring all-reduce runs in the dimension
@@ -581,8 +591,6 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int, rng: np.random.
         dst = np.full(src.size, params["sink"])
     elif name == "all-to-all":
         dst = (s + 1 + _index_within_source(src, ports) % (ports - 1)) % ports
-    elif name == "tornado":
-        dst = (s + -(-ports // 2) - 1) % ports
     else:
         assert name in ("ring-allreduce", "neighbour"), name
         dst = (s + 1) % ports

@@ -23,14 +23,16 @@ from ..stimulus import (DRAW_BITS, GENERATED_ECN, GENERATOR_KEY, INJECT_BITS, MO
                         StimulusSettings, port_key, port_seed)
 from ..formats.packet import NOT_ECT
 from .kernel import kernel
-from .traffic import (TrafficError, check_integer, check_load, check_priority_weights,
+from ..topology import Topology
+from .traffic import (TrafficError, tornado, check_integer, check_load, check_priority_weights,
                       parse_lengths, parse_pattern)
 
 __all__ = ["HARDWARE_PATTERNS", "stimulus_settings", "xorshift_u64", "draw_cycle", "Generators", "KNOBS"]
 
-#: The traffic patterns the generators produce (every pattern of ``sim/traffic.py``).
+#: The traffic patterns the generators produce (those of ``sim/traffic.py`` but the
+#: neighbour halo exchange, which rotates over a torus's dimensions).
 HARDWARE_PATTERNS = ("uniform", "permutation", "transpose", "bitcomp", "hotspot", "incast",
-                     "all-to-all", "ring-allreduce", "bursty")
+                     "all-to-all", "ring-allreduce", "bursty", "tornado")
 
 _INJECT_ONE = 1 << INJECT_BITS
 _DRAW_ONE = 1 << DRAW_BITS
@@ -58,8 +60,11 @@ def stimulus_settings(cfg: FabricConfig, pattern: str, *, load: float, cycles: i
     Bad values raise :class:`~superfabric.sim.traffic.TrafficError`.
     """
     sw = cfg.switch
-    n, np_ = sw.ports, sw.priorities
+    n, np_ = cfg.endpoints, sw.priorities
     name, params = parse_pattern(pattern, n)
+    if name not in HARDWARE_PATTERNS:
+        raise TrafficError(f"traffic.pattern = {pattern!r}: the hardware generators make "
+                           f"{', '.join(HARDWARE_PATTERNS)}")
     check_load(load)
     check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
     check_integer("traffic.seed", seed, 0, "random seed")
@@ -89,6 +94,8 @@ def stimulus_settings(cfg: FabricConfig, pattern: str, *, load: float, cycles: i
         fixed = (((ports & ((1 << half) - 1)) << half) | (ports >> half)).tolist()
     elif name == "bitcomp":
         fixed = (n - 1 - ports).tolist()
+    elif name == "tornado":
+        fixed = tornado(Topology.of(cfg), ports, n).tolist()
     elif name == "incast":
         fixed = [params["sink"]] * n
         senders = [k for k in range(n) if k != params["sink"]][:params["sources"]]

@@ -11,7 +11,7 @@ from amaranth.sim import Simulator
 from superfabric.config import FabricConfig
 from superfabric.hdl.packet import packet_layout
 from superfabric.hdl.traffic_gen import TrafficGenerator
-from superfabric.sim.traffic import TrafficError
+from superfabric.sim.traffic import TrafficError, generate
 from superfabric.sim.traffic_gen import Generators, stimulus_settings, xorshift_u64
 from superfabric.stimulus import (GENERATOR_KEY, MODES, StimulusSettings, port_key, port_seed,
                                   xorshift64)
@@ -193,3 +193,18 @@ def test_bad_settings_are_one_line(kwargs, field):
     with pytest.raises(TrafficError) as e:
         stimulus_settings(FabricConfig.load(), "uniform", **args)
     assert field in str(e.value) and "\n" not in str(e.value)
+
+
+def test_tornado_in_hardware_is_the_trace_patterns_destination():
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[8, 3]"])
+    settings = stimulus_settings(cfg, "tornado", load=0.5, cycles=100, seed=1)
+    trace = generate(cfg, "tornado", load=1.0, cycles=4, seed=1)
+    assert settings.mode == "fixed"
+    assert all(settings.fixed_dst[s] == d for s, d in zip(trace.src.tolist(), trace.dst.tolist()))
+
+
+def test_a_pattern_the_generators_do_not_make_is_one_line():
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus"])
+    with pytest.raises(TrafficError) as info:
+        stimulus_settings(cfg, "neighbour", load=0.5, cycles=100, seed=1)
+    assert str(info.value).startswith("traffic.pattern = 'neighbour': the hardware generators")

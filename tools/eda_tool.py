@@ -38,7 +38,7 @@ PLAIN_EVERY = 30.0
 # LUTs...", "Info: Running main analytical placer", "Info: Routing..".
 _PHASES = {"yosys": re.compile(r"^\d+(?:\.\d+)?\. Executing (.*?)\.?$"),
            "nextpnr": re.compile(r"^Info: ((?:Packing|Running|Routing|Promoting|Creating|"
-                                 r"Setting up|Placed|Critical path|Program finished)[^.:]*)")}
+                                 r"Setting up|Placed|Critical path|Program finished)[^.:,]*)")}
 
 # What yowasp-runtime prints before compiling a module it has not cached.
 _FIRST_CALL = "Preparing to run"

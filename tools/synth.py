@@ -323,8 +323,11 @@ def _use(cells: dict, tgt: Target, dev: Device) -> list[dict]:
             for resource, need, key in _needs(cells, tgt) if need or dev.capacity.get(key)]
 
 
-_NO_FIT = re.compile(r"(no BELs remaining|Unable to place|Design uses more|more .* than available|"
-                     r"not enough|exceeds)", re.I)
+# nextpnr's words when the cells outnumber the device's sites: "no BELs
+# remaining to implement cell type", or, from its analytical placer, "Unable
+# to find legal placement ... check constraints and utilisation" (the flow
+# sets no placement constraints).
+_NO_FIT = re.compile(r"no BELs remaining|Unable to find legal placement|utili[sz]ation", re.I)
 
 
 def _nextpnr_failure(result, dev: Device) -> Exception:

@@ -14,7 +14,7 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.hdl.verilog import write_verilog
-from superfabric.tools import eda_tool
+from superfabric.tools import eda_tool, synth_sweep
 from superfabric.tools.cli import main
 from superfabric.tools.fpga_device import DEVICES, TARGETS, find_device
 from superfabric.tools.report_synth import block_of
@@ -185,7 +185,8 @@ def test_design_larger_than_the_device(capsys, tmp_path):
     assert line.startswith("superfabric: error: --device = iCE40LP384: the design does not fit: ")
     assert "logic cells (flip-flops) needed, 384 available" in line
     assert (tmp_path / "yosys.log").exists() and not (tmp_path / "nextpnr.log").exists()
-    assert not (tmp_path / "synth.json").exists()
+    unfit = json.loads((tmp_path / "synth.json").read_text())
+    assert not unfit["fits"] and unfit["error"] in line and unfit["resources"]["ff"] > 384
 
 
 def test_design_with_wrapper_larger_than_the_device(capsys, tmp_path):
@@ -259,20 +260,40 @@ def test_place_and_route_on_ecp5(capsys, tmp_path):
     assert (tmp_path / "nextpnr.log").exists() and (tmp_path / "report.json").exists()
 
 
-def test_sweep_records_failures_and_resumes(capsys, tmp_path):
-    """Skid buffers of two widths on a small iCE40: one fits, one does not, and stays listed."""
-    args = [*SKID, "--target", "ice40", "--device", "iCE40HX1K",
+def test_sweep_records_failures_and_resumes(capsys, tmp_path, monkeypatch):
+    """Skid buffers of two widths on a small iCE40: one fits, one does not; a tool failure is
+    recorded and tried again."""
+    args = ["synth", *SKID, "--target", "ice40", "--device", "iCE40HX1K",
             "--vary", "switch.data_width=8,1024", "-o", str(tmp_path)]
-    assert main(["synth", *args]) == 1
-    out = capsys.readouterr().out
-    assert "2 points: 0 skipped (done before), 2 run, 1 failed" in out
     points = tmp_path / "points"
-    error = json.loads((points / "data_width1024" / "error.json").read_text())
-    assert error["error"].startswith("--device = iCE40HX1K: the design does not fit")
-    assert (points / "data_width8" / "synth.json").exists()
-    assert main(["synth", *args]) == 1
+    assert main(args) == 1
+    assert "2 points: 0 skipped (done before), 2 run, 1 failed" in capsys.readouterr().out
+    unfit = json.loads((points / "data_width1024" / "synth.json").read_text())
+    assert not unfit["fits"] and unfit["timing"] is None
+    assert unfit["error"].startswith("--device = iCE40HX1K: the design does not fit")
+    assert unfit["resources"]["ff"] > 1280
+    assert json.loads((points / "data_width8" / "synth.json").read_text())["fits"]
+
+    # Resumed: both are done; the one that does not fit is still reported.
+    assert main(args) == 1
+    assert "2 points: 2 skipped (done before), 0 run, 1 failed" in capsys.readouterr().out
+
+    (points / "data_width8" / "synth.json").unlink()
+    def broken(*_, **__):
+        raise eda_tool.ToolFailed("yosys failed: a stand-in failure")
+    monkeypatch.setattr(synth_sweep, "synthesize", broken)
+    assert main(args) == 1
+    assert "1 run, 2 failed" in capsys.readouterr().out
+    error = json.loads((points / "data_width8" / "error.json").read_text())
+    assert error["error"] == "yosys failed: a stand-in failure"
+    assert error["point"]["vary"] == {"switch.data_width": 8}
+
+    monkeypatch.undo()
+    assert main(args) == 1
     assert "2 points: 1 skipped (done before), 1 run, 1 failed" in capsys.readouterr().out
+    assert not (points / "data_width8" / "error.json").exists()
+
     assert main(["report", str(tmp_path), "-o", str(tmp_path / "report")]) == 0
     md = (tmp_path / "report" / "report.md").read_text()
-    assert "1 points need attention" in md and "failed data_width1024: --device" in md
+    assert "1 point needs attention" in md and "failed data_width1024: --device" in md
     assert "| 8 |" in md and "against.png" in md

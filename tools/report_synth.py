@@ -42,7 +42,10 @@ def is_synth_source(path: Path) -> bool:
 
 
 def load_synth_source(path: Path) -> dict:
-    """``points`` (id, vary, synth or error), ``missing`` ids and the sweep's ``spec``.
+    """``points`` (id, vary, and synth, error or both), ``missing`` ids and the sweep's ``spec``.
+
+    A point has ``synth`` when it wrote ``synth.json``, and ``error`` when it
+    failed (``error.json``) or its design does not fit.
 
     One synthesis is a source of one point with no ``spec``.
 
@@ -60,8 +63,11 @@ def load_synth_source(path: Path) -> dict:
                 raise ReportError(f"{path / SWEEP_FILE}: a point without an id: {entry!r}")
             pdir = path / "points" / pid
             if (pdir / "synth.json").is_file():
-                points.append({"id": pid, "vary": entry.get("vary", {}),
-                               "synth": _read_json(pdir / "synth.json")})
+                synth = _read_json(pdir / "synth.json")
+                point = {"id": pid, "vary": entry.get("vary", {}), "synth": synth}
+                if synth.get("error"):
+                    point["error"] = synth["error"]
+                points.append(point)
             elif (pdir / "error.json").is_file():
                 points.append({"id": pid, "vary": entry.get("vary", {}),
                                "error": _read_json(pdir / "error.json").get("error", "?")})
@@ -91,6 +97,7 @@ def write_synth_report(src: Path, out: Path) -> Path:
         plots = [p for p in (_plot_use(synth), _plot_blocks(synth)) if p is not None]
         make_blocks = _single_document
     else:
+        # A design that does not fit has its resources (and no Fmax): plotted too.
         ok = [p for p in source["points"] if "synth" in p]
         plots = [p for p in (_plot_against(ok), _plot_block_growth(ok)) if p is not None]
         make_blocks = _sweep_document
@@ -277,7 +284,9 @@ def _single_document(source: dict, plots: list[Plot]) -> list[tuple]:
     blocks = [("h", 1, f"superfabric report: synthesis of {synth['top']} on {dev['name']} "
                        f"({synth['target']}) {source['path']}")]
     timing = synth.get("timing")
-    if timing is None:
+    if synth.get("error"):
+        blocks.append(("alert", synth["error"]))
+    elif timing is None:
         blocks.append(("p", f"{synth['target']}: synthesis only (no place and route), so no Fmax."))
     elif timing["met"]:
         blocks.append(("ok", f"Timing met: Fmax {timing['fmax_mhz']:.1f} MHz at a "
@@ -339,7 +348,7 @@ def _provenance(synth: dict) -> list[tuple]:
 def _sweep_document(source: dict, plots: list[Plot]) -> list[tuple]:
     points = source["points"]
     ok = [p for p in points if "synth" in p]
-    failed = [p for p in points if "error" in p]
+    failed = [p for p in points if "error" in p]  # synth.json of a design that does not fit, too
     head = ok[0]["synth"] if ok else None
     what = f" of {head['top']} on {head['device']['name']} ({head['target']})" if head else ""
     blocks = [("h", 1, f"superfabric report: synth sweep{what} of "
@@ -347,9 +356,10 @@ def _sweep_document(source: dict, plots: list[Plot]) -> list[tuple]:
     attention = [f"failed {p['id']}: {p['error']}" for p in failed]
     attention += [f"missing {pid} (not run yet, or interrupted)" for pid in source["missing"]]
     if attention:
-        blocks += [("alert", f"{len(attention)} points need attention"), ("list", attention)]
+        count = "1 point needs" if len(attention) == 1 else f"{len(attention)} points need"
+        blocks += [("alert", f"{count} attention"), ("list", attention)]
     else:
-        blocks.append(("ok", f"All {len(points)} points synthesised."))
+        blocks.append(("ok", f"All {len(points)} points synthesised and fit the device."))
     if plots:
         blocks.append(("h", 2, "Plots"))
         blocks += [("figure", plot) for plot in plots]
@@ -357,16 +367,16 @@ def _sweep_document(source: dict, plots: list[Plot]) -> list[tuple]:
     rows = []
     for p in points:
         values = [p["vary"].get(k, "") for k in keys]
-        if "error" in p:
+        if "synth" not in p:
             rows.append((*values, *(["-"] * 8), p["error"]))
             continue
         s = p["synth"]
         res, timing = s["resources"], s.get("timing")
         rows.append((*values, *(f"{res[c]:,}" for c in CATEGORIES), _fmax_text(timing),
                      "-" if not timing else ("yes" if timing["met"] else "no"),
-                     f"{s['wall_seconds']:.0f}", _path_text(timing)))
+                     f"{s['wall_seconds']:.0f}", p.get("error") or _path_text(timing)))
     header = (*(k.split(".")[-1] for k in keys), *(_LABELS[c] for c in CATEGORIES), "Fmax (MHz)",
-              "met", "time (s)", "critical path")
+              "met", "time (s)", "critical path, or the error")
     blocks += [("h", 2, "Points"), ("table", header, rows, set(range(len(keys) + 8)))]
     if head:
         blocks += [("h", 2, "Provenance"), ("list", [

@@ -19,8 +19,10 @@ The flow, in ``DIR``:
 module, the device's capacities and whether it fits, the wrapper's cells,
 nextpnr's utilisation, Fmax against the constraint, the critical path (its
 start and end cells, their modules, the modules it crosses, its logic
-levels and delays), tool versions and the wall time of every step. It is
-written last, so a directory with it is finished (sweeps skip it).
+levels and delays), tool versions and the wall time of every step. A design
+that does not fit the device is a result too: ``synth.json`` with ``fits``
+false, the one-line ``error`` and what the design needs, and no timing. It
+is written last, so a directory with it is finished (sweeps skip it).
 """
 
 from __future__ import annotations
@@ -84,7 +86,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     ------
     SynthError
         Unknown target or device, a bad frequency, package or speed, or a
-        design that does not fit the device.
+        design that does not fit the device (``synth.json`` is written then,
+        with ``fits`` false, the ``error`` and the resources it needs).
     superfabric.tools.eda_tool.ToolMissing
         A tool of the flow is not installed.
     superfabric.tools.eda_tool.ToolFailed
@@ -126,54 +129,63 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
                          f"see {result.log}")
     stat = json.loads((out / "stat.json").read_text())
     resources = count_resources(stat, tgt, top)
-    problems = fit_problems(resources["core"]["cells"], tgt, dev)
-    if problems:
-        raise SynthError(f"--device = {dev.name}: the design does not fit: {'; '.join(problems)}")
-
-    timing, utilization = None, None
-    if tgt.nextpnr:
-        args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
-                "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
-                "--report", "report.json"]
-        result = run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
-                          what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
-                          stream=stream, quiet=quiet)
-        steps.append(_step(tgt.nextpnr, result))
-        if result.returncode:
-            raise _nextpnr_failure(result, dev)
-        report = json.loads((out / "report.json").read_text())
-        utilization = report.get("utilization", {})
-        timing = _timing(report, options["freq_mhz"], top, set(resources["modules"]))
-
     versions = {"yosys": tool_version("yosys")}
     if tgt.nextpnr:
         versions["nextpnr"] = tool_version(tgt.nextpnr)
-    synth = {
-        "schema": SCHEMA,
-        "target": target,
-        "device": {"name": dev.name, "package": options["package"], "speed": options["speed"],
-                   "capacity": dev.capacity},
-        "top": top,
-        "flatten": flatten,
-        "config": cfg.to_dict(),
-        "build_key": cfg.build_key,
-        "resources": resources["core"]["resources"],
-        "cells": resources["core"]["cells"],
-        "fits": True,
-        "use": _use(resources["core"]["cells"], tgt, dev),
-        "modules": resources["modules"],
-        "wrapper": resources["wrapper"],
-        "utilization": utilization,
-        "timing": timing,
-        "seed": seed if tgt.nextpnr else None,
-        "tools": versions,
-        "steps": steps,
-        "wall_seconds": round(time.monotonic() - wall, 2),
-    }
-    tmp = out / "synth.json.tmp"
-    tmp.write_text(json.dumps(synth, indent=2) + "\n")
-    tmp.replace(out / "synth.json")
-    return synth
+
+    def record(*, error: str | None = None, timing=None, utilization=None) -> dict:
+        """Write synth.json: resources always; Fmax when placed and routed."""
+        synth = {
+            "schema": SCHEMA,
+            "target": target,
+            "device": {"name": dev.name, "package": options["package"],
+                       "speed": options["speed"], "capacity": dev.capacity},
+            "top": top,
+            "flatten": flatten,
+            "config": cfg.to_dict(),
+            "build_key": cfg.build_key,
+            "resources": resources["core"]["resources"],
+            "cells": resources["core"]["cells"],
+            "fits": error is None,
+            "error": error,
+            "use": _use(resources["core"]["cells"], tgt, dev),
+            "modules": resources["modules"],
+            "wrapper": resources["wrapper"],
+            "utilization": utilization,
+            "timing": timing,
+            "seed": seed if tgt.nextpnr else None,
+            "tools": versions,
+            "steps": steps,
+            "wall_seconds": round(time.monotonic() - wall, 2),
+        }
+        tmp = out / "synth.json.tmp"
+        tmp.write_text(json.dumps(synth, indent=2) + "\n")
+        tmp.replace(out / "synth.json")
+        return synth
+
+    # A design that does not fit is a result too: synth.json says what it needs.
+    problems = fit_problems(resources["core"]["cells"], tgt, dev)
+    if problems:
+        message = f"--device = {dev.name}: the design does not fit: {'; '.join(problems)}"
+        record(error=message)
+        raise SynthError(message)
+    if not tgt.nextpnr:
+        return record()
+    args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
+            "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
+            "--report", "report.json"]
+    result = run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
+                      what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
+                      stream=stream, quiet=quiet)
+    steps.append(_step(tgt.nextpnr, result))
+    if result.returncode:
+        failure = _nextpnr_failure(result, dev)
+        if isinstance(failure, SynthError):
+            record(error=str(failure))
+        raise failure
+    report = json.loads((out / "report.json").read_text())
+    return record(timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])),
+                  utilization=report.get("utilization", {}))
 
 
 def summary_line(synth: dict) -> str:

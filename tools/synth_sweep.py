@@ -3,11 +3,13 @@
 Each point of the cartesian product of the ``--vary`` axes (as
 ``superfabric sweep`` expands them, :func:`~.sweep.config_variants`) is a
 :func:`~.synth.synthesize` run in ``DIR/points/<id>/``, which writes
-``synth.json`` when it finishes or, when it fails (a design that does not fit,
-a tool error), ``error.json`` with the one-line error, so no point is
-dropped. ``DIR/synth-sweep.json`` lists the points and the options. The sweep
-is resumable: points with a ``synth.json`` are skipped, failed ones tried
-again.
+``synth.json`` when it finishes, also when the design does not fit the
+device (``fits`` false, the one-line ``error``, the resources it needs);
+any other failure (a tool error) leaves ``error.json`` with the one-line
+error, so no point is dropped. ``DIR/synth-sweep.json`` lists the points and
+the options. The sweep is resumable: points with a ``synth.json`` are
+skipped (a design that does not fit will not fit next time either), failed
+ones tried again.
 
 A point takes minutes and most of a core, so points run one after the other
 with the tools' progress shown, or ``workers`` at a time on a local process
@@ -84,6 +86,9 @@ def synth_point(point: dict, out_root: str, options: dict, quiet: bool) -> dict:
         synthesize(FabricConfig.from_dict(point["config"]), out, quiet=quiet, **options)
     except Exception as e:  # a failed point is recorded, whatever failed
         message = " ".join(str(e).split()) or type(e).__name__
+        if (out / "synth.json").exists():  # it does not fit: synth.json says so
+            return {"id": point["id"], "status": "failed", "error": message,
+                    "seconds": time.perf_counter() - t0}
         (out / "error.json").write_text(json.dumps(
             {"point": point, "error": message, "traceback": traceback.format_exc()},
             indent=2) + "\n")
@@ -94,7 +99,8 @@ def synth_point(point: dict, out_root: str, options: dict, quiet: bool) -> dict:
 
 def run_synth_sweep(plan: SynthPlan, out_dir: str | Path, *, workers: int = 1,
                     stream=sys.stderr) -> dict:
-    """Run the points not done yet; return ``points``, ``skipped``, ``ran`` and ``failed``."""
+    """Run the points not done yet; return ``points``, ``skipped``, ``ran`` and ``failed``
+    (the points that failed now, and those done before whose design does not fit)."""
     out = Path(out_dir)
     points_dir = out / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
@@ -118,5 +124,13 @@ def run_synth_sweep(plan: SynthPlan, out_dir: str | Path, *, workers: int = 1,
             for future in as_completed(futures):
                 outcomes.append(future.result())
                 progress.update(outcomes[-1])
+    failed = [o for o in outcomes if o["status"] == "failed"]
+    ran = {o["id"] for o in outcomes}
+    for point in plan.points:  # skipped, but a design that does not fit is still one
+        done = points_dir / point["id"] / "synth.json"
+        if point["id"] not in ran and done.exists():
+            error = json.loads(done.read_text()).get("error")
+            if error:
+                failed.append({"id": point["id"], "status": "failed", "error": error})
     return {"points": len(plan.points), "skipped": skipped, "ran": len(outcomes),
-            "failed": [o for o in outcomes if o["status"] == "failed"]}
+            "failed": failed}

@@ -7,7 +7,9 @@ call on a machine compiles the WebAssembly once (Yosys about 25 s, each
 nextpnr under 10 s), counted in these tests' time on a fresh CI machine.
 """
 
+import io
 import json
+import re
 from collections import Counter
 
 import pytest
@@ -143,6 +145,30 @@ def test_blocks_drop_instance_indices():
     assert block_of("switch.voq12", "switch") == "voq"
     assert block_of("switch", "switch") == "switch"
     assert block_of("rdma_engine.tx0.fifo1", "rdma_engine") == "tx.fifo"
+
+
+def test_tool_run_says_what_it_waits_for(tmp_path, monkeypatch):
+    """The first call's compile is announced, the phase and time shown while it runs, all logged."""
+    fake = tmp_path / "bin" / "fake-yosys"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Preparing to run fake-yosys. This might take a while...'\n"
+                    "echo '2.15. Executing ABC9 pass.'\nsleep 1.5\necho 'ERROR: no such pass'\n"
+                    "exit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent), prepend=":")
+    monkeypatch.setitem(eda_tool.TOOLS, "yosys", "fake-yosys")
+    monkeypatch.setattr(eda_tool, "PLAIN_EVERY", 0.5)
+    stream = io.StringIO()
+    result = eda_tool.run_tool("yosys", [], log=tmp_path / "yosys.log", cwd=tmp_path,
+                               what="synth_ecp5 of a test", stream=stream)
+    said = stream.getvalue()
+    assert said.startswith(f"yosys: synth_ecp5 of a test (log: {tmp_path / 'yosys.log'})")
+    assert "first call on this machine: compiling its WebAssembly build once" in said
+    assert re.search(r"  yosys: \d+ s, ABC9 pass\n", said)
+    assert said.endswith(f"yosys: FAILED (exit 3) in {result.seconds:.1f} s\n")
+    assert result.returncode == 3 and result.compiled and result.seconds >= 1.5
+    assert result.first_error() == "no such pass"
+    assert "Executing ABC9" in (tmp_path / "yosys.log").read_text()
 
 
 # --------------------------------------------------------------------------

@@ -147,13 +147,13 @@ def run_tool(name: str, args: list[str], *, log: Path, cwd: Path, what: str,
         reader.start()
         last_plain = start
         while reader.is_alive():
-            reader.join(1.0 if tty else 5.0)
-            elapsed = time.monotonic() - start
+            reader.join(min(1.0, PLAIN_EVERY))
+            now = time.monotonic()
             if tty:
-                say(f"\r  {elapsed:6.0f} s  {state['phase'][:60]:<60}")
-            elif elapsed - (last_plain - start) >= PLAIN_EVERY and reader.is_alive():
-                last_plain = time.monotonic()
-                say(f"  {name}: {elapsed:.0f} s, {state['phase']}\n")
+                say(f"\r  {now - start:6.0f} s  {state['phase'][:60]:<60}")
+            elif now - last_plain >= PLAIN_EVERY and reader.is_alive():
+                last_plain = now
+                say(f"  {name}: {now - start:.0f} s, {state['phase']}\n")
         proc.wait()
     seconds = time.monotonic() - start
     if tty:

@@ -133,9 +133,15 @@ def _sweep(args) -> int:
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
                       sink_stall=args.sink_stall, bad_fraction=args.bad_fraction)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
-    print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
-          f"{summary['ran']} run, {len(summary['failed'])} failed, "
-          f"{len(summary['mismatched'])} RTL/model mismatches; results under {args.out}/points")
+    return _sweep_summary("sweep", summary, args.out,
+                          f", {len(summary['mismatched'])} RTL/model mismatches")
+
+
+def _sweep_summary(command: str, summary: dict, out: str, extra: str = "") -> int:
+    """Print what a sweep did and its failed points; exit status 1 when a point failed."""
+    print(f"{command}: {summary['points']} points: {summary['skipped']} skipped (done before), "
+          f"{summary['ran']} run, {len(summary['failed'])} failed{extra}; results under "
+          f"{out}/points")
     for outcome in summary["failed"]:
         print(f"  failed {outcome['id']}: {outcome['error']}")
     return 1 if summary["failed"] else 0
@@ -184,13 +190,8 @@ def _synth(args) -> int:
         if args.workers < 1:
             raise UsageError(f"--workers = {args.workers}: must be at least 1")
         plan = plan_synth_sweep(cfg, overrides=args.overrides, vary=args.vary, **options)
-        summary = run_synth_sweep(plan, args.out, workers=args.workers)
-        print(f"synth: {summary['points']} points: {summary['skipped']} skipped (done before), "
-              f"{summary['ran']} run, {len(summary['failed'])} failed; results under "
-              f"{Path(args.out) / 'points'}")
-        for outcome in summary["failed"]:
-            print(f"  failed {outcome['id']}: {outcome['error']}")
-        return 1 if summary["failed"] else 0
+        return _sweep_summary("synth", run_synth_sweep(plan, args.out, workers=args.workers),
+                              args.out)
     synth = synthesize(cfg, args.out, **options)
     print(summary_line(synth))
     print(f"results: {Path(args.out) / 'synth.json'}")

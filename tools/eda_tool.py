@@ -128,7 +128,8 @@ def run_tool(name: str, args: list[str], *, log: Path, cwd: Path, what: str,
     tty = not quiet and stream.isatty()
     start = time.monotonic()
     say(f"{name}: {what} (log: {log})\n")
-    with open(log, "w", encoding="utf-8") as out:
+    # Line-buffered, so that the log can be followed while the tool runs.
+    with open(log, "w", encoding="utf-8", buffering=1) as out:
         proc = subprocess.Popen([exe, *args], cwd=cwd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, errors="replace")
 

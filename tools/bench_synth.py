@@ -22,13 +22,21 @@ PORTS = (4, 8, 16)
 ROOT = Path("build/bench-synth")
 
 
-def _row_cells(synth: dict | None, fmax: bool) -> list[str]:
+def _cells(synth: dict | None, fmax: bool) -> list[str]:
+    """A point's table cells: LUTs, FFs, block RAMs, LUT RAMs (and Fmax, critical path)."""
     if synth is None:
-        return ["failed"] + ["-"] * (4 + fmax)
+        return ["failed"] + ["-"] * (5 if fmax else 3)
     res = synth["resources"]
     cells = [f"{res['lut']:,}", f"{res['ff']:,}", f"{res['bram']}", f"{res['lutram']:,}"]
     if fmax:
-        cells.append(f"{synth['timing']['fmax_mhz']:.1f}")
+        timing = synth["timing"]
+        if not synth["fits"]:
+            first = synth["use"][0]  # LUT sites: what a switch runs out of first
+            cells += ["does not fit", f"{first['resource']} {first['percent']:.0f} % of the device"]
+        else:
+            cp = timing["critical_path"]
+            cells += [f"{timing['fmax_mhz']:.1f}", f"{cp['from']['module']} -> "
+                      f"{cp['to']['module']}, {cp['logic_levels']} levels"]
     return cells
 
 
@@ -44,7 +52,7 @@ def main() -> int:
         write_synth_report(out, ROOT / f"{target}-report")
         source = load_synth_source(out)
         results[target] = {p["vary"]["switch.ports"]: p.get("synth") for p in source["points"]}
-    ecp5 = next(s for s in results["ecp5"].values() if s)
+    ecp5 = next(s for s in results["ecp5"].values() if s and s["timing"])
     xilinx = next(s for s in results["xilinx"].values() if s)
     print(f"ECP5 {ecp5['device']['name']} speed {ecp5['device']['speed']} ({ecp5['tools']['yosys']}, "
           f"{ecp5['tools']['nextpnr']}, clock constraint {ecp5['timing']['constraint_mhz']:g} MHz); "
@@ -54,13 +62,8 @@ def main() -> int:
           "7-series LUT | 7-series FF | RAMB18 | 7-series LUT RAM |")
     print("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for ports in PORTS:
-        e, x = results["ecp5"][ports], results["xilinx"][ports]
-        path = "-"
-        if e and e["timing"]["critical_path"]:
-            cp = e["timing"]["critical_path"]
-            path = f"{cp['from']['module']} -> {cp['to']['module']}, {cp['logic_levels']} levels"
-        print(f"| {ports} | " + " | ".join(_row_cells(e, True)[:5]) + f" | {path} | "
-              + " | ".join(_row_cells(x, False)) + " |")
+        print(f"| {ports} | " + " | ".join(_cells(results["ecp5"][ports], True)
+                                          + _cells(results["xilinx"][ports], False)) + " |")
     return 0
 
 

@@ -216,14 +216,18 @@ def _plot_against(points: list[dict]) -> Plot | None:
                     grid = np.linspace(xs.min(), xs.max(), 100)
                     ax.plot(grid, np.polyval(coef, grid), "--", color=f"C{colour}", alpha=0.6)
                     square = coef[0] * xs.max() ** 2 / max(np.polyval(coef, xs.max()), 1.0)
-                    fits.append(f"{title} ({label}): {coef[2]:,.0f} + {coef[1]:,.0f} N + "
-                                f"{coef[0]:,.1f} N^2, the N^2 term {square:.0%} of the fit "
+                    fits.append(f"{title} ({label}): {coef[2]:,.0f} {coef[1]:+,.0f} N "
+                                f"{coef[0]:+,.1f} N^2, the N^2 term {square:.0%} of the fit "
                                 f"at N = {xs.max():g}")
             ax.set_title(title)
             ax.set_xlabel(x_key)
+    if not axes[3].lines:
+        axes[3].text(0.5, 0.5, "no place and route on this target", ha="center",
+                     transform=axes[3].transAxes)
     axes[0].legend(fontsize="small")
     caption = (f"Resources and Fmax against {x_key}, one line per value of the other varied "
-               f"keys. Dashed: least-squares fits a + b N + c N^2 (N = {x_key}). "
+               f"keys. Dashed: least-squares fits a + b N + c N^2 (N = {x_key}; through three "
+               f"points, exact). "
                + ("; ".join(fits) + "." if fits else "Fits need three values or more."))
     return Plot(name="against.png", title=f"Resources and Fmax against {x_key}", figure=fig,
                 caption=caption)
@@ -241,6 +245,7 @@ def _plot_block_growth(points: list[dict]) -> Plot | None:
                    key=lambda b: -max(blocks.get(b, {}).get("lut", 0) for blocks in per_point))
     if len(xs) < 2 or not names or xs.min() <= 0:
         return None
+    from matplotlib.ticker import NullLocator
     fig, (ax,) = _figure()
     for colour, name in enumerate(names):
         ys = np.array([blocks.get(name, {}).get("lut", 0) for blocks in per_point], dtype=float)
@@ -251,6 +256,8 @@ def _plot_block_growth(points: list[dict]) -> Plot | None:
         ref = top * (xs / xs.max()) ** power
         ax.plot(xs, ref, style, color="grey", label=f"N^{power} (reference)")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [f"{x:g}" for x in xs])
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_yscale("log")
     ax.set_xlabel(x_key)
     ax.set_ylabel("LUTs")

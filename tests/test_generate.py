@@ -9,7 +9,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.tb.runner import find_simulator
 
-from conftest import RDMA_SMALL, require_simulator
+from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
 
 GENERATED = [
     ("default", []),
@@ -24,17 +24,6 @@ def superfabric(*args):
     """Run the console entry point as a user would, capturing its output."""
     return subprocess.run([sys.executable, "-m", "superfabric.tools.cli", *args],
                           capture_output=True, text=True)
-
-
-def _lint_clean(verilog, tmp_path):
-    """No warning from Verilator's -Wall lint, and Icarus compiles it."""
-    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stderr[:3000]
-    assert "%Warning" not in lint.stderr
-    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
-                            capture_output=True, text=True)
-    assert icarus.returncode == 0, icarus.stderr[:3000]
 
 
 @pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
@@ -56,7 +45,7 @@ def test_generate_lint_clean(preset, overrides, tmp_path):
     for k in range(cfg.switch.ports):
         assert f"i__{k}__payload" in text and f"o__{k}__valid" in text
 
-    _lint_clean(verilog, tmp_path)
+    assert_lint_clean(tmp_path, verilog)
 
 
 def test_generate_skid_buffer(tmp_path):
@@ -78,7 +67,7 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     res = superfabric(*args)
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / f"{top}.v"
-    _lint_clean(verilog, tmp_path)
+    assert_lint_clean(tmp_path, verilog)
 
 
 @pytest.mark.parametrize("preset,overrides", [
@@ -99,7 +88,7 @@ def test_generate_stimulus_lint_clean(preset, overrides, tmp_path):
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / "stimulus.v"
     assert "module stimulus(" in verilog.read_text()
-    _lint_clean(verilog, tmp_path)
+    assert_lint_clean(tmp_path, verilog)
 
 
 def test_generate_stimulus_refuses_pfc_in_one_line(tmp_path):

@@ -1,8 +1,10 @@
 """The ``superfabric`` command line.
 
-Every error a user can cause (configuration, traffic, arguments, files)
+Every error a user can cause (configuration, traffic, arguments, files, an
+FPGA target or device, a design that does not fit it, a missing FPGA tool)
 ends in one line on stderr naming the field, the value and what is allowed,
-and exit status 2; a missing simulator is one line and status 1.
+and exit status 2; a missing simulator, or an FPGA tool that fails on the
+generated design, is one line and status 1.
 """
 
 from __future__ import annotations
@@ -125,8 +127,31 @@ def _parser() -> argparse.ArgumentParser:
                    help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
+    sy = sub.add_parser("synth", help="FPGA resources and Fmax with Yosys and nextpnr")
+    _add_config_args(sy)
+    sy.add_argument("--top", default="switch",
+                    help="top-level block, as for generate (default: switch)")
+    sy.add_argument("--target", required=True, metavar="TARGET",
+                    help="ecp5 or ice40 (synthesis, place and route), xilinx (7-series "
+                         "synthesis only)")
+    sy.add_argument("--device", default=None,
+                    help="part (default: LFE5UM-85F, iCE40HX8K, XC7K325T); see docs/architecture.md")
+    sy.add_argument("--package", default=None, help="package (default: the device's)")
+    sy.add_argument("--speed", type=int, default=None, help="ECP5 speed grade, 6 (default), 7 or 8")
+    sy.add_argument("--freq", type=float, default=None, metavar="MHZ",
+                    help="clock constraint of place and route (default: 100 ECP5, 50 iCE40)")
+    sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    sy.add_argument("--flatten", action="store_true",
+                    help="optimise across the block's modules (no per-module breakdown)")
+    sy.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
+                    help="one synthesis per value (repeatable; cartesian product), each in "
+                         "DIR/points/<id>")
+    sy.add_argument("--workers", type=int, default=1,
+                    help="points synthesised at once with --vary (default 1)")
+    sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
     rp = sub.add_parser("report", help="write Markdown/HTML/PNG reports of a run or a sweep")
-    rp.add_argument("src", metavar="DIR", help="a run directory or a sweep directory")
+    rp.add_argument("src", metavar="DIR", help="a run, sweep or synth directory")
     rp.add_argument("--cdf-load", type=float, default=None,
                     help="load of the latency CDF plot (default: highest <= 0.9)")
     rp.add_argument("-o", "--out", required=True, metavar="OUT", help="report directory")
@@ -144,32 +169,68 @@ def _sweep(args) -> int:
                       sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
                       stimulus=args.stimulus, priority_weights=args.priority_weights)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
-    print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
-          f"{summary['ran']} run, {len(summary['failed'])} failed, "
-          f"{len(summary['mismatched'])} RTL/model mismatches; results under {args.out}/points")
+    return _sweep_summary("sweep", summary, args.out,
+                          f", {len(summary['mismatched'])} RTL/model mismatches")
+
+
+def _sweep_summary(command: str, summary: dict, out: str, extra: str = "") -> int:
+    """Print what a sweep did and its failed points; exit status 1 when a point failed."""
+    print(f"{command}: {summary['points']} points: {summary['skipped']} skipped (done before), "
+          f"{summary['ran']} run, {len(summary['failed'])} failed{extra}; results under "
+          f"{out}/points")
     for outcome in summary["failed"]:
         print(f"  failed {outcome['id']}: {outcome['error']}")
     return 1 if summary["failed"] else 0
 
 
 def _report(args) -> int:
-    from .report import write_report
-    html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
+    from .report_synth import is_synth_source, write_synth_report
+    if is_synth_source(Path(args.src)):
+        html = write_synth_report(Path(args.src), Path(args.out))
+    else:
+        from .report import write_report
+        html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
     print(f"report: {Path(args.out) / 'report.md'}, {html}")
     return 0
 
 
-def _generate(args) -> int:
-    from ..hdl.verilog import TOPS, write_verilog
+def _top_config(args) -> FabricConfig:
+    """The configuration, checked for ``--top``."""
+    from ..hdl.verilog import TOPS
     if args.top not in TOPS:
         raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
     cfg = _config(args)
     if args.top.startswith("rdma_") and not cfg.rdma.enabled:
         raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
                           f"(add --set rdma.enabled=true)")
+    return cfg
+
+
+def _generate(args) -> int:
+    from ..hdl.verilog import write_verilog
+    cfg = _top_config(args)
     path = write_verilog(cfg, args.out, top=args.top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")
+    return 0
+
+
+def _synth(args) -> int:
+    from .synth import summary_line, synthesize
+    cfg = _top_config(args)
+    options = dict(target=args.target, device=args.device, package=args.package,
+                   speed=args.speed, freq_mhz=args.freq, top=args.top, flatten=args.flatten,
+                   seed=args.seed)
+    if args.vary:
+        from .synth_sweep import plan_synth_sweep, run_synth_sweep
+        if args.workers < 1:
+            raise UsageError(f"--workers = {args.workers}: must be at least 1")
+        plan = plan_synth_sweep(cfg, overrides=args.overrides, vary=args.vary, **options)
+        return _sweep_summary("synth", run_synth_sweep(plan, args.out, workers=args.workers),
+                              args.out)
+    synth = synthesize(cfg, args.out, **options)
+    print(summary_line(synth))
+    print(f"results: {Path(args.out) / 'synth.json'}")
     return 0
 
 
@@ -240,15 +301,21 @@ def main(argv: list[str] | None = None) -> int:
     from ..tb.runner import SimulatorMissing
     from .report import ReportError
     from .sweep import SweepError
+    from .eda_tool import ToolFailed, ToolMissing
+    from .synth import SynthError
     try:
         args = _parser().parse_args(argv)
         _check_out(args.out)
-        handler = {"generate": _generate, "run": _run, "sweep": _sweep,
+        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "synth": _synth,
                    "report": _report}[args.command]
         return handler(args)
-    except (ConfigError, TrafficError, UsageError, SweepError, ReportError) as e:
+    except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
+            ToolMissing) as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 2
+    except ToolFailed as e:
+        print(f"superfabric: error: {e}", file=sys.stderr)
+        return 1
     except SimulatorMissing as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 1

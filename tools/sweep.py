@@ -32,7 +32,8 @@ from pathlib import Path
 from ..config import ConfigError, FabricConfig, parse_override
 from .progress import Progress
 
-__all__ = ["SweepError", "SweepPlan", "plan_sweep", "parse_loads", "run_sweep"]
+__all__ = ["SweepError", "SweepPlan", "config_variants", "plan_sweep", "parse_loads",
+           "run_sweep"]
 
 
 class SweepError(ValueError):
@@ -73,6 +74,26 @@ def _parse_vary(items: list[str]) -> list[tuple[str, list]]:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", str(text)).strip("_")
+
+
+def config_variants(base: FabricConfig, vary: list[str]) -> list[tuple[dict, FabricConfig, str]]:
+    """The cartesian product of ``--vary section.key=V1,V2`` axes over ``base``.
+
+    Returns
+    -------
+    list of (dict, FabricConfig, str)
+        Per combination: the varied ``section.key`` values, the validated
+        configuration, and a tag for point ids (``ports8-data_width64``;
+        empty without axes).
+    """
+    axes = _parse_vary(list(vary))
+    keys = [k for k, _ in axes]
+    out = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        varied = dict(zip(keys, combo))
+        tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
+        out.append((varied, _vary(base, varied), tag))
+    return out
 
 
 @dataclass
@@ -118,18 +139,13 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     if rdma and stimulus == "hardware":
         raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
                          f"{','.join(traffic)}")
-    axes = _parse_vary(list(vary))
-    keys = [k for k, _ in axes]
     points = []
-    for combo in itertools.product(*(values for _, values in axes)):
-        varied = dict(zip(keys, combo))
-        cfg = _vary(base, varied)
+    for varied, cfg, tag in config_variants(base, vary):
         if rdma and not cfg.rdma.enabled:
             setting = ", ".join(f"{k}={v}" for k, v in varied.items())
             where = f" (with {setting})" if varied else ""
             raise SweepError(f"rdma.enabled = false{where}: must be true for --traffic "
                              f"{','.join(traffic)} (add --set rdma.enabled=true)")
-        tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
         for pattern, load, seed, sim in itertools.product(traffic, loads, range(1, seeds + 1), sims):
             hw = "hw" if stimulus == "hardware" else ""
             pid = "-".join(x for x in (sim, hw, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}")

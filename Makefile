@@ -4,13 +4,15 @@
 #               then run the 8-endpoint RDMA all-reduce (1,024 QPs, 1 % drops) on Verilator
 #               against the model, and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
+#   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
+#               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
 #   make fuzz   a large random-configuration campaign: RTL against the model on each case
 #   make coverage  line and toggle coverage of the switch and RDMA RTL under Verilator
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test bench fuzz coverage clean
+.PHONY: setup simulators browser demo test bench bench-synth fuzz coverage clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +42,10 @@ test: setup
 # AGAINST=REV also runs the golden model of commit REV side by side with this one.
 bench: setup
 	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST))
+
+# Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
+bench-synth: $(BIN)/superfabric
+	$(BIN)/python -m superfabric.tools.bench_synth
 
 # FUZZ_CONFIGS cases of seed FUZZ_SEED on FUZZ_SIM (model, icarus or verilator); every RTL
 # case is a build of its own, about a minute each on 2 cores.

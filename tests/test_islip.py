@@ -8,8 +8,9 @@ scheduler's combinational depth grows with its iterations, so a cycle costs abou
 ``iterations**2 * ports**2 * priorities`` times a constant (an 8-port, 2-class,
 3-iteration scheduler takes some 35 ms a cycle). The sizes drawn here are those that run
 thousands of cycles in seconds; the widest scheduler (32 ports) runs a few hundred cycles
-(some 0.1 s a cycle), and schedulers of every size are held against the model inside the
-whole switch by the random-configuration campaign (``superfabric fuzz``).
+(some 0.1 s a cycle) and one with as many iterations as ports a thousand, and schedulers of
+every size are held against the model inside the whole switch by the random-configuration
+campaign (``superfabric fuzz``).
 """
 
 import random
@@ -28,10 +29,14 @@ CYCLES = 2000
 COST_LIMIT = 160
 #: Seeds of the cases; each draws a scheduler and a traffic mix.
 SEEDS = range(8)
-#: The widest scheduler and the cycles it runs.
-WIDEST = {"ports": 32, "priorities": 1, "iterations": 1, "fifo": False, "load": 1.0,
-          "max_flits": 2, "no_credit": 0.1, "pause": 0.0}
-WIDEST_CYCLES = 300
+#: Beyond the drawn sizes, with the cycles each runs: the widest scheduler, and one with as
+#: many iterations as ports.
+EXTREMES = {
+    "widest": ({"ports": 32, "priorities": 1, "iterations": 1, "fifo": False, "load": 1.0,
+                "max_flits": 2, "no_credit": 0.1, "pause": 0.0}, 300),
+    "deepest": ({"ports": 4, "priorities": 2, "iterations": 4, "fifo": False, "load": 2.0,
+                 "max_flits": 2, "no_credit": 0.1, "pause": 0.1}, 1000),
+}
 
 
 def _draw(rng: random.Random) -> dict:
@@ -123,8 +128,10 @@ def test_every_cycle_equals_the_model(seed):
     _check(rng, _draw(rng), CYCLES)
 
 
-def test_the_widest_scheduler_equals_the_model():
-    _check(random.Random(0), WIDEST, WIDEST_CYCLES)
+@pytest.mark.parametrize("name", EXTREMES)
+def test_extreme_sizes_equal_the_model(name):
+    case, cycles = EXTREMES[name]
+    _check(random.Random(0), case, cycles)
 
 
 def _check(rng: random.Random, case: dict, cycles: int) -> None:

@@ -27,7 +27,7 @@ SEEDS = range(8)
 def _draw(rng: random.Random) -> tuple[FabricConfig, dict]:
     """A buffer configuration and the traffic around it."""
     max_flits = rng.choice([1, 2, 4, 8])
-    # Seed 0 makes a buffer of exactly the longest packet; the others leave room for several.
+    # Some buffers hold exactly the longest packet, the others room for several.
     buffer = rng.choice([max_flits, max_flits + 3, 4 * max_flits, 40])
     cfg = FabricConfig.load(overrides=[
         f"switch.ports={rng.randrange(2, 9)}", f"switch.priorities={rng.randrange(1, 5)}",

@@ -29,7 +29,9 @@ class VOQBuffer(wiring.Component):
     memory therefore has ``buffer_flits + queues`` entries; the accounting
     admits ``buffer_flits``. Free entries are kept in a free-list FIFO whose
     memory starts filled with every spare address, so no start-up sequence
-    is needed.
+    is needed; its read port shows the first address one clock after
+    power-up, so the first flit may come at cycle 1 (behind the switch's
+    skid buffer it cannot come sooner).
 
     Ingress frames packets by the head flit's ``length`` (``last`` is
     regenerated from it, so a malformed ``last`` can never corrupt the

@@ -127,6 +127,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
+    f = sub.add_parser("fuzz", help="random valid configurations and traffic, RTL against the "
+                                    "model on each")
+    f.add_argument("--configs", type=int, default=20, help="cases (configurations) to draw")
+    f.add_argument("--seed", type=int, default=1, help="seed of the campaign: case k of a seed "
+                                                       "is always the same")
+    f.add_argument("--sim", default="verilator", help="model, icarus or verilator")
+    f.add_argument("--max-kb", type=float, default=None, metavar="KB",
+                   help="RTL cases: largest estimated Verilog per configuration, in kB (default "
+                        "1000, about two minutes of Verilator build; 32 ports need 7,500)")
+    f.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="campaign directory: one case-NNN/ per case, summary.md, fuzz.json")
+
     sy = sub.add_parser("synth", help="FPGA resources and Fmax with Yosys and nextpnr")
     _add_config_args(sy)
     sy.add_argument("--top", default="switch",
@@ -181,6 +193,26 @@ def _sweep_summary(command: str, summary: dict, out: str, extra: str = "") -> in
     for outcome in summary["failed"]:
         print(f"  failed {outcome['id']}: {outcome['error']}")
     return 1 if summary["failed"] else 0
+
+
+def _fuzz(args) -> int:
+    from .fuzz import SIZE_LIMIT_KB, passed, run_campaign, summary_table, verilog_kb
+    from .run import SIMS
+    if args.configs < 1:
+        raise UsageError(f"--configs = {args.configs}: must be at least 1")
+    if args.seed < 0:
+        raise UsageError(f"--seed = {args.seed}: must be at least 0")
+    if args.sim not in SIMS:
+        raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    smallest = verilog_kb(2, 1, 1)
+    if args.max_kb is not None and not args.max_kb >= smallest:
+        raise UsageError(f"--max-kb = {args.max_kb:g}: must be at least {smallest:g} (the "
+                         f"smallest switch)")
+    outcomes = run_campaign(configs=args.configs, seed=args.seed, sim=args.sim, out_dir=args.out,
+                            size_limit=SIZE_LIMIT_KB if args.max_kb is None else args.max_kb)
+    print(summary_table(outcomes), end="")
+    print(f"fuzz: cases under {args.out}; {Path(args.out) / 'summary.md'}")
+    return 0 if all(passed(o) for o in outcomes) else 1
 
 
 def _report(args) -> int:
@@ -306,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         _check_out(args.out)
-        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "synth": _synth,
-                   "report": _report}[args.command]
+        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
+                   "synth": _synth, "report": _report}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
             ToolMissing) as e:

@@ -6,13 +6,16 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from ..config import FabricConfig
+from ..topology import LEAF, SPINE, TORUS_ROUTER
+from .fabric import Fabric
 from .packet import packet_layout
 from .rdma_engine import RdmaEngine
 from .rdma_fabric import RdmaFabric
+from .router import Router
 from .skid_buffer import SkidBuffer
 from .switch import Switch
 
-__all__ = ["TOPS", "write_verilog"]
+__all__ = ["TOPS", "tops", "default_top", "write_verilog"]
 
 #: Generated top-level blocks, by module name.
 TOPS = {
@@ -23,7 +26,30 @@ TOPS = {
     "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
+    # A fabric of routers: every router an instance of its tier's module,
+    # which the same file holds once; and each tier's module alone.
+    "fabric": lambda cfg: Fabric(cfg),
+    TORUS_ROUTER: lambda cfg: Router(cfg, TORUS_ROUTER),
+    LEAF: lambda cfg: Router(cfg, LEAF),
+    SPINE: lambda cfg: Router(cfg, SPINE),
 }
+
+#: The tops each fabric.topology has.
+_TOPOLOGY_TOPS = {
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer"),
+}
+
+
+def tops(cfg: FabricConfig) -> tuple[str, ...]:
+    """The tops that can be generated for ``cfg``'s topology; the first is the default."""
+    return _TOPOLOGY_TOPS[cfg.fabric.topology]
+
+
+def default_top(cfg: FabricConfig) -> str:
+    """The top generated when none is named: the switch, or the fabric."""
+    return tops(cfg)[0]
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
 # purpose; each is waived for the generated file only, with the reason:
@@ -102,17 +128,29 @@ def _header(top: str, cfg: FabricConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str = "switch") -> Path:
+def _modules(cfg: FabricConfig, top: str) -> list:
+    """(module name, component) of every module ``top``'s file holds, the top last."""
+    component = TOPS[top](cfg)
+    if top != "fabric":
+        return [(top, component)]
+    return [(kind, Router(cfg, kind)) for kind in component.modules] + [(top, component)]
+
+
+def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
-    Returns the path of the Verilog file.
+    ``top`` defaults to :func:`default_top`. The fabric's file holds each
+    router module once, then the top that instantiates them. Returns the
+    path of the Verilog file.
     """
-    if top not in TOPS:
-        raise ValueError(f"top = {top!r}: must be one of {', '.join(TOPS)}")
+    top = default_top(cfg) if top is None else top
+    if top not in tops(cfg):
+        raise ValueError(f"top = {top!r}: must be one of {', '.join(tops(cfg))} with "
+                         f"fabric.topology = {cfg.fabric.topology!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    component = TOPS[top](cfg)
-    text = verilog.convert(component, name=top, emit_src=False)
+    text = "".join(verilog.convert(component, name=name, emit_src=False)
+                   for name, component in _modules(cfg, top))
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

@@ -58,10 +58,11 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
-    g.add_argument("--top", default="switch",
-                   help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
-                        "engine) or rdma_fabric (the RDMA simulation top); rdma_* need "
-                        "--set rdma.enabled=true")
+    g.add_argument("--top", default=None,
+                   help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
+                        "RDMA engine) or rdma_fabric (the RDMA simulation top), rdma_* with "
+                        "--set rdma.enabled=true; for a torus or fat_tree fabric: fabric (the "
+                        "default), or one router module (router; leaf_router, spine_router)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -138,14 +139,16 @@ def _report(args) -> int:
 
 
 def _generate(args) -> int:
-    from ..hdl.verilog import TOPS, write_verilog
-    if args.top not in TOPS:
-        raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
+    from ..hdl.verilog import default_top, tops, write_verilog
     cfg = _config(args)
-    if args.top.startswith("rdma_") and not cfg.rdma.enabled:
-        raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
+    top = default_top(cfg) if args.top is None else args.top
+    if top not in tops(cfg):
+        raise UsageError(f"--top = {top!r}: must be one of {', '.join(tops(cfg))} with "
+                         f"fabric.topology = {cfg.fabric.topology!r}")
+    if top.startswith("rdma_") and not cfg.rdma.enabled:
+        raise ConfigError(f"rdma.enabled = false: must be true for --top {top} "
                           f"(add --set rdma.enabled=true)")
-    path = write_verilog(cfg, args.out, top=args.top)
+    path = write_verilog(cfg, args.out, top=top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")
     return 0

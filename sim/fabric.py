@@ -81,13 +81,15 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
         for e in range(endpoints):
             g = endpoint_port[e]
             offer_pkt[g] = NONE
-            if st.skid_n[g] < 2:
-                pkt = source_offer(src, e, cycle)
-                if pkt >= 0:
-                    offer_pkt[g] = pkt
-                    offer_flit[g] = src.flit[e]
-                    offer_vc[g] = 0
-                    source_accept(src, e)
+            # A source picks its packet when it offers, whether or not the
+            # input can take the flit (a stream source does not withdraw an
+            # offer); the flit moves when the skid buffer has room.
+            pkt = source_offer(src, e, cycle)
+            if pkt >= 0 and st.skid_n[g] < 2:
+                offer_pkt[g] = pkt
+                offer_flit[g] = src.flit[e]
+                offer_vc[g] = 0
+                source_accept(src, e)
             sink_enable[e] = 0
         if prm.links:
             # The flits a link delivers this cycle and the credits it returns.

@@ -104,7 +104,7 @@ class Fabric(wiring.Component):
         cfg, topo = self._cfg, self._topo
         np_ = cfg.switch.priorities
         for r, router in enumerate(self._routers):
-            m.d.comb += router.router.eq(r)
+            m.d.comb += router.router_id.eq(r)
             base, n = self._base[r], topo.ports(r)
             if cfg.ecn.enabled:
                 for o in range(n):

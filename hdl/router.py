@@ -60,7 +60,7 @@ class Router(wiring.Component):
         A credit leaves one cycle after its flit is read, from the read
         register, which knows the packet's pool; the link adds the rest of
         its latency.
-    router : the router's index in the fabric, a constant per instance.
+    router_id : the router's index in the fabric, a constant per instance.
     pause : bit ``port * priorities + prio`` stops new packets of that class
         toward that endpoint port (a packet under way completes).
     rx_packets, tx_packets, drops : packet counters per port.
@@ -156,7 +156,7 @@ class Router(wiring.Component):
             if self._fabric:
                 route = Routing(cfg, self._kind)
                 m.submodules[f"routing{k}"] = route
-                m.d.comb += [route.router.eq(self.router), route.src.eq(head.src),
+                m.d.comb += [route.router_id.eq(self.router_id), route.src.eq(head.src),
                              route.dst.eq(head.dst), route.prio.eq(head.prio),
                              bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
                 for j, per_prio in enumerate(credits):
@@ -392,9 +392,9 @@ class Router(wiring.Component):
         capable = (flit.ecn == ECT1) | (flit.ecn == ECT0)
         m.d.comb += out.ecn.eq(Mux(mark & capable, CE, flit.ecn))
         # Count a mark once per packet, when its head is in the read register.
-        counters = Array(self.ecn_marks)
-        with m.If(head & mark & capable):
-            m.d.sync += counters[cur_index].eq(counters[cur_index] + 1)
+        for q, counter in enumerate(self.ecn_marks):
+            with m.If(head & mark & capable & (cur_index == q)):
+                m.d.sync += counter.eq(counter + 1)
 
     def _peak(self, m, bufs):
         """router_peak: the most flits stored at the end of any cycle."""
@@ -445,7 +445,7 @@ def router_signature(cfg: FabricConfig, kind: str) -> wiring.Signature:
             "credit_o": Out(credit_signature(cfg)).array(links),
         })
     if fabric:
-        members["router"] = In(range(topo.routers))
+        members["router_id"] = In(range(topo.routers))
     if m:
         members["pause"] = In(unsigned(m * sw.priorities))
     members.update({

@@ -40,7 +40,7 @@ class Routing(wiring.Component):
 
     Ports
     -----
-    router : In, the router's index in the fabric (a constant per instance).
+    router_id : In, the router's index in the fabric (a constant per instance).
     src, dst : In, the packet's source and destination endpoints.
     prio : In, its class.
     credits : In, ``credits[j][prio][vc]``, the credits of link output
@@ -63,7 +63,7 @@ class Routing(wiring.Component):
         self._m = topo.endpoint_ports(r)
         sw, f = cfg.switch, cfg.fabric
         super().__init__({
-            "router": In(range(topo.routers)),
+            "router_id": In(range(topo.routers)),
             "src": In(port_bits(topo.endpoints)),
             "dst": In(port_bits(topo.endpoints)),
             "prio": In(prio_bits(sw.priorities)),
@@ -95,7 +95,7 @@ class Routing(wiring.Component):
         topo, f = self._topo, self._cfg.fabric
         dims, per = topo.dims, topo.endpoints_per_router
         vcs, adaptive = f.vcs, f.routing == "adaptive"
-        here = _coords(m, self.router, dims, "x")
+        here = _coords(m, self.router_id, dims, "x")
         there = _coords(m, _div(self.dst, per), dims, "t")
         source = _coords(m, _div(self.src, per), dims, "s")
 
@@ -177,7 +177,7 @@ class Routing(wiring.Component):
         up = Signal(range(spines))
         m.d.comb += up.eq(spine)
         up_vc = Array(_best_vc(m, c, 0, f.vcs, f"vc{s}")[0] for s, c in enumerate(credits))[up]
-        with m.If(_div(self.dst, hosts) == self.router):
+        with m.If(_div(self.dst, hosts) == self.router_id):
             m.d.comb += [self.out.eq(_mod(self.dst, hosts)), self.vc.eq(0)]
         with m.Else():
             m.d.comb += [self.out.eq(hosts + up), self.vc.eq(up_vc)]

@@ -15,7 +15,7 @@ from .router import Router
 from .skid_buffer import SkidBuffer
 from .switch import Switch
 
-__all__ = ["TOPS", "tops", "default_top", "write_verilog"]
+__all__ = ["TOPS", "tops", "default_top", "write_verilog", "VERILATOR_BUILD_ARGS"]
 
 #: Generated top-level blocks, by module name.
 TOPS = {
@@ -33,6 +33,10 @@ TOPS = {
     LEAF: lambda cfg: Router(cfg, LEAF),
     SPINE: lambda cfg: Router(cfg, SPINE),
 }
+
+#: Extra Verilator arguments to build a top with: the fabric's router modules
+#: are hierarchical blocks, compiled once each (see _hier_block).
+VERILATOR_BUILD_ARGS = {"fabric": ["--hierarchical"]}
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
@@ -128,6 +132,18 @@ def _header(top: str, cfg: FabricConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _hier_block(text: str, module: str) -> str:
+    """Mark ``module`` as a Verilator hierarchical block.
+
+    Verilator flattens a design, so a fabric of R routers would be compiled
+    (and held in memory) R times over; built with ``--hierarchical``
+    (:data:`VERILATOR_BUILD_ARGS`), each marked module is compiled once and
+    every instance shares it. Other tools read the mark as a comment.
+    """
+    header = re.compile(rf"^module {module}\([^;]*\);\n", re.M)
+    return header.sub(lambda m: m[0] + "  /* verilator hier_block */\n", text, count=1)
+
+
 def _modules(cfg: FabricConfig, top: str) -> list:
     """(module name, component) of every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
@@ -149,8 +165,11 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
                          f"fabric.topology = {cfg.fabric.topology!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    modules = _modules(cfg, top)
     text = "".join(verilog.convert(component, name=name, emit_src=False)
-                   for name, component in _modules(cfg, top))
+                   for name, component in modules)
+    for name, _ in modules[:-1]:
+        text = _hier_block(text, name)
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

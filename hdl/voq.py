@@ -154,15 +154,23 @@ class VOQBuffer(wiring.Component):
         wr_index = Signal.like(self.wr_index)    # out * priorities + prio
         wr_prio = Signal(range(max(np_, 2)))
 
+        # Named signals, each computed once: the Verilog would repeat an
+        # expression at every use.
         p = self._layout(self.i.payload)
-        length = Mux(p.length == 0, 1, p.length)
-        pool = self._pool(p)
-        free_now = free[pool] + (rd_valid & (self.rd_pool == pool))
-        fits = free_now >= length
+        length = Signal.like(p.length)
+        pool = Signal(range(max(self._pools, 2)))
+        fits = Signal()
+        q_in = Signal(range(self._requests))
+        index_in = Signal.like(self.wr_index)
+        m.d.comb += [
+            length.eq(Mux(p.length == 0, 1, p.length)),
+            pool.eq(self._pool(p)),
+            fits.eq(free[pool] + (rd_valid & (self.rd_pool == pool)) >= length),
+            q_in.eq(self.route_out * np_ + p.prio if self._vcs == 1 else
+                    (self.route_out * self._vcs + self.route_vc) * np_ + p.prio),
+            index_in.eq(self.route_out * np_ + p.prio),
+        ]
         is_head = ~in_packet
-        q_in = (self.route_out * np_ + p.prio if self._vcs == 1 else
-                (self.route_out * self._vcs + self.route_vc) * np_ + p.prio)
-        index_in = self.route_out * np_ + p.prio
         if sw.ingress_full == "backpressure":
             m.d.comb += self.i.ready.eq(~is_head | fits)
         else:
@@ -170,7 +178,8 @@ class VOQBuffer(wiring.Component):
         accept = self.i.valid & self.i.ready
         keep = Mux(is_head, fits, ~dropping)
         is_last = Mux(is_head, length == 1, left == 1)
-        q_wr = Mux(is_head, q_in, wr_q) if nq > 1 else 0
+        q_wr = Signal.like(q_in)
+        m.d.comb += q_wr.eq(Mux(is_head, q_in, wr_q) if nq > 1 else 0)
         write = Signal()
         m.d.comb += [write.eq(accept & keep), self.wr_valid.eq(write),
                      self.wr_index.eq(Mux(is_head, index_in, wr_index)),
@@ -196,8 +205,11 @@ class VOQBuffer(wiring.Component):
             stored.last.eq(is_last),
             wr.data.next.eq(free_rd.data),
         ]
-        with m.If(write):
-            m.d.sync += tail[q_wr].eq(free_rd.data)
+        # Written entry by entry: an Array target would be a case over every
+        # queue for every queue in the Verilog.
+        for q in range(nq):
+            with m.If(write & (q_wr == q)):
+                m.d.sync += tail[q].eq(free_rd.data)
 
         # ---- read side ------------------------------------------------------
         rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
@@ -218,12 +230,14 @@ class VOQBuffer(wiring.Component):
             m.d.sync += rd_q.eq(start_q_phys)
         # The queue's head follows the reader, so a queue started again right
         # after its previous packet's tail continues from the right entry.
-        with m.If(rd_valid):
-            m.d.sync += head[rd_q].eq(out.next)
+        for q in range(nq):
+            with m.If(rd_valid & (rd_q == q)):
+                m.d.sync += head[q].eq(out.next)
         # The pool of the packet under way, from its head flit only.
         if self._pools > 1:
             rd_pool_held = Signal(range(self._pools))
-            head_pool = self._pool(self._layout(out.payload))
+            head_pool = Signal(range(self._pools))
+            m.d.comb += head_pool.eq(self._pool(self._layout(out.payload)))
             with m.If(rd_first):
                 m.d.sync += rd_pool_held.eq(head_pool)
             m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
@@ -244,7 +258,8 @@ class VOQBuffer(wiring.Component):
             m.d.sync += free[k].eq(free[k] - reserve + (rd_valid & (self.rd_pool == k)))
 
         # ---- requests: complete packets per queue ---------------------------
-        complete = write & is_last
+        complete = Signal()
+        m.d.comb += complete.eq(write & is_last)
         if nq > 1:
             pkt_bits = capacity.bit_length()
             pkts = [Signal(pkt_bits, name=f"pkts{q}") for q in range(nq)]

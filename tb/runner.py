@@ -192,7 +192,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     building the same.
     """
     from cocotb_tools.runner import get_runner
-    from ..hdl.verilog import write_verilog
+    from ..hdl.verilog import VERILATOR_BUILD_ARGS, write_verilog
 
     log = sys.stderr if log is None else log
     _point_at(sim)
@@ -212,7 +212,8 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
             if sim == "verilator":
                 # The generator's idioms are waived inside the file; the harness
                 # build runs without -Wall. FST keeps long waveforms small.
-                build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+                build_args = (["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+                              + VERILATOR_BUILD_ARGS.get(top, []))
             runner.build(sources=[rtl], hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),

@@ -69,7 +69,7 @@ def test_routing_logic_is_the_routing_function(name):
 
     async def bench(ctx):
         for r in routers:
-            ctx.set(dut.router, r)
+            ctx.set(dut.router_id, r)
             for src in range(topo.endpoints):
                 for dst in range(topo.endpoints):
                     prio = int(rng.integers(p))

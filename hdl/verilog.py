@@ -13,6 +13,7 @@ from .rdma_engine import RdmaEngine
 from .rdma_fabric import RdmaFabric
 from .router import Router
 from .skid_buffer import SkidBuffer
+from .stimulus import Stimulus
 from .switch import Switch
 
 __all__ = ["TOPS", "tops", "default_top", "write_verilog", "VERILATOR_BUILD_ARGS"]
@@ -26,6 +27,8 @@ TOPS = {
     "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
+    # The switch with hardware traffic generators and statistics sinks.
+    "stimulus": lambda cfg: Stimulus(cfg),
     # A fabric of routers: every router an instance of its tier's module,
     # which the same file holds once; and each tier's module alone.
     "fabric": lambda cfg: Fabric(cfg),
@@ -40,7 +43,7 @@ VERILATOR_BUILD_ARGS = {"fabric": ["--hierarchical"]}
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
-    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric"),
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus"),
     "torus": ("fabric", TORUS_ROUTER, "skid_buffer"),
     "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer"),
 }

@@ -1,6 +1,6 @@
 """The fabric top: every router of the topology and the links between them (docs/architecture.md 11.9)."""
 
-from amaranth.hdl import Signal, Module, ClockSignal, Instance, ResetSignal, Value, unsigned
+from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, Value, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -10,7 +10,7 @@ from ..topology import Topology
 from .packet import packet_layout
 from .pfc_frame import REQUEST_LAYOUT
 from .router import Router, router_capacity, router_signature
-from .routing import tier_router
+from .routing import credit_bits, tier_router
 
 __all__ = ["Fabric"]
 
@@ -40,6 +40,9 @@ class Fabric(wiring.Component):
     link_flits : flits sent over each directed link, by link id.
     router_peak : per router, the most flits its buffers held at the end of
         a cycle.
+    link_credits : the credits of link ``k``'s output for pool ``prio * vcs
+        + vc``, at ``k * priorities * vcs + pool``; moved: some router moved
+        a flit in this cycle. For the testbench's stall detection and report.
     pfc_* : with ``[pfc] enabled``, per endpoint (frames ``pfc_tx``,
         ``pfc_rx`` and ``pfc_*_valid`` bit ``e``) and per ``e * priorities
         + prio`` (counters).
@@ -79,6 +82,8 @@ class Fabric(wiring.Component):
             "drops": Out(COUNTER_WIDTH).array(ports),
             "link_flits": Out(COUNTER_WIDTH).array(len(topo.links)),
             "router_peak": Out(range(max(capacity.values()) + 1)).array(topo.routers),
+            "link_credits": Out(credit_bits(cfg)).array(len(topo.links) * np_ * cfg.fabric.vcs),
+            "moved": Out(1),
         }
         if cfg.pfc.enabled:
             members.update({
@@ -125,6 +130,7 @@ class Fabric(wiring.Component):
             self._endpoint(m, e)
         for k, link in enumerate(topo.links):
             self._link(m, k, *link)
+        m.d.comb += self.moved.eq(Cat(router.moved for router in self._routers).any())
         return m
 
     def _endpoint(self, m, e):
@@ -158,6 +164,9 @@ class Fabric(wiring.Component):
         j, jp = port - topo.endpoint_ports(r), peer_port - topo.endpoint_ports(peer)
         sender, receiver = self._routers[r], self._routers[peer]
         m.d.comb += self.link_flits[k].eq(sender.link_flits[j])
+        pools = self._cfg.switch.priorities * self._cfg.fabric.vcs
+        for pool in range(pools):
+            m.d.comb += self.link_credits[k * pools + pool].eq(sender.link_credits[j * pools + pool])
         valid, flit = sender.link_o[j].valid, sender.link_o[j].payload
         for s in range(latency):
             # The flit registers need no reset: they are ignored while valid is low.

@@ -66,6 +66,11 @@ class Router(wiring.Component):
     rx_packets, tx_packets, drops : packet counters per port.
     link_flits : flits sent on each link output. router_peak : the most
         flits the input buffers held together at the end of a cycle.
+    link_credits : the credits of link output ``j`` for pool ``prio * vcs +
+        vc``, at ``j * priorities * vcs + pool``, as the cycle sees them; and
+        moved: a flit entered or left a skid buffer or left an egress queue
+        in this cycle (the model's progress). Both for the testbench's stall
+        detection and report.
     pfc_tx, pfc_rx : with ``[pfc] enabled``, pause frames sent to and
         received from the endpoints (``pfc_*_valid`` bit per endpoint
         port), and their counters; links are lossless by credits.
@@ -275,7 +280,21 @@ class Router(wiring.Component):
             ]
         if self._fabric:
             self._peak(m, bufs)
+            self._observe(m, credits, egress)
         return m
+
+    def _observe(self, m, credits, egress):
+        """``link_credits`` and ``moved``, which the testbench watches for stalls."""
+        ends = self._m
+        for j, per_prio in enumerate(credits):
+            for p, per_vc in enumerate(per_prio):
+                for v, shown in enumerate(per_vc):
+                    m.d.comb += self.link_credits[(j * len(per_prio) + p) * self._vcs + v].eq(shown)
+        skids = [m.submodules[f"skid{k}"] for k in range(self._n)]
+        moves = [skid.i.valid & skid.i.ready for skid in skids]
+        moves += [skid.o.valid & skid.o.ready for skid in skids]
+        moves += [egress[o].r_rdy & (self.o[o].ready if o < ends else 1) for o in range(self._n)]
+        m.d.comb += self.moved.eq(Cat(moves).any())
 
     def _credits(self, m, bufs, started, rd_out, cur_prio, cur_vc):
         """Per link output ``j``, ``credits[j][prio][vc]`` as the model holds them at the
@@ -457,6 +476,8 @@ def router_signature(cfg: FabricConfig, kind: str) -> wiring.Signature:
         members.update({
             "link_flits": Out(COUNTER_WIDTH).array(links),
             "router_peak": Out(range(capacity + 1)),
+            "link_credits": Out(credit_bits(cfg)).array(links * sw.priorities * cfg.fabric.vcs),
+            "moved": Out(1),
         })
     if cfg.pfc.enabled and m:
         classes = m * sw.priorities

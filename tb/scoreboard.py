@@ -5,8 +5,10 @@ at its destination port, with every flit intact; order kept per (input,
 output, priority); dropped only where the model drops; head and tail
 departure cycles equal to the model's; the pause frames sent (cycle,
 port, classes, times) equal to the model's; the ECN codepoint each packet left
-with and the backlog its marking decision saw equal to the model's; the
-hardware counters and the run's length equal to the model's. The first
+with and the backlog its marking decision saw equal to the model's; in a
+fabric, the links it crossed (``hops``) equal to the model's; the hardware
+counters and the run's length (a stall's cycle included) equal to the
+model's. The first
 mismatch in time is named with its tag and cycles, and every problem line
 names a packet's tag and a cycle, or the counter or frame it is about.
 """
@@ -20,7 +22,7 @@ from ..sim.traffic import Trace
 __all__ = ["compare"]
 
 
-_FIELDS = ("dropped", "out_port", "head", "tail", "ecn_out", "ecn_backlog")
+_FIELDS = ("dropped", "out_port", "head", "tail", "ecn_out", "ecn_backlog", "hops")
 
 
 def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20) -> Comparison:

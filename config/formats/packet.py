@@ -99,6 +99,10 @@ class FlitCodec:
         """All fields of a payload integer."""
         return {name: (bits >> offset) & mask for name, (offset, mask) in self._fields.items()}
 
+    def __contains__(self, name: str) -> bool:
+        """Whether the payload has the field ``name`` (a fabric's ``vc`` and ``hops``)."""
+        return name in self._fields
+
     def field_spec(self, name: str) -> tuple[int, int]:
         """``(offset, mask)`` of a field, for hot loops that shift and mask themselves."""
         return self._fields[name]

@@ -62,10 +62,15 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
             problems.append(f"counter {name}: RTL {rtl.counters.get(name)} vs model "
                             f"{model.counters.get(name)}")
 
-    differs = np.zeros(len(trace), bool)
-    for name in _FIELDS:
-        differs |= getattr(rtl, name) != getattr(model, name)
-    differs |= corrupt
+    # The RTL sees a packet's hops only as it leaves the fabric: they are
+    # compared for packets that either side delivered.
+    seen = delivered | (model.tail >= 0)
+    field_differs = {name: (getattr(rtl, name) != getattr(model, name)) & (seen if name == "hops"
+                                                                          else True)
+                     for name in _FIELDS}
+    differs = corrupt.copy()
+    for wrong in field_differs.values():
+        differs |= wrong
     mismatched = np.flatnonzero(differs)
     first = None
     table = []
@@ -76,7 +81,7 @@ def compare(trace: Trace, rtl: Records, model: Records, *, table_rows: int = 20)
             return min(cycles) if cycles else int(trace.gen[i])
         order = sorted(mismatched.tolist(), key=when)
         i = order[0]
-        name = next((f for f in _FIELDS if getattr(rtl, f)[i] != getattr(model, f)[i]), "payload")
+        name = next((f for f in _FIELDS if field_differs[f][i]), "payload")
         first = {"tag": int(trace.tag[i]), "field": name,
                  "rtl": _value(getattr(rtl, name)[i]) if name != "payload" else "corrupt",
                  "model": _value(getattr(model, name)[i]) if name != "payload" else "intact",

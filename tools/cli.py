@@ -264,6 +264,9 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
+        if res["stalled"]:
+            stuck = (res.get("fabric") or {}).get("stuck")
+            print(f"stalled at cycle {res['cycles']:,}" + (f": {stuck}" if stuck else ""))
         if "stimulus" in res:
             hw = res["stimulus"]
             print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "

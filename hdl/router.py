@@ -10,6 +10,7 @@ from ..config import EGRESS_DEPTH, FabricConfig
 from ..formats.counters import COUNTER_WIDTH
 from ..formats.packet import CE, ECT0, ECT1
 from ..lfsr import LFSR_BITS
+from ..routing import ESCAPE_VCS
 from ..topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from .ecn import EcnMarker
 from .islip import ISLIP
@@ -91,6 +92,10 @@ class Router(wiring.Component):
         self._m = topo.endpoint_ports(r)
         self._fabric = kind != SWITCH
         self._vcs = cfg.fabric.vcs if self._fabric else 1
+        #: Adaptive torus routing reserves room in VCs >= ESCAPE_VCS at the
+        #: routing decision (section 11.4): those are always eligible and
+        #: their starts take no credits.
+        self._adaptive = kind == TORUS_ROUTER and cfg.fabric.routing == "adaptive"
         #: Flits the input buffers hold at most, together.
         self.capacity = router_capacity(cfg, kind)
         super().__init__(router_signature(cfg, kind))
@@ -153,23 +158,43 @@ class Router(wiring.Component):
             for v in range(nvc):
                 for p in range(np_):
                     m.d.comb += eligible[o][v][p].eq(
-                        credits[o - ends][p][v] >= sw.max_packet_flits)
+                        1 if self._reserved(v) else credits[o - ends][p][v] >= sw.max_packet_flits)
 
-        # The routing decision for each input's head flit.
+        # The routing decision for each input's head flit. An adaptive choice
+        # books its (output, VC) for the cycle, the lowest input first; a later
+        # input with the same choice takes its escape.
+        booking = []            # (books, out, vc, prio, length) per input
         for k in range(n):
             head = self._layout(bufs[k].i.payload)
             if self._fabric:
                 route = Routing(cfg, self._kind)
                 m.submodules[f"routing{k}"] = route
                 m.d.comb += [route.router_id.eq(self.router_id), route.src.eq(head.src),
-                             route.dst.eq(head.dst), route.prio.eq(head.prio),
-                             bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
+                             route.dst.eq(head.dst), route.prio.eq(head.prio)]
+                if self._adaptive:
+                    wants = Signal(name=f"wants{k}")
+                    m.d.comb += wants.eq(bufs[k].rx_packet & (route.vc >= ESCAPE_VCS))
+                    booked = Cat(b & (o == route.out) & (v == route.vc)
+                                 for b, o, v, _, _ in booking).any()
+                    books = Signal(name=f"books{k}")
+                    m.d.comb += [books.eq(wants & ~booked),
+                                 bufs[k].route_out.eq(Mux(booked, route.escape_out, route.out)),
+                                 bufs[k].route_vc.eq(Mux(booked, route.escape_vc, route.vc))]
+                    booking.append((books, route.out, route.vc, head.prio,
+                                    Mux(head.length == 0, 1, head.length)))
+                else:
+                    m.d.comb += [bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
                 for j, per_prio in enumerate(credits):
                     for p in range(np_):
                         for v in range(nvc):
                             m.d.comb += route.credits[j][p][v].eq(per_prio[p][v])
             else:
                 m.d.comb += bufs[k].route_out.eq(head.dst)
+        for (o, p, v), room in self._bookings.items():
+            length = 0
+            for books, out, vc, prio, size in booking:
+                length = Mux(books & (out == o) & (vc == v) & (prio == p), size, length)
+            m.d.comb += room.eq(length)
 
         paused = self.pause if ends else Const(0, 1)
         if cfg.pfc.enabled and ends:
@@ -308,6 +333,8 @@ class Router(wiring.Component):
         cfg, sw = self._cfg, self._cfg.switch
         n, ends, np_, nvc = self._n, self._m, sw.priorities, self._vcs
         out = []
+        #: (output, prio, vc) -> the length an adaptive decision books in it this cycle.
+        self._bookings = {}
         for o in range(ends, n):
             j = o - ends
             taking, length, prio, vc = Const(0, 1), 0, 0, 0
@@ -332,13 +359,24 @@ class Router(wiring.Component):
                     counter = Signal(credit_bits(cfg), init=cfg.fabric.vc_buffer_flits,
                                      name=f"credits{o}_{p}_{v}")
                     shown = Signal(credit_bits(cfg), name=f"credits_now{o}_{p}_{v}")
-                    pending = Mux(taken & (taken_prio == p) & (taken_vc == v), taken_len, 0)
-                    m.d.comb += shown.eq(counter - pending)
-                    m.d.sync += counter.eq(shown + (back.valid & (back.pool == p * nvc + v)))
+                    returned = back.valid & (back.pool == p * nvc + v)
+                    if self._reserved(v):
+                        room = Signal(range(sw.max_packet_flits + 1), name=f"booked{o}_{p}_{v}")
+                        self._bookings[o, p, v] = room
+                        m.d.comb += shown.eq(counter)
+                        m.d.sync += counter.eq(counter + returned - room)
+                    else:
+                        pending = Mux(taken & (taken_prio == p) & (taken_vc == v), taken_len, 0)
+                        m.d.comb += shown.eq(counter - pending)
+                        m.d.sync += counter.eq(shown + returned)
                     per_vc.append(shown)
                 per_prio.append(per_vc)
             out.append(per_prio)
         return out
+
+    def _reserved(self, vc: int) -> bool:
+        """VC ``vc`` takes its room at the routing decision, not at the start."""
+        return self._adaptive and vc >= ESCAPE_VCS
 
     def _queue(self, out, vc, prio):
         """The index of queue (out, vc, prio) of an input buffer."""

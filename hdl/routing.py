@@ -47,6 +47,9 @@ class Routing(wiring.Component):
         ``j`` (router port ``endpoint ports + j``) as the router holds them
         at the start of the cycle.
     out, vc : Out, the output port and the VC (0 toward an endpoint).
+    escape_out, escape_vc : Out, on a torus, the dimension-order hop and its
+        VC: the route an adaptive decision falls back to when another input
+        booked its (output, VC) in the same cycle (section 11.4).
     """
 
     def __init__(self, cfg: FabricConfig, kind: str):
@@ -62,7 +65,10 @@ class Routing(wiring.Component):
         self._ports = topo.ports(r)
         self._m = topo.endpoint_ports(r)
         sw, f = cfg.switch, cfg.fabric
+        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs))} \
+            if kind == TORUS_ROUTER else {}
         super().__init__({
+            **escape,
             "router_id": In(range(topo.routers)),
             "src": In(port_bits(topo.endpoints)),
             "dst": In(port_bits(topo.endpoints)),
@@ -134,7 +140,8 @@ class Routing(wiring.Component):
                         for j, c in enumerate(credits)]
         escape_vc = Mux(upper, Array(upper_vc)[dor_link], Array(lower_vc)[dor_link])
         out, vc = Signal.like(self.out), Signal.like(self.vc)
-        m.d.comb += [out.eq(self._m + dor_link), vc.eq(escape_vc)]
+        m.d.comb += [out.eq(self._m + dor_link), vc.eq(escape_vc),
+                     self.escape_out.eq(self._m + dor_link), self.escape_vc.eq(escape_vc)]
 
         if adaptive:
             # Every minimal direction of every unfinished dimension on the

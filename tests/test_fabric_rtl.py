@@ -6,7 +6,8 @@ The switch testbench drives the fabric's endpoints through the runner that
 12 (the 4x4x4 torus, the leaf-spine of 8 leaves of 8 hosts and 4 spines) run
 on Verilator; Icarus, which simulates every router instance separately,
 takes about ten minutes to build the 64-router torus and eight to run 400
-cycles of it on this machine, so it runs a 2x2 torus and a small leaf-spine.
+cycles of it on this machine, so it runs a 2x2 and a 3x3 torus and a small
+leaf-spine.
 """
 
 import functools
@@ -34,6 +35,8 @@ CONFIGS = {
     "leaf-spine-adaptive": LEAF_SPINE + ["fabric.routing=adaptive"],
     "torus-2x2-dor": ["fabric.topology=torus", "fabric.dims=[2,2]", "fabric.routing=dor",
                       "fabric.vcs=2"],
+    "torus-3x3-adaptive": ["fabric.topology=torus", "fabric.dims=[3,3]",
+                           "fabric.routing=adaptive", "fabric.vcs=3"],
     "leaf-spine-4x2-ecmp": ["fabric.topology=fat_tree", "fabric.leaves=4",
                             "fabric.hosts_per_leaf=2", "fabric.spines=2", "fabric.routing=ecmp"],
     # A 4-router ring with one VC and small buffers: deadlocks within a few
@@ -55,6 +58,8 @@ CASES = [
     ("leaf-spine-adaptive", "permutation", 0.8, 300, "fixed:3", VERILATOR),
     ("torus-2x2-dor", "uniform", 0.5, 300, "bimodal:1,4,0.5", ICARUS),
     ("torus-2x2-dor", "neighbour", 0.8, 300, "fixed:2", ICARUS),
+    # Two inputs of a router choosing the same adaptive (output, VC) in a cycle.
+    ("torus-3x3-adaptive", "uniform", 0.4, 150, "bimodal:1,4,0.5", ICARUS),
     ("leaf-spine-4x2-ecmp", "uniform", 0.6, 300, "bimodal:1,4,0.5", ICARUS),
 ]
 RUNS = [pytest.param(sim, case, id=f"{sim}-" + "-".join(map(str, case[:3])))

@@ -450,13 +450,13 @@ class FabricMonitor:
         cfg = self._cfg
         vcs, pools = cfg.fabric.vcs, cfg.switch.priorities * cfg.fabric.vcs
         credits = [int(c.value) for c in self._credits]
-        held = lambda link, pool: credits[link * pools + pool] < cfg.fabric.vc_buffer_flits  # noqa: E731
-        blocked = lambda link, pool: credits[link * pools + pool] < cfg.switch.max_packet_flits  # noqa: E731
         waits = nx.DiGraph()
         for (a, va), (b, vb) in escape_dependencies(self._topo, cfg.fabric.routing, vcs):
             for p in range(cfg.switch.priorities):
-                if held(a, p * vcs + va) and blocked(b, p * vcs + vb):
-                    waits.add_edge((a, p * vcs + va), (b, p * vcs + vb))
+                held, wanted = p * vcs + va, p * vcs + vb
+                if (credits[a * pools + held] < cfg.fabric.vc_buffer_flits
+                        and credits[b * pools + wanted] < cfg.switch.max_packet_flits):
+                    waits.add_edge((a, held), (b, wanted))
         return describe_waits(self._topo, waits, vcs)
 
 

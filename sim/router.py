@@ -426,7 +426,9 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             mark, seen = ecn_decide(st.backlog, st.lfsr, prm.kmin, prm.kmax, prm.slope, base + o,
                                     decision)
             st.p_ecn_backlog[pkt] = seen
-            if mark and (st.p_ecn_in[pkt] == ECT0 or st.p_ecn_in[pkt] == ECT1):
+            # ECN-capable as it arrives here: a packet marked CE upstream is
+            # not marked (or counted) again.
+            if mark and (st.p_ecn_out[pkt] == ECT0 or st.p_ecn_out[pkt] == ECT1):
                 st.p_ecn_out[pkt] = CE
                 st.marks[decision] += 1
 

@@ -58,8 +58,12 @@ COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
 #: builds of one Verilog differ only in their harness.
 VERILATOR_FAST = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 #: Tops whose testbench touches only the top's ports: Verilator keeps everything
-#: inside private (and optimisable) instead of cocotb's --public-flat-rw.
-PORTS_ONLY = ("stimulus",)
+#: inside private (and optimisable) instead of cocotb's --public-flat-rw. For
+#: the fabric it also spares the build a VPI symbol for every signal of every
+#: router instance.
+PORTS_ONLY = ("stimulus", "fabric")
+#: Tops built with :data:`VERILATOR_FAST`, for long runs.
+FAST = ("stimulus",)
 
 
 #: Every cocotb run of this process: (simulator, test module, tests, failed).
@@ -218,7 +222,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     of its own; Icarus has none.
     """
     from cocotb_tools.runner import get_runner
-    from ..hdl.verilog import write_verilog
+    from ..hdl.verilog import VERILATOR_BUILD_ARGS, write_verilog
 
     log = sys.stderr if log is None else log
     _point_at(sim)
@@ -242,9 +246,12 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                 # The generator's idioms are waived inside the file; the harness
                 # build runs without -Wall. FST keeps long waveforms small.
                 build_args = (["-Wno-fatal"] + (["--trace-fst"] if waves else [])
-                              + (list(COVERAGE_ARGS) if coverage else []))
+                              + (list(COVERAGE_ARGS) if coverage else [])
+                              + VERILATOR_BUILD_ARGS.get(top, []))
+                if top in FAST:
+                    build_args += list(VERILATOR_FAST)
                 if top in PORTS_ONLY:
-                    build_args += [*VERILATOR_FAST, "--no-public-flat-rw"]
+                    build_args += ["--no-public-flat-rw"]
                     sources.insert(0, write_port_access(rtl, top))
             runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)

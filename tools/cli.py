@@ -69,11 +69,12 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
-    g.add_argument("--top", default="switch",
-                   help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
-                        "engine), rdma_fabric (the RDMA simulation top; rdma_* need "
+    g.add_argument("--top", default=None,
+                   help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
+                        "RDMA engine), rdma_fabric (the RDMA simulation top; rdma_* need "
                         "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
-                        "generators and statistics sinks)")
+                        "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
+                        "(the default), or one router module (router; leaf_router, spine_router)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -226,22 +227,24 @@ def _report(args) -> int:
     return 0
 
 
-def _top_config(args) -> FabricConfig:
-    """The configuration, checked for ``--top``."""
-    from ..hdl.verilog import TOPS
-    if args.top not in TOPS:
-        raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
+def _top_config(args) -> tuple[FabricConfig, str]:
+    """The configuration and the top ``--top`` names (the topology's default if none)."""
+    from ..hdl.verilog import default_top, tops
     cfg = _config(args)
-    if args.top.startswith("rdma_") and not cfg.rdma.enabled:
-        raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
+    top = default_top(cfg) if args.top is None else args.top
+    if top not in tops(cfg):
+        raise UsageError(f"--top = {top!r}: must be one of {', '.join(tops(cfg))} with "
+                         f"fabric.topology = {cfg.fabric.topology!r}")
+    if top.startswith("rdma_") and not cfg.rdma.enabled:
+        raise ConfigError(f"rdma.enabled = false: must be true for --top {top} "
                           f"(add --set rdma.enabled=true)")
-    return cfg
+    return cfg, top
 
 
 def _generate(args) -> int:
     from ..hdl.verilog import write_verilog
-    cfg = _top_config(args)
-    path = write_verilog(cfg, args.out, top=args.top)
+    cfg, top = _top_config(args)
+    path = write_verilog(cfg, args.out, top=top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")
     return 0
@@ -249,9 +252,9 @@ def _generate(args) -> int:
 
 def _synth(args) -> int:
     from .synth import summary_line, synthesize
-    cfg = _top_config(args)
+    cfg, top = _top_config(args)
     options = dict(target=args.target, device=args.device, package=args.package,
-                   speed=args.speed, freq_mhz=args.freq, top=args.top, flatten=args.flatten,
+                   speed=args.speed, freq_mhz=args.freq, top=top, flatten=args.flatten,
                    seed=args.seed)
     if args.vary:
         from .synth_sweep import plan_synth_sweep, run_synth_sweep
@@ -293,6 +296,9 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
+        if res["stalled"]:
+            stuck = (res.get("fabric") or {}).get("stuck")
+            print(f"stalled at cycle {res['cycles']:,}" + (f": {stuck}" if stuck else ""))
         if "stimulus" in res:
             hw = res["stimulus"]
             print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "

@@ -18,6 +18,9 @@ PFC_COUNTERS = ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles", "pfc_peak
 #: With ``[ecn] enabled``, per (output, class): packets marked CE.
 ECN_COUNTERS = ("ecn_marks",)
 
-#: The RDMA engine's counters, ``docs/architecture.md`` section 10.8, in the RTL's port order.
+#: The RDMA engine's counters, ``docs/architecture.md`` section 10.8, in the RTL's port order;
+#: the last three are DCQCN's (section 10.13): CE-marked data packets received, CNPs sent
+#: and CNPs received.
 RDMA_COUNTERS = ("tx_data", "retransmissions", "tx_acks", "naks", "timeouts", "duplicates",
-                 "out_of_sequence", "corrupt", "completions", "errors", "rx_completions")
+                 "out_of_sequence", "corrupt", "completions", "errors", "rx_completions",
+                 "ecn_marked", "cnp_sent", "cnp_handled")

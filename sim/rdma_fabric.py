@@ -161,7 +161,9 @@ class RdmaFabricModel:
                 stalled = True
                 break
             if cycle >= len(depth_rows):
-                depth_rows = np.concatenate((depth_rows, np.zeros_like(depth_rows)))
+                grown = np.zeros((max(2 * len(depth_rows), cycle + 1), E), np.int32)
+                grown[:len(depth_rows)] = depth_rows
+                depth_rows = grown
             depth_rows[cycle] = depth
             # The classes the switch's pause frames hold in this cycle, before
             # this cycle's frames (which hold from the next).

@@ -61,6 +61,10 @@ SWITCH_CASES = {
 
 _RDMA_TINY = ["rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=2048", "rdma.page_words=64",
               "rdma.pages=64"]
+_CONGESTED = ["rdma.enabled=true", "rdma.qps=8", "rdma.channels_per_peer=1",
+              "rdma.memory_words=8192", "rdma.page_words=64", "rdma.pages=128",
+              "pfc.enabled=true", "ecn.enabled=true", "ecn.kmin=32", "ecn.kmax=128",
+              "ecn.pmax=0.5", "dcqcn.enabled=true"]
 #: name -> (preset, overrides, pattern, load, cycles, bad fraction)
 RDMA_CASES = {
     "rdma-allreduce-drops": ("default", ["rdma.enabled=true", "faults.drop_rate=0.01"],
@@ -70,6 +74,9 @@ RDMA_CASES = {
                                                   "faults.reorder_rate=0.05",
                                                   "faults.corrupt_rate=0.03"],
                             "rdma-uniform", 0.6, 1500, 0.2),
+    "rdma-victim-dcqcn-faults": ("tiny", _CONGESTED + ["faults.drop_rate=0.02",
+                                                       "faults.corrupt_rate=0.02"],
+                                 "rdma-victim:side_load=0.3", 0.6, 2000, 0.0),
 }
 
 
@@ -104,7 +111,8 @@ def rdma_digest(name: str) -> str:
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=11, bad_fraction=bad)
     rec = RdmaFabricModel(cfg).run(workload)
     arrays = {k: getattr(rec, k) for k in ("taken", "done", "status", "completions", "order",
-                                           "rx_completions", "memory")}
+                                           "rx_completions", "memory", "cnps", "rates",
+                                           "pfc_frames", "queue_depth")}
     return _digest(arrays, {"cycles": rec.cycles, "stalled": rec.stalled, "stuck": rec.stuck,
                             "counters": rec.counters, "wrs": len(workload)})
 

@@ -280,8 +280,8 @@ _DCQCN = ["rdma.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"]
     ("dcqcn.hai_rate=true", ["dcqcn.hai_rate = True", "a number in 0..1"]),
     ("dcqcn.min_rate=0", ["dcqcn.min_rate = 0.0", "at least 2**-16", "never send"]),
     ("dcqcn.ai_rate=0.000001", ["dcqcn.ai_rate = 1e-06", "at least 2**-16", "never rise"]),
-    ("dcqcn.hai_rate=0.0005", ["dcqcn.hai_rate = 0.0005", "at least dcqcn.ai_rate (0.001)"]),
-    ("dcqcn.alpha_timer=200", ["dcqcn.alpha_timer = 200", "must exceed dcqcn.cnp_interval (200)"]),
+    ("dcqcn.hai_rate=0.003", ["dcqcn.hai_rate = 0.003", "at least dcqcn.ai_rate (0.004)"]),
+    ("dcqcn.alpha_timer=16", ["dcqcn.alpha_timer = 16", "must exceed dcqcn.cnp_interval (16)"]),
     ("dcqcn.enabled=1", ["dcqcn.enabled = 1", "true or false"]),
     ("dcqcn.gain=3", ["dcqcn.gain: unknown key", "cnp_interval"]),
 ])
@@ -301,9 +301,9 @@ def test_dcqcn_needs_the_engines_and_the_marks(overrides, fragments):
 def test_dcqcn_units_are_the_scaled_published_parameters():
     u = FabricConfig.load(overrides=_DCQCN).dcqcn.units
     # 4 cycles per published microsecond; rates in 2**-16 of the line rate.
-    assert (u.cnp_interval, u.alpha_timer, u.increase_timer) == (200, 220, 240)
+    assert (u.cnp_interval, u.alpha_timer, u.increase_timer) == (16, 220, 240)
     assert (u.byte_counter, u.fast_recovery, u.g_shift) == (8000, 5, 8)
-    assert (u.ai_rate, u.hai_rate, u.min_rate) == (66, 328, 655)
+    assert (u.ai_rate, u.hai_rate, u.min_rate) == (262, 1311, 655)
 
 
 def test_a_bad_dcqcn_value_on_the_command_line_is_one_line_and_exit_2(tmp_path):

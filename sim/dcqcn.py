@@ -12,7 +12,7 @@ from ..formats.dcqcn import (ALPHA_ONE, LINE_RATE, DcqcnUnits, alpha_decay, alph
 
 __all__ = ["NotificationPoint", "ReactionPoint", "NEVER"]
 
-#: A cycle that never comes.
+#: A cycle that never comes: the next event of a timer that is not running.
 NEVER = float("inf")
 
 

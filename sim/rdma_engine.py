@@ -20,12 +20,9 @@ from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..formats.counters import RDMA_COUNTERS
 from ..formats.packet import CE
-from .dcqcn import NotificationPoint, ReactionPoint
+from .dcqcn import NEVER, NotificationPoint, ReactionPoint
 
 __all__ = ["RdmaEngine", "KeyTable", "Descriptor", "NEVER"]
-
-#: ``next_event`` of an engine that will not act by itself.
-NEVER = float("inf")
 
 _PSN_MASK = wire.PSN_MOD - 1
 _VA_MASK = (1 << wire.VA_BITS) - 1

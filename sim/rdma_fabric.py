@@ -18,7 +18,7 @@ import numpy as np
 from ..config import FabricConfig
 from ..formats.packet import ECT0, NOT_ECT
 from .fault_injector import FaultInjector
-from .rdma_engine import NEVER, KeyTable, RdmaEngine
+from .rdma_engine import KeyTable, RdmaEngine
 from .rdma_host import SendQueues
 from .rdma_records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
                            event_rows)

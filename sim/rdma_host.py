@@ -21,11 +21,9 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..formats.rdma_wire import payload_words
+from .rdma_engine import NEVER
 
-__all__ = ["SendQueues", "NEVER"]
-
-#: ``next_post`` when nothing is left to post.
-NEVER = float("inf")
+__all__ = ["SendQueues"]
 
 
 class SendQueues:

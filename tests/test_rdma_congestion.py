@@ -5,7 +5,6 @@ slowed channel not block the others, and DCQCN cuts the pause frames and frees t
 import functools
 
 import numpy as np
-import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire

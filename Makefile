@@ -4,11 +4,13 @@
 #               then run the 8-endpoint RDMA all-reduce (1,024 QPs, 1 % drops) on Verilator
 #               against the model, and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
+#   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
+#               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test bench clean
+.PHONY: setup simulators browser demo test bench bench-synth clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +41,10 @@ test: setup
 # DCQCN=DIR runs only the congestion-control table (README, DCQCN), its runs kept in DIR.
 bench: setup
 	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
+
+# Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
+bench-synth: $(BIN)/superfabric
+	$(BIN)/python -m superfabric.tools.bench_synth
 
 clean:
 	rm -rf build

@@ -24,7 +24,8 @@ from .formats.pfc_frame import QUANTUM_BITS
 from .lfsr import lfsr_start
 
 __all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "DcqcnConfig",
-           "FaultsConfig", "TopologyConfig", "FabricConfig", "PRESETS", "EGRESS_DEPTH"]
+           "FaultsConfig", "TopologyConfig", "StimulusConfig", "FabricConfig", "PRESETS",
+           "EGRESS_DEPTH"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -99,6 +100,7 @@ class FabricConfig:
     dcqcn: DcqcnConfig
     faults: FaultsConfig
     fabric: TopologyConfig
+    stimulus: StimulusConfig
 
     # -- construction -----------------------------------------------------
 
@@ -457,10 +459,6 @@ class TopologyConfig:
         return self.topology != "switch"
 
 
-_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig, "rdma": RdmaConfig,
-             "dcqcn": DcqcnConfig, "faults": FaultsConfig, "fabric": TopologyConfig}
-
-
 def _check_fabric(cfg: "FabricConfig") -> None:
     """Rules of a multi-router fabric, the deadlock check last (docs/architecture.md 11.6)."""
     f, sw = cfg.fabric, cfg.switch
@@ -487,6 +485,37 @@ def _check_fabric(cfg: "FabricConfig") -> None:
         raise ConfigError(f"fabric.vcs = {f.vcs}: the {f.topology}'s channel dependency graph "
                           f"has a cycle ({describe_cycle(topo, cycle)}); {hint}, or set "
                           f"fabric.allow_deadlock = true to watch it deadlock")
+
+
+@dataclass(frozen=True)
+class StimulusConfig:
+    """The ``[stimulus]`` section: build-time sizes of the stimulus top's generators and sinks.
+
+    Only what shapes the hardware is here. The run itself (pattern, load,
+    lengths, class weights, seed, run length) is written into the top's
+    configuration registers after reset, so one build serves every point
+    of a sweep (``docs/architecture.md`` section 11).
+    """
+
+    source_queue: int = _ranged(2, 256, "packets a generator holds generated but not yet sent")
+    hist_buckets: int = _ranged(2, 4096, "latency histogram buckets per sink")
+    hist_sub_bits: int = _ranged(0, 8, "log2 of the histogram's buckets per power of two")
+    counter_width: int = _ranged(32, 64, "bits of the cycle, packet, flit, latency-sum and "
+                                 "histogram counters")
+    fault_packet: int = _ranged(0, (1 << 32) - 1, "0: none; K: a planted fault for tests, output "
+                                "0's sink withholds ready for one cycle at the head of its K-th "
+                                "packet (the model does not mirror it)")
+
+    def _check(self) -> None:
+        least = 2 << self.hist_sub_bits
+        if self.hist_buckets < least:
+            raise ConfigError(f"stimulus.hist_buckets = {self.hist_buckets}: must be at least "
+                              f"{least} (2 * 2**stimulus.hist_sub_bits), the buckets of width one")
+
+
+_SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig, "rdma": RdmaConfig,
+             "dcqcn": DcqcnConfig, "faults": FaultsConfig, "fabric": TopologyConfig,
+             "stimulus": StimulusConfig}
 
 
 def _check_rdma(sw: SwitchConfig, pfc: PfcConfig, rdma: RdmaConfig) -> None:

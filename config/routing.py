@@ -12,7 +12,7 @@ the RTL's routing logic is held against them block by block.
 (endpoint ports' entries are never read).
 """
 
-__all__ = ["torus_dor_hop", "class_vcs", "best_vc", "torus_route", "ecmp_hash",
+__all__ = ["torus_dor_hop", "class_vcs", "best_vc", "torus_escape", "torus_route", "ecmp_hash",
            "fat_tree_route", "ESCAPE_VCS"]
 
 #: Under adaptive torus routing, VCs 0 (lower) and 1 (upper) form the escape network.
@@ -69,13 +69,24 @@ def best_vc(credits, port, prio, lo, hi):
     return vc, most
 
 
+def torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits):
+    """The dimension-order hop and its VC at torus router ``r`` (``r`` is not the
+    destination's router): under ``dor`` the route, under ``adaptive`` the escape."""
+    port, upper = torus_dor_hop(dims, m, r, src // m, dst // m)
+    lo, hi = class_vcs(upper, vcs, adaptive)
+    vc, _ = best_vc(credits, port, prio, lo, hi)
+    return port, vc
+
+
 def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
-    """Output port and VC at torus router ``r`` for a packet from endpoint ``src`` to ``dst``."""
+    """Output port and VC at torus router ``r`` for a packet from endpoint ``src`` to ``dst``.
+
+    Under ``adaptive`` a VC ``>= ESCAPE_VCS`` is an adaptive choice: the
+    router reserves the packet's room in it at once (section 11.4).
+    """
     t = dst // m
     if r == t:
         return dst % m, 0
-    s = src // m
-    port, upper = torus_dor_hop(dims, m, r, s, t)
     if adaptive:
         # Every minimal direction of every unfinished dimension, on the
         # adaptive VCs: the one with the most credits, if it has room for
@@ -98,9 +109,7 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
                         best_port, best_vc_, most = cand, vc, c
         if most >= max_packet:
             return best_port, best_vc_
-    lo, hi = class_vcs(upper, vcs, adaptive)
-    vc, _ = best_vc(credits, port, prio, lo, hi)
-    return port, vc
+    return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
 
 
 def ecmp_hash(src, dst, flow):

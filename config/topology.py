@@ -47,13 +47,20 @@ class Topology:
     @classmethod
     def of(cls, cfg) -> "Topology":
         """The topology of a :class:`~superfabric.config.FabricConfig`."""
-        f = cfg.fabric
-        if f.topology == "torus":
-            return cls("torus", dims=tuple(f.dims), endpoints_per_router=f.endpoints_per_router)
-        if f.topology == "fat_tree":
-            return cls("fat_tree", leaves=f.leaves, spines=f.spines,
-                       hosts_per_leaf=f.hosts_per_leaf)
-        return cls("switch", switch_ports=cfg.switch.ports)
+        return cls.of_dict(cfg.to_dict())
+
+    @classmethod
+    def of_dict(cls, config: dict) -> "Topology":
+        """The topology of a configuration as nested dicts (``FabricConfig.to_dict()``, the
+        ``config`` of ``results.json``), without validating it again."""
+        f = config["fabric"]
+        if f["topology"] == "torus":
+            return cls("torus", dims=tuple(f["dims"]),
+                       endpoints_per_router=f["endpoints_per_router"])
+        if f["topology"] == "fat_tree":
+            return cls("fat_tree", leaves=f["leaves"], spines=f["spines"],
+                       hosts_per_leaf=f["hosts_per_leaf"])
+        return cls("switch", switch_ports=config["switch"]["ports"])
 
     # -- routers and endpoints -------------------------------------------
 

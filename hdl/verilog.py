@@ -10,6 +10,7 @@ from .packet import packet_layout
 from .rdma_engine import RdmaEngine
 from .rdma_fabric import RdmaFabric
 from .skid_buffer import SkidBuffer
+from .stimulus import Stimulus
 from .switch import Switch
 
 __all__ = ["TOPS", "write_verilog"]
@@ -23,6 +24,8 @@ TOPS = {
     "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
+    # The switch with hardware traffic generators and statistics sinks.
+    "stimulus": lambda cfg: Stimulus(cfg),
 }
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on

@@ -22,8 +22,8 @@ from .source import (NONE, source_accept, source_busy, source_next_generation, s
                      source_pause, source_state)
 from .traffic import Trace
 
-__all__ = ["FabricModel", "run_block", "counters", "grown_frames", "DEFAULT_STALL_LIMIT",
-           "LinkOverflow"]
+__all__ = ["FabricModel", "run_block", "deliver_links", "return_credits", "counters",
+           "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
@@ -34,6 +34,39 @@ _DONE, _STALLED, _NEXT_BLOCK, _NEED_ROOM, _OVERFLOW = range(5)
 
 class LinkOverflow(RuntimeError):
     """A flit reached a link input with no room: the credit accounting is broken."""
+
+
+@kernel(inline=True)
+def deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived):
+    """The flits the links deliver to their inputs in ``cycle`` (offered to the skid
+    buffers like a source's), and the credits they bring back (into ``arrived[link]``,
+    a pool or -1, for :func:`return_credits` after the routers' cycle)."""
+    if not prm.links:
+        return
+    slot = cycle % prm.link_latency
+    for k in range(prm.links):
+        g = st.link_dst[k]
+        offer_pkt[g] = NONE
+        if st.fwd_valid[k, slot]:
+            offer_pkt[g] = st.fwd_pkt[k, slot]
+            offer_flit[g] = st.fwd_flit[k, slot]
+            offer_vc[g] = st.fwd_vc[k, slot]
+            st.fwd_valid[k, slot] = False
+            st.scalars[IN_FLIGHT] -= 1
+        arrived[k] = st.back_pool[k, slot]
+        if arrived[k] >= 0:
+            st.back_pool[k, slot] = -1
+            st.scalars[IN_FLIGHT] -= 1
+
+
+@kernel(inline=True)
+def return_credits(st, prm, arrived):
+    """The credits the links brought back, added at the upstream routers at the edge."""
+    for k in range(prm.links):
+        pool = arrived[k]
+        if pool >= 0:
+            p = pool // prm.vcs
+            st.credits[st.link_src[k], p, pool - p * prm.vcs] += 1
 
 
 @kernel
@@ -89,22 +122,7 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
                     offer_vc[g] = 0
                     source_accept(src, e)
             sink_enable[e] = 0
-        if prm.links:
-            # The flits a link delivers this cycle and the credits it returns.
-            slot = cycle % prm.link_latency
-            for k in range(prm.links):
-                g = st.link_dst[k]
-                offer_pkt[g] = NONE
-                if st.fwd_valid[k, slot]:
-                    offer_pkt[g] = st.fwd_pkt[k, slot]
-                    offer_flit[g] = st.fwd_flit[k, slot]
-                    offer_vc[g] = st.fwd_vc[k, slot]
-                    st.fwd_valid[k, slot] = False
-                    st.scalars[IN_FLIGHT] -= 1
-                arrived[k] = st.back_pool[k, slot]
-                if arrived[k] >= 0:
-                    st.back_pool[k, slot] = -1
-                    st.scalars[IN_FLIGHT] -= 1
+        deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
         if sink_period > 0 and cycle % sink_period == 0:
             k = cycle // sink_period - congested_first
             sink_pause_frames(congested[k], congested[k - 1], st.lossless, prm.quanta,
@@ -125,17 +143,17 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
                         if enable >> p & 1:
                             source_pause(src, e, p, cycle + 1, quanta_to_cycles(
                                 st.tx_times[endpoint_port[e], p], prm.data_width))
-        if prm.links:
-            # Credits returned to the upstream routers at the edge.
-            for k in range(prm.links):
-                pool = arrived[k]
-                if pool >= 0:
-                    p = pool // prm.vcs
-                    st.credits[st.link_src[k], p, pool - p * prm.vcs] += 1
+        return_credits(st, prm, arrived)
         if st.scalars[PROGRESS]:
             last_progress = cycle + 1
         cycle += 1
     return cycle, last_progress, _DONE
+
+
+def endpoint_ports(st, topo: Topology) -> np.ndarray:
+    """The global port of every endpoint."""
+    return np.array([st.base[topo.endpoint_router(e)] + topo.endpoint_port(e)
+                     for e in range(topo.endpoints)], np.int64)
 
 
 def grown_frames(frames: np.ndarray) -> np.ndarray:
@@ -199,9 +217,7 @@ class FabricModel:
         sink_period = sink_pause.period if cfg.pfc.enabled and sink_pause.rate > 0 else 0
         no_congestion = np.zeros((2, e, 8), np.bool_)
         ports = len(st.port_endpoint)
-        endpoint_port = np.array([st.base[topo.endpoint_router(k)] + topo.endpoint_port(k)
-                                  for k in range(e)], np.int64)
-        scratch = (endpoint_port, np.full(ports, NONE, np.int64), np.zeros(ports, np.int64),
+        scratch = (endpoint_ports(st, topo), np.full(ports, NONE, np.int64), np.zeros(ports, np.int64),
                    np.zeros(ports, np.int64), np.zeros(e, np.int64), np.zeros((e, 8), np.int64),
                    np.zeros((max(prm.max_ports, 1), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))

@@ -30,14 +30,15 @@ from .source import NONE
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
            "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
-           "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "SWITCH", "TORUS",
+           "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
            "FAT_TREE"]
 
 #: Indices of RouterState.scalars: packets outstanding, whether the last
 #: cycle moved a flit, pause frames recorded, packets registered, flits and
-#: credits in flight on links, and a flit that arrived at a full link input
-#: (a broken credit invariant, which the caller reports).
-OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW = range(6)
+#: credits in flight on links, a flit that arrived at a full link input (a
+#: broken credit invariant, which the caller reports), and the ids on the
+#: stack of free packet slots (with ``recycle``).
+OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW, FREE = range(7)
 
 #: RouterParams.topology.
 SWITCH, TORUS, FAT_TREE = range(3)
@@ -45,7 +46,7 @@ SWITCH, TORUS, FAT_TREE = range(3)
 # The routing functions are defined once, in superfabric.routing, as plain
 # Python; these make them callable from compiled code.
 for _rule in (routing.torus_dor_hop, routing.class_vcs, routing.best_vc, routing.ecmp_hash,
-              routing.torus_route, routing.fat_tree_route):
+              routing.torus_escape, routing.torus_route, routing.fat_tree_route):
     register_jitable(_rule)
 
 #: The configuration as the kernels read it (all integers; flags are 0 or 1).
@@ -54,7 +55,8 @@ RouterParams = namedtuple("RouterParams", [
     "ecn_on", "kmin", "kmax", "slope",
     "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
     "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
-    "per_router", "leaves", "spines", "links", "link_latency"])
+    "per_router", "leaves", "spines", "links", "link_latency",
+    "recycle"])   # a packet's id goes back to free_ids when it is delivered or dropped
 
 #: Everything the routers hold, as arrays; docs/architecture.md sections 5.1 and 11.
 RouterState = namedtuple("RouterState", [
@@ -64,7 +66,7 @@ RouterState = namedtuple("RouterState", [
     "p_req", "p_pool", "p_next",
     # ... and what happens to it: delivery, links crossed.
     "p_ecn_out", "p_ecn_backlog", "p_head", "p_tail", "p_out", "p_dropped", "p_hops", "p_path",
-    "scalars",
+    "scalars", "free_ids",
     # Per router: its first global port and port count; per port of the
     # topology: the endpoint it faces (-1: a link), its output and input links.
     "base", "nports", "port_endpoint", "port_link", "in_link", "dims",
@@ -97,11 +99,11 @@ RouterState = namedtuple("RouterState", [
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
     "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
-    "credit_ok"])
+    "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
 
 
-def router_params(cfg: FabricConfig, topo: Topology) -> RouterParams:
-    """The kernels' view of ``cfg``."""
+def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -> RouterParams:
+    """The kernels' view of ``cfg``; ``recycle`` for runs that reuse packet ids."""
     sw, ecn, pfc, f = cfg.switch, cfg.ecn, cfg.pfc, cfg.fabric
     kind = {"switch": SWITCH, "torus": TORUS, "fat_tree": FAT_TREE}[topo.kind]
     return RouterParams(
@@ -117,7 +119,7 @@ def router_params(cfg: FabricConfig, topo: Topology) -> RouterParams:
         per_router=(topo.endpoints_per_router if kind == TORUS else
                     topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
         leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
-        link_latency=f.link_latency)
+        link_latency=f.link_latency, recycle=int(recycle))
 
 
 def packet_arrays(capacity: int, max_links: int) -> dict:
@@ -185,7 +187,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
     credits[port_link >= 0] = f.vc_buffer_flits
     lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
     return RouterState(
-        **packets, scalars=ints(6),
+        **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
         base=base, nports=nports, port_endpoint=port_endpoint, port_link=port_link,
         in_link=in_link, dims=np.array(list(topo.dims) or [1], np.int64),
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
@@ -217,7 +219,9 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
         finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
-        paused_classes=ints(ports), credit_ok=ints(ports, v))
+        paused_classes=ints(ports), credit_ok=ints(ports, v), taken=flags(ports, v),
+        book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
+        book_len=ints(ports))
 
 
 @kernel(inline=True)
@@ -237,17 +241,41 @@ def router_busy(st, prm, r):
 
 
 @kernel(inline=True)
+def _release(st, pkt):
+    """Packet ``pkt`` has left the fabric: its id can be reused."""
+    st.free_ids[st.scalars[FREE]] = pkt
+    st.scalars[FREE] += 1
+
+
+@kernel(inline=True)
+def _reserved(prm, v):
+    """VC ``v`` is adaptive on a torus: its room is reserved when a packet is routed to it."""
+    return prm.topology == TORUS and prm.adaptive and v >= routing.ESCAPE_VCS
+
+
+@kernel(inline=True)
 def _route(st, prm, r, base, n, pkt):
-    """Output port and VC of a packet whose head enters router ``r`` (section 11.4)."""
+    """Output port and VC of a packet whose head enters router ``r`` (section 11.4).
+
+    An adaptive choice books its (output, VC) for the cycle; a second input
+    choosing the same one in the same cycle takes its escape instead, so a
+    reservation never overdraws the credits.
+    """
     if prm.topology == SWITCH:
         return int(st.p_dst[pkt]), 0
     credits = st.credits[base:base + n]
+    src, dst, prio = st.p_src[pkt], st.p_dst[pkt], st.p_prio[pkt]
     if prm.topology == TORUS:
-        return routing.torus_route(st.dims, prm.per_router, r, st.p_src[pkt], st.p_dst[pkt],
-                                   st.p_prio[pkt], prm.vcs, prm.adaptive, credits,
-                                   prm.max_packet)
-    return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, st.p_src[pkt],
-                                  st.p_dst[pkt], st.p_prio[pkt], prm.vcs, prm.adaptive, credits)
+        out, vc = routing.torus_route(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                      prm.adaptive, credits, prm.max_packet)
+        if _reserved(prm, vc):
+            if st.taken[base + out, vc]:
+                return routing.torus_escape(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                            prm.adaptive, credits)
+            st.taken[base + out, vc] = True
+        return out, vc
+    return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, src, dst, prio,
+                                  prm.vcs, prm.adaptive, credits)
 
 
 @kernel(inline=True)
@@ -284,12 +312,17 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     for g in range(base, base + n):
         st.credit[g] = st.eg_n[g] + st.arriving[g] < EGRESS_DEPTH
         st.out_free[g] = st.credit[g]
+        if st.port_link[g] < 0:
+            st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
+            continue
         for v in range(nvc):
             ok = 0
+            # An adaptive VC's packets had their room reserved at ingress.
             for p in range(npr):
-                if st.port_link[g] < 0 or st.credits[g, p, v] >= prm.max_packet:
+                if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
             st.credit_ok[g, v] = ok
+            st.taken[g, v] = False
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
             st.out_free[base + st.cur_out[g]] = False
@@ -434,6 +467,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
         if last:
             st.p_tail[pkt] = cycle
             outstanding -= 1
+            if prm.recycle:
+                _release(st, pkt)
     for g in range(base, base + n):
         if st.rd_valid[g]:
             go = base + st.rd_out[g]
@@ -466,6 +501,11 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                         st.reserve_pool[g] = pool
                         st.rx[g] += 1
                         out, vc = _route(st, prm, r, base, n, pkt)
+                        if _reserved(prm, vc):
+                            st.book_port[g] = base + out
+                            st.book_vc[g] = vc
+                            st.book_prio[g] = st.p_prio[pkt]
+                            st.book_len[g] = size
                         st.p_req[pkt] = (out * nvc + vc) * npr + st.p_prio[pkt]
                         st.p_pool[pkt] = pool
                         st.wr_ecn[g] = (base + out) * npr + st.p_prio[pkt]
@@ -482,6 +522,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                 keep, last = not st.dropping[g], st.left[g] == 1
                 st.in_packet[g] = st.left[g] != 1
                 st.left[g] -= 1
+            if popped and not keep and last and prm.recycle:
+                _release(st, pkt)           # the dropped packet's last flit is gone
             if popped and keep:
                 st.stored[g] += 1
                 if prm.pfc_on:
@@ -536,7 +578,7 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             if prm.islip and st.q_count[g, q] == 0:
                 st.nonempty[g, o * nvc + v] &= ~(1 << p)
             go = base + o
-            if st.port_link[go] >= 0:
+            if st.port_link[go] >= 0 and not _reserved(prm, v):
                 st.credits[go, p, v] -= st.p_length[pkt]
             st.rd_valid[g] = True
             st.rd_pkt[g] = pkt
@@ -573,6 +615,10 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                 st.scalars[IN_FLIGHT] += 1
         if st.reserve[g]:
             st.free[g, st.reserve_pool[g]] -= st.reserve[g]
+        if st.book_port[g] >= 0:
+            # The room reserved by an adaptive routing decision, at the edge.
+            st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
+            st.book_port[g] = -1
         st.stored[g] -= read
         stored += st.stored[g]
     if stored > st.peak_stored[r]:

@@ -162,6 +162,7 @@ class SwitchCore:
         return getattr(self.state, name)[:self.packets]
 
     length = property(lambda self: self._column("p_length"), doc="Flits per packet.")
+    prio = property(lambda self: self._column("p_prio"), doc="Traffic class of each packet.")
     head = property(lambda self: self._column("p_head"), doc="Cycle of the head's handover.")
     tail = property(lambda self: self._column("p_tail"), doc="Cycle of the tail's handover.")
     out_port = property(lambda self: self._column("p_out"), doc="Output it left by.")

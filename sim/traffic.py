@@ -104,7 +104,8 @@ from ..formats.packet import ECT0, NOT_ECT
 from ..topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "PatternParam", "generate",
-           "parse_lengths", "parse_pattern", "read_npz", "bernoulli_arrivals", "check_integer"]
+           "parse_lengths", "tornado", "parse_pattern", "read_npz", "bernoulli_arrivals",
+           "check_integer", "check_load", "check_priority_weights"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
                              "incast", "all-to-all", "ring-allreduce", "bursty", "tornado",
@@ -547,6 +548,16 @@ def _torus_step(topo: Topology, src: np.ndarray, steps: np.ndarray) -> np.ndarra
     return dst * m + port
 
 
+def tornado(topo: Topology, src: np.ndarray, ports: int) -> np.ndarray:
+    """Where each endpoint of ``src`` sends under ``tornado`` (see the module notes)."""
+    s = np.asarray(src, np.int64)
+    if topo.kind == "torus":
+        steps = np.zeros((s.size, len(topo.dims)), np.int64)
+        steps[:] = [-(-k // 2) - 1 for k in topo.dims]
+        return _torus_step(topo, s, steps)
+    return (s + -(-ports // 2) - 1) % ports
+
+
 def ring_steps(topo: Topology, ports: int) -> int:
     """Steps of one ring all-reduce: ``2 (N - 1)``, or on a torus ``2 (k_d - 1)`` per
     dimension, the rings run one dimension after another."""
@@ -559,12 +570,11 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int, rng: np.random.
            topo: Topology) -> np.ndarray:
     """The output of every packet of a Bernoulli pattern."""
     s = src.astype(np.int64)
-    torus = topo.kind == "torus"
-    if torus and name in ("tornado", "neighbour", "ring-allreduce"):
+    if name == "tornado":
+        return tornado(topo, s, ports).astype(np.int16)
+    if topo.kind == "torus" and name in ("neighbour", "ring-allreduce"):
         steps = np.zeros((s.size, len(topo.dims)), np.int64)
-        if name == "tornado":
-            steps[:] = [-(-k // 2) - 1 for k in topo.dims]
-        elif name == "neighbour":
+        if name == "neighbour":
             steps[np.arange(s.size), _index_within_source(src, ports) % len(topo.dims)] = 1
         else:
             # Step j of an input's ring all-reduce runs in the dimension
@@ -590,8 +600,6 @@ def _route(name: str, params: dict, src: np.ndarray, ports: int, rng: np.random.
         dst = np.full(src.size, params["sink"])
     elif name == "all-to-all":
         dst = (s + 1 + _index_within_source(src, ports) % (ports - 1)) % ports
-    elif name == "tornado":
-        dst = (s + -(-ports // 2) - 1) % ports
     else:
         assert name in ("ring-allreduce", "neighbour"), name
         dst = (s + 1) % ports
@@ -642,13 +650,11 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     sw = cfg.switch
     ports = cfg.endpoints
     name, params = parse_pattern(pattern, ports)
-    if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
-        raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
-                           f"(offered flits per input per cycle, 1 = line rate)")
+    check_load(load)
     check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
     check_integer("traffic.seed", seed, 0, "random seed")
     lengths = parse_lengths(packet_lengths, sw.max_packet_flits)
-    weights = _priority_weights(priority_weights, sw.priorities, name)
+    weights = check_priority_weights(priority_weights, sw.priorities, name)
     load, cycles, seed = float(load), int(cycles), int(seed)
 
     # One stream per purpose, so a pattern that draws destinations does not
@@ -688,12 +694,19 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
                  cycles=cycles, packet_lengths=packet_lengths, ecn=ecn)
 
 
+def check_load(load: object) -> None:
+    """Refuse an offered load outside (0, 1] with a one-line :class:`TrafficError`."""
+    if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
+        raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
+                           f"(offered flits per input per cycle, 1 = line rate)")
+
+
 def check_integer(where: str, value: object, lo: int, doc: str) -> None:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < lo:
         raise TrafficError(f"{where} = {value!r}: must be an integer >= {lo} ({doc})")
 
 
-def _priority_weights(weights: list[float] | None, priorities: int, pattern: str) -> np.ndarray:
+def check_priority_weights(weights: list[float] | None, priorities: int, pattern: str) -> np.ndarray:
     """The checked class weights, uniform if none are given."""
     where = f"traffic.priority_weights = {weights!r}"
     if weights is None:

@@ -32,7 +32,7 @@ from ..config import FabricConfig
 from . import params as tb_params
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves", "build",
-           "run_cocotb"]
+           "build_harness", "write_port_access", "run_cocotb", "VERILATOR_FAST"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)
@@ -42,6 +42,13 @@ TIMESCALE = ("1ns", "1ps")
 DEFAULT_BUILD_ROOT = Path("build")
 #: Seconds between the lines that show a long build is alive.
 HEARTBEAT_SECONDS = 15.0
+#: Verilator's flags for speed. The stimulus top is built with them, and the plain
+#: Verilator benchmark harness (tools/bench.py) with the very same, so the two
+#: builds of one Verilog differ only in their harness.
+VERILATOR_FAST = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
+#: Tops whose testbench touches only the top's ports: Verilator keeps everything
+#: inside private (and optimisable) instead of cocotb's --public-flat-rw.
+PORTS_ONLY = ("stimulus",)
 
 
 #: Every cocotb run of this process: (simulator, test module, tests, failed).
@@ -209,15 +216,72 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
             rtl = write_verilog(cfg, build_dir / "rtl", top=top)
             runner = get_runner(sim)
             build_args = []
+            sources = [rtl]
             if sim == "verilator":
                 # The generator's idioms are waived inside the file; the harness
                 # build runs without -Wall. FST keeps long waveforms small.
                 build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
-            runner.build(sources=[rtl], hdl_toplevel=top, build_dir=build_dir / "obj",
+                if top in PORTS_ONLY:
+                    build_args += [*VERILATOR_FAST, "--no-public-flat-rw"]
+                    sources.insert(0, write_port_access(rtl, top))
+            runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
                                      "waves": waves}, indent=2))
     return build_dir
+
+
+def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
+                  build_root: str | Path = DEFAULT_BUILD_ROOT) -> Path:
+    """Build ``top`` for ``cfg`` as a plain Verilator executable around the C++ ``harness``
+    (no cocotb, no VPI), with :data:`VERILATOR_FAST`; reuse an earlier build.
+
+    Returns the executable. For the benchmark that measures what cocotb costs.
+    """
+    import hashlib
+    from ..hdl.verilog import write_verilog
+
+    exe = find_simulator("verilator")
+    _point_at("verilator")
+    harness = Path(harness).resolve()
+    digest = hashlib.sha256(harness.read_bytes()).hexdigest()[:8]
+    name = f"{top}-{cfg.build_key}-{_hdl_digest()}-{digest}"
+    build_dir = Path(build_root).resolve() / "sim" / "plain" / name
+    binary = build_dir / "obj" / top
+    with _locked(build_dir.with_suffix(".lock")):
+        if (build_dir / "built.json").exists():
+            return binary
+        rtl = write_verilog(cfg, build_dir / "rtl", top=top)
+        log = build_dir / "build.log"
+        with open(log, "w") as f:
+            done = subprocess.run(
+                [str(exe), "--cc", "--exe", "--build", "-j", "2", *VERILATOR_FAST, "-Wno-fatal",
+                 "--top-module", top, "--prefix", f"V{top}", "-Mdir", str(build_dir / "obj"),
+                 "-o", top, str(rtl), str(harness)], stdout=f, stderr=subprocess.STDOUT)
+        if done.returncode:
+            raise RuntimeError(f"the plain Verilator build of {top} failed; see {log}")
+        (build_dir / "built.json").write_text(json.dumps({"top": top, "config": cfg.to_dict(),
+                                                          "harness": str(harness)}, indent=2))
+    return binary
+
+
+def write_port_access(verilog: Path, top: str) -> Path:
+    """Write ``<top>.vlt`` beside ``verilog``: a Verilator control file that makes the
+    ports of ``top``, and nothing else, visible to cocotb through VPI.
+
+    Inputs are readable and writable, outputs only readable: an output that
+    VPI could write would keep Verilator from optimising the logic that
+    drives it (on the stimulus top that costs a third of the speed).
+    """
+    body = re.search(rf"^module {re.escape(top)}\(.*?^endmodule", verilog.read_text(), re.M | re.S)
+    if body is None:
+        raise RuntimeError(f"{verilog}: no module {top}")
+    ports = re.findall(r"^\s*(input|output)\s+(?:\[[^\]]*\]\s*)?(\S+);", body[0], re.M)
+    path = verilog.with_suffix(".vlt")
+    path.write_text("`verilator_config\n" + "".join(
+        f'public_flat_{"rw" if kind == "input" else "rd"} -module "{top}" -var "{name}"\n'
+        for kind, name in ports))
+    return path
 
 
 def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str | Path,

@@ -1,6 +1,7 @@
 """Shared pytest fixtures: the RTL simulators and a build cache shared by all tests."""
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,19 @@ def require_simulator(sim: str) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{sim} is required in CI: {e}")
         pytest.skip(str(e))
+
+
+def assert_lint_clean(tmp_path: Path, *verilog: Path, top: str | None = None) -> None:
+    """No warning from Verilator's -Wall lint of the files, and Icarus compiles them."""
+    top_args = ["--top-module", top] if top else []
+    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", *top_args,
+                           *map(str, verilog)], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stderr[:3000]
+    assert "%Warning" not in lint.stderr
+    top_args = ["-s", top] if top else []
+    icarus = subprocess.run(["iverilog", "-g2012", *top_args, "-o", str(tmp_path / "a.vvp"),
+                             *map(str, verilog)], capture_output=True, text=True)
+    assert icarus.returncode == 0, icarus.stderr[:3000]
 
 
 @pytest.fixture(params=SIMULATORS)

@@ -331,3 +331,23 @@ def test_faults_are_left_out_of_the_build_key():
     lossy = FabricConfig.load(overrides=["rdma.enabled=true", "faults.drop_rate=0.1"])
     assert lossy.key != base.key and lossy.build_key == base.build_key
     assert FabricConfig.load(overrides=["rdma.enabled=true", "rdma.window=64"]).build_key != base.build_key
+
+
+# -- [stimulus] -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("overrides, fragments", [
+    (["stimulus.source_queue=1"], ["stimulus.source_queue = 1", "2..256"]),
+    (["stimulus.counter_width=16"], ["stimulus.counter_width = 16", "32..64"]),
+    (["stimulus.hist_buckets=31"], ["stimulus.hist_buckets = 31", "at least 32"]),
+    (["stimulus.hist_sub_bits=2", "stimulus.hist_buckets=7"], ["stimulus.hist_buckets = 7",
+                                                               "at least 8"]),
+    (["stimulus.fault_packet=-1"], ["stimulus.fault_packet = -1"]),
+])
+def test_bad_stimulus_values(overrides, fragments):
+    config_error(lambda: FabricConfig.load(overrides=overrides), *fragments)
+
+
+def test_stimulus_sizes_are_in_the_build_key():
+    base = FabricConfig.load()
+    assert FabricConfig.load(overrides=["stimulus.hist_buckets=64"]).build_key != base.build_key

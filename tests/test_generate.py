@@ -9,7 +9,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.tb.runner import find_simulator
 
-from conftest import RDMA_SMALL, require_simulator
+from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
 
 GENERATED = [
     ("default", []),
@@ -24,17 +24,6 @@ def superfabric(*args):
     """Run the console entry point as a user would, capturing its output."""
     return subprocess.run([sys.executable, "-m", "superfabric.tools.cli", *args],
                           capture_output=True, text=True)
-
-
-def _lint_clean(verilog, tmp_path):
-    """No warning from Verilator's -Wall lint, and Icarus compiles it."""
-    lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall", str(verilog)],
-                          capture_output=True, text=True)
-    assert lint.returncode == 0, lint.stderr[:3000]
-    assert "%Warning" not in lint.stderr
-    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
-                            capture_output=True, text=True)
-    assert icarus.returncode == 0, icarus.stderr[:3000]
 
 
 @pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
@@ -56,7 +45,7 @@ def test_generate_lint_clean(preset, overrides, tmp_path):
     for k in range(cfg.switch.ports):
         assert f"i__{k}__payload" in text and f"o__{k}__valid" in text
 
-    _lint_clean(verilog, tmp_path)
+    assert_lint_clean(tmp_path, verilog)
 
 
 def test_generate_skid_buffer(tmp_path):
@@ -78,7 +67,35 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     res = superfabric(*args)
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / f"{top}.v"
-    _lint_clean(verilog, tmp_path)
+    assert_lint_clean(tmp_path, verilog)
+
+
+@pytest.mark.parametrize("preset,overrides", [
+    ("default", []),
+    ("tiny", ["switch.ports=5", "switch.priorities=1", "switch.islip_iterations=1",
+              "switch.data_width=32", "switch.tag_width=8", "switch.scheduler=fifo",
+              "switch.ingress_full=drop", "ecn.enabled=true", "stimulus.hist_buckets=40",
+              "stimulus.hist_sub_bits=2", "stimulus.counter_width=64",
+              "stimulus.source_queue=2", "stimulus.fault_packet=3"]),
+], ids=["default", "5port-1class"])
+def test_generate_stimulus_lint_clean(preset, overrides, tmp_path):
+    require_simulator("verilator")
+    require_simulator("icarus")
+    args = ["generate", "--preset", preset, "--top", "stimulus", "-o", str(tmp_path)]
+    for o in overrides:
+        args += ["--set", o]
+    res = superfabric(*args)
+    assert res.returncode == 0, res.stderr
+    verilog = tmp_path / "stimulus.v"
+    assert "module stimulus(" in verilog.read_text()
+    assert_lint_clean(tmp_path, verilog)
+
+
+def test_generate_stimulus_refuses_pfc_in_one_line(tmp_path):
+    res = superfabric("generate", "--top", "stimulus", "--set", "pfc.enabled=true",
+                      "-o", str(tmp_path))
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "pfc.enabled" in res.stderr
 
 
 def test_generate_rdma_needs_rdma_enabled(tmp_path):
@@ -120,7 +137,12 @@ def test_run_rejects_bad_traffic_in_one_line(tmp_path):
     for args, field in ((["--load", "1.5"], "traffic.load"),
                         (["--traffic", "nope"], "traffic.pattern"),
                         (["--lengths", "fixed:99"], "traffic.packet_lengths"),
-                        (["--sim", "modelsim"], "--sim")):
+                        (["--sim", "modelsim"], "--sim"),
+                        (["--stimulus", "hw"], "--stimulus"),
+                        (["--stimulus", "hardware", "--load", "0"], "traffic.load"),
+                        (["--stimulus", "hardware", "--pause-rate", "0.1"], "traffic.pause_rate"),
+                        (["--stimulus", "hardware", "--set", "switch.data_width=16"],
+                         "switch.data_width")):
         res = superfabric("run", *args, "-o", str(tmp_path / "x"))
         assert res.returncode == 2, (args, res.stderr)
         assert len(res.stderr.strip().splitlines()) == 1 and field in res.stderr, res.stderr

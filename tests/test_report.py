@@ -173,6 +173,28 @@ def test_ecn_and_pfc_runs_have_their_plots(tmp_path):
         assert title in md
 
 
+@pytest.mark.parametrize("overrides, bound", [
+    (["fabric.topology=torus", "fabric.dims=[4, 4]"], "1.000"),
+    (["fabric.topology=fat_tree", "fabric.routing=ecmp", "fabric.leaves=4",
+      "fabric.hosts_per_leaf=4", "fabric.spines=2"], "0.667")])
+def test_fabric_run_has_the_topologys_plots(tmp_path, overrides, bound):
+    """A fabric run: hops, links, and the topology's references instead of the switch's."""
+    run = tmp_path / "run"
+    cfg = FabricConfig.load(preset="tiny", overrides=overrides)
+    res = run_point(cfg, traffic="uniform", load=0.5, cycles=1500, seed=3, sim="model",
+                    out_dir=run)
+    assert res["fabric"]["ideal_throughput"] == pytest.approx(float(bound), abs=5e-4)
+    html = write_report(run, tmp_path / "report")
+    md = (html.parent / "report.md").read_text()
+    for png in ("throughput.png", "latency.png", "hops.png", "links.png"):
+        assert (html.parent / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", png
+    assert not (html.parent / "port_throughput.png").exists()
+    assert "Link utilisation" in md and "topology's ideal throughput" in md
+    assert "HOL limit" not in md and "output-queued" not in md
+    (row,) = table_rows(md)
+    assert row["throughput model"] == format_throughput(res["throughput"])
+
+
 def test_sweep_report_table(sweep_dir, sweep_report):
     """Every point of the sweep is a row, the failed one included."""
     md = (sweep_report.parent / "report.md").read_text()

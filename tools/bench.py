@@ -1,12 +1,17 @@
-"""Simulation speed: the golden model across sizes, loads and lengths; the default 8x8
-switch and the RDMA fabric on the model and both RTL simulators; with ``--dcqcn``,
-congestion control on the default fabric (PFC alone against PFC + DCQCN, ``rdma-incast``
-and ``rdma-victim``, on Verilator) and a shorter incast on Icarus.
+"""Simulation speed and the figures the README quotes: the golden model across sizes,
+loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and the
+RDMA fabric on the model and both RTL simulators; and the limit, the stimulus top under
+cocotb against the same Verilog under a plain Verilator harness.
 
-A benchmark, not a test: it prints figures (for the README) and asserts
-nothing. Build and compile times are excluded; each RTL run is checked
-against the model. ``--against REV`` also runs the model of an earlier
-commit (from a git worktree of it) side by side with this one.
+A benchmark, not a test: it prints figures and asserts nothing. Build and compile
+times are excluded; each RTL run is checked against the model.
+``python -m superfabric.tools.bench [model] [fabric] [trace] [rdma] [stimulus]
+[--cycles N] [--against REV]`` runs the tables named (all by default); ``--cycles``
+is the stimulus run's generation window, ``--against REV`` also runs the model of an
+earlier commit (from a git worktree of it) side by side with this one.
+``--dcqcn DIR`` runs only congestion control on the default fabric (PFC alone against
+PFC + DCQCN, ``rdma-incast`` and ``rdma-victim``, on Verilator) and a shorter incast on
+Icarus, keeping the runs in DIR.
 """
 
 import argparse
@@ -15,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -68,6 +74,50 @@ DCQCN_RUNS = (
 #: 100,000 cycles, 8, 16 and 32 ports; and the RDMA all-reduce.
 AGAINST_CASES = [c for c in MODEL_CASES if c["load"] == 0.8 and c["lengths"] == "fixed:1"] \
     + [RDMA_CASE]
+
+
+#: The fabrics whose saturation throughput the README states: (name, overrides).
+FABRIC = ["switch.priorities=1"]
+SATURATION = (
+    ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"]),
+    ("4x4x4 torus, adaptive, 3 VCs", FABRIC + ["fabric.topology=torus", "fabric.routing=adaptive",
+                                               "fabric.vcs=3"]),
+    ("4x4x4 torus, adaptive, 4 VCs", FABRIC + ["fabric.topology=torus", "fabric.routing=adaptive",
+                                               "fabric.vcs=4"]),
+    ("leaf-spine 8x8, 4 spines, ecmp", FABRIC + ["fabric.topology=fat_tree",
+                                                 "fabric.routing=ecmp"]),
+    ("leaf-spine 8x8, 4 spines, adaptive", FABRIC + ["fabric.topology=fat_tree",
+                                                     "fabric.routing=adaptive"]),
+)
+#: The 384-endpoint torus of a supernode, on the model at three loads.
+SUPERNODE = FABRIC + ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]
+
+
+def fabric_table() -> None:
+    """Saturation throughput (accepted at offered load 1.0, uniform, 1-flit packets, 20,000
+    cycles) of the fabrics beside their ideal bounds, and the 8x8x6 torus's speed."""
+    from ..sim.fabric_metrics import ideal_throughput
+    from ..topology import Topology
+    print(f"{'fabric (model)':<36} {'saturation':>10} {'bound':>6} {'mean hops':>9} "
+          f"{'cycles/s':>9}")
+    for name, overrides in SATURATION:
+        cfg = FabricConfig.load(overrides=overrides)
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(cfg, traffic="uniform", load=1.0, cycles=20_000, seed=1,
+                            sim="model", out_dir=out)
+        print(f"{name:<36} {res['throughput']:>10.3f} "
+              f"{ideal_throughput(Topology.of(cfg)):>6.3f} {res['fabric']['mean_hops']:>9.2f} "
+              f"{res['cycles_per_second']:>9,.0f}")
+    print()
+    print(f"{'8x8x6 torus (384 endpoints, model)':<36} {'load':>5} {'accepted':>8} "
+          f"{'latency':>8} {'cycles/s':>9}")
+    cfg = FabricConfig.load(overrides=SUPERNODE)
+    for load in (0.2, 0.4, 0.6):
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(cfg, traffic="uniform", load=load, cycles=5_000, seed=1,
+                            sim="model", out_dir=out)
+        print(f"{'':<36} {load:>5} {res['throughput']:>8.3f} {res['latency']['mean']:>8.1f} "
+              f"{res['cycles_per_second']:>9,.0f}")
 
 
 def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
@@ -187,9 +237,84 @@ def dcqcn_table(out: Path) -> None:
               f"{rd['goodput']:>8.4f} {match}{'' if ok else ', CHECKS FAILED'}")
 
 
+#: The plain Verilator harness of the stimulus top.
+HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
+#: The tables main() can print.
+TABLES = ("model", "fabric", "trace", "rdma", "stimulus")
+#: Runs of each harness; the faster of each is compared, the machine being shared.
+REPEATS = 2
+
+
+def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
+    """Run the plain harness ``exe`` on ``settings``; returns its statistics and run seconds."""
+    from ..sim.stimulus import StimulusStats
+    from ..stimulus import RegisterMap
+    regmap = RegisterMap(cfg)
+    names, reads = [], []
+    for name, _, words in regmap.stats:
+        names += [name] * words
+        reads += [regmap.address(name, k) for k in range(words)]
+    for port in range(cfg.switch.ports):
+        names += ["histogram"] * cfg.stimulus.hist_buckets
+        reads += [regmap.hist_address(port, b) for b in range(cfg.stimulus.hist_buckets)]
+    (work / "writes.txt").write_text("".join(f"{a} {v}\n" for a, v in regmap.writes(settings)))
+    (work / "reads.txt").write_text("".join(f"{a}\n" for a in reads))
+    out = subprocess.run([str(exe), str(work / "writes.txt"), str(work / "reads.txt")],
+                         capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    words = {}
+    for name, value in zip(names, result["words"]):
+        words.setdefault(name, []).append(value)
+    return StimulusStats.from_words(cfg, words), result["run_seconds"]
+
+
+def stimulus_table(cycles: int) -> None:
+    """The stimulus top, default 8x8, uniform 0.8: plain Verilator, cocotb, model."""
+    from ..sim.stimulus import StimulusModel, compare_stats
+    from ..sim.traffic_gen import stimulus_settings
+    from ..tb.runner import build, build_harness
+    from ..tb.stimulus_runner import run_stimulus_rtl
+
+    cfg = FabricConfig.load(preset="default")
+    settings = stimulus_settings(cfg, "uniform", load=0.8, cycles=cycles, seed=1)
+    exe = build_harness(cfg, top="stimulus", harness=HARNESS)
+    build(cfg, sim="verilator", top="stimulus")
+    t0 = time.perf_counter()
+    model = StimulusModel(cfg).run(settings)
+    model_seconds = time.perf_counter() - t0
+    print(f"stimulus top, uniform 0.8, {cycles:,}-cycle window ({model.cycles:,} cycles)")
+    print(f"{'runner':<28} {'cycles/s':>10} {'run s':>8}  hashes, counters, histograms")
+    best = {}
+    for repeat in range(REPEATS):
+        for who in ("plain Verilator", "Verilator + cocotb"):
+            with tempfile.TemporaryDirectory() as work:
+                if who == "plain Verilator":
+                    stats, seconds = run_plain(cfg, settings, exe, Path(work))
+                else:
+                    stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator",
+                                                     out_dir=work)
+                    seconds = timing["run_seconds"]
+            match = compare_stats(stats, model)
+            verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
+            print(f"{who + f' (run {repeat + 1})':<28} {stats.cycles / seconds:>10,.0f} "
+                  f"{seconds:>8.1f}  {verdict}")
+            best[who] = max(best.get(who, 0.0), stats.cycles / seconds)
+    print(f"{'golden model (Python)':<28} {model.cycles / model_seconds:>10,.0f} "
+          f"{model_seconds:>8.1f}")
+    print(f"cocotb / plain: {best['Verilator + cocotb'] / best['plain Verilator']:.1%} "
+          f"(the faster of {REPEATS} runs each)")
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Print the tables."""
-    p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench", description=__doc__)
+    """Print the tables asked for (all by default)."""
+    p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench",
+                                description=__doc__.splitlines()[0])
+    # Positional choices are checked by hand: argparse refuses an empty
+    # list for nargs="*" with choices (Python issue 9625).
+    p.add_argument("tables", nargs="*", metavar="|".join(TABLES),
+                   help="tables to run (default: all)")
+    p.add_argument("--cycles", type=int, default=1_000_000,
+                   help="generation window of the stimulus runs (default 1,000,000)")
     p.add_argument("--against", metavar="REV",
                    help="also run the model of this git commit, side by side")
     p.add_argument("--dcqcn", metavar="DIR", type=Path,
@@ -198,14 +323,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.dcqcn:
         dcqcn_table(args.dcqcn)
         return 0
-    model_table()
-    print()
+    for table in args.tables:
+        if table not in TABLES:
+            p.error(f"table {table!r}: must be one of {', '.join(TABLES)}")
+    tables = args.tables or TABLES
+    for name, show in (("model", model_table), ("fabric", fabric_table),
+                       ("trace", simulator_table), ("rdma", rdma_table)):
+        if name in tables:
+            show()
+            print()
     if args.against:
         against_table(args.against)
         print()
-    simulator_table()
-    print()
-    rdma_table()
+    if "stimulus" in tables:
+        stimulus_table(args.cycles)
     return 0
 
 

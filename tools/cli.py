@@ -1,8 +1,10 @@
 """The ``superfabric`` command line.
 
-Every error a user can cause (configuration, traffic, arguments, files)
+Every error a user can cause (configuration, traffic, arguments, files, an
+FPGA target or device, a design that does not fit it, a missing FPGA tool)
 ends in one line on stderr naming the field, the value and what is allowed,
-and exit status 2; a missing simulator is one line and status 1.
+and exit status 2; a missing simulator, or an FPGA tool that fails on the
+generated design, is one line and status 1.
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ def _check_out(out: str) -> None:
         raise UsageError(f"-o = {out!r}: {str(existing)!r} is not writable")
 
 
+def _weights(text: str) -> list[float]:
+    """``--priority-weights``: comma-separated numbers (their range is checked with the traffic)."""
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be comma-separated numbers, one per "
+                                         f"class") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -60,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_args(g)
     g.add_argument("--top", default="switch",
                    help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
-                        "engine) or rdma_fabric (the RDMA simulation top); rdma_* need "
-                        "--set rdma.enabled=true")
+                        "engine), rdma_fabric (the RDMA simulation top; rdma_* need "
+                        "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
+                        "generators and statistics sinks)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -77,12 +89,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--seed", type=int, default=1, help="seed of traffic and backpressure")
     r.add_argument("--lengths", default="fixed:1", metavar="SPEC",
                    help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
+    r.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     r.add_argument("--sink-stall", type=float, default=0.0,
                    help="probability an egress port is not ready in a cycle")
     r.add_argument("--pause-rate", type=float, default=0.0,
                    help="probability an (output, priority) is paused in each 64-cycle period "
                         "(with pfc.enabled, by pause frames from the sinks)")
     r.add_argument("--sim", default="model", help="model, icarus or verilator")
+    r.add_argument("--stimulus", default="trace", metavar="trace|hardware",
+                   help="trace: the testbench drives a trace and checks every packet (default); "
+                        "hardware: the RTL's own generators and sinks, checked by hashes, "
+                        "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
     w = sub.add_parser("sweep", help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
@@ -92,8 +110,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="offered loads")
     w.add_argument("--seeds", type=int, default=1, help="seeds per point (1..K)")
     w.add_argument("--sim", default="model", metavar="S[,S...]", help="model, icarus, verilator")
+    w.add_argument("--stimulus", default="trace", metavar="trace|hardware",
+                   help="trace (default) or hardware: the RTL's own generators and sinks, one "
+                        "build for every load and seed")
     w.add_argument("--cycles", type=int, default=10_000, help="cycles of generated traffic")
     w.add_argument("--lengths", default="fixed:1", metavar="SPEC", help="packet lengths")
+    w.add_argument("--priority-weights", default=None, metavar="W,W,...", type=_weights,
+                   help="one weight per traffic class (default: uniform)")
     w.add_argument("--sink-stall", type=float, default=0.0, help="egress not-ready probability")
     w.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
@@ -104,8 +127,31 @@ def _parser() -> argparse.ArgumentParser:
                    help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
+    sy = sub.add_parser("synth", help="FPGA resources and Fmax with Yosys and nextpnr")
+    _add_config_args(sy)
+    sy.add_argument("--top", default="switch",
+                    help="top-level block, as for generate (default: switch)")
+    sy.add_argument("--target", required=True, metavar="TARGET",
+                    help="ecp5 or ice40 (synthesis, place and route), xilinx (7-series "
+                         "synthesis only)")
+    sy.add_argument("--device", default=None,
+                    help="part (default: LFE5UM-85F, iCE40HX8K, XC7K325T); see docs/architecture.md")
+    sy.add_argument("--package", default=None, help="package (default: the device's)")
+    sy.add_argument("--speed", type=int, default=None, help="ECP5 speed grade, 6 (default), 7 or 8")
+    sy.add_argument("--freq", type=float, default=None, metavar="MHZ",
+                    help="clock constraint of place and route (default: 100 ECP5, 50 iCE40)")
+    sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    sy.add_argument("--flatten", action="store_true",
+                    help="optimise across the block's modules (no per-module breakdown)")
+    sy.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
+                    help="one synthesis per value (repeatable; cartesian product), each in "
+                         "DIR/points/<id>")
+    sy.add_argument("--workers", type=int, default=1,
+                    help="points synthesised at once with --vary (default 1)")
+    sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
     rp = sub.add_parser("report", help="write Markdown/HTML/PNG reports of a run or a sweep")
-    rp.add_argument("src", metavar="DIR", help="a run directory or a sweep directory")
+    rp.add_argument("src", metavar="DIR", help="a run, sweep or synth directory")
     rp.add_argument("--cdf-load", type=float, default=None,
                     help="load of the latency CDF plot (default: highest <= 0.9)")
     rp.add_argument("-o", "--out", required=True, metavar="OUT", help="report directory")
@@ -120,41 +166,80 @@ def _sweep(args) -> int:
     plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
                       loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
-                      sink_stall=args.sink_stall, bad_fraction=args.bad_fraction)
+                      sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
+                      stimulus=args.stimulus, priority_weights=args.priority_weights)
     summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
-    print(f"sweep: {summary['points']} points: {summary['skipped']} skipped (done before), "
-          f"{summary['ran']} run, {len(summary['failed'])} failed, "
-          f"{len(summary['mismatched'])} RTL/model mismatches; results under {args.out}/points")
+    return _sweep_summary("sweep", summary, args.out,
+                          f", {len(summary['mismatched'])} RTL/model mismatches")
+
+
+def _sweep_summary(command: str, summary: dict, out: str, extra: str = "") -> int:
+    """Print what a sweep did and its failed points; exit status 1 when a point failed."""
+    print(f"{command}: {summary['points']} points: {summary['skipped']} skipped (done before), "
+          f"{summary['ran']} run, {len(summary['failed'])} failed{extra}; results under "
+          f"{out}/points")
     for outcome in summary["failed"]:
         print(f"  failed {outcome['id']}: {outcome['error']}")
     return 1 if summary["failed"] else 0
 
 
 def _report(args) -> int:
-    from .report import write_report
-    html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
+    from .report_synth import is_synth_source, write_synth_report
+    if is_synth_source(Path(args.src)):
+        html = write_synth_report(Path(args.src), Path(args.out))
+    else:
+        from .report import write_report
+        html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
     print(f"report: {Path(args.out) / 'report.md'}, {html}")
     return 0
 
 
-def _generate(args) -> int:
-    from ..hdl.verilog import TOPS, write_verilog
+def _top_config(args) -> FabricConfig:
+    """The configuration, checked for ``--top``."""
+    from ..hdl.verilog import TOPS
     if args.top not in TOPS:
         raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
     cfg = _config(args)
     if args.top.startswith("rdma_") and not cfg.rdma.enabled:
         raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
                           f"(add --set rdma.enabled=true)")
+    return cfg
+
+
+def _generate(args) -> int:
+    from ..hdl.verilog import write_verilog
+    cfg = _top_config(args)
     path = write_verilog(cfg, args.out, top=args.top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")
     return 0
 
 
+def _synth(args) -> int:
+    from .synth import summary_line, synthesize
+    cfg = _top_config(args)
+    options = dict(target=args.target, device=args.device, package=args.package,
+                   speed=args.speed, freq_mhz=args.freq, top=args.top, flatten=args.flatten,
+                   seed=args.seed)
+    if args.vary:
+        from .synth_sweep import plan_synth_sweep, run_synth_sweep
+        if args.workers < 1:
+            raise UsageError(f"--workers = {args.workers}: must be at least 1")
+        plan = plan_synth_sweep(cfg, overrides=args.overrides, vary=args.vary, **options)
+        return _sweep_summary("synth", run_synth_sweep(plan, args.out, workers=args.workers),
+                              args.out)
+    synth = synthesize(cfg, args.out, **options)
+    print(summary_line(synth))
+    print(f"results: {Path(args.out) / 'synth.json'}")
+    return 0
+
+
 def _run(args) -> int:
-    from ..tools.run import SIMS, run_point
+    from ..tools.run import SIMS, STIMULI, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    if args.stimulus not in STIMULI:
+        raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
     if not 0.0 <= args.sink_stall < 1.0:
         raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
     if not 0.0 <= args.pause_rate < 1.0:
@@ -163,7 +248,9 @@ def _run(args) -> int:
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
-                    waves=args.waves or None, bad_fraction=args.bad_fraction)
+                    waves=args.waves or None, bad_fraction=args.bad_fraction,
+                    stimulus=args.stimulus, progress=True,
+                    priority_weights=args.priority_weights)
     if "rdma" in res:
         _print_rdma(args.sim, res)
     else:
@@ -174,6 +261,11 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
+        if "stimulus" in res:
+            hw = res["stimulus"]
+            print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "
+                  f"{sum(hw['order_errors'])} order errors, {sum(hw['frame_errors'])} framing "
+                  f"errors, {res['cycles']:,} cycles")
     if res["match"] is not None:
         m = res["match"]
         report = Path(args.out) / "mismatch.txt"
@@ -219,15 +311,21 @@ def main(argv: list[str] | None = None) -> int:
     from ..tb.runner import SimulatorMissing
     from .report import ReportError
     from .sweep import SweepError
+    from .eda_tool import ToolFailed, ToolMissing
+    from .synth import SynthError
     try:
         args = _parser().parse_args(argv)
         _check_out(args.out)
-        handler = {"generate": _generate, "run": _run, "sweep": _sweep,
+        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "synth": _synth,
                    "report": _report}[args.command]
         return handler(args)
-    except (ConfigError, TrafficError, UsageError, SweepError, ReportError) as e:
+    except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
+            ToolMissing) as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 2
+    except ToolFailed as e:
+        print(f"superfabric: error: {e}", file=sys.stderr)
+        return 1
     except SimulatorMissing as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 1

@@ -4,14 +4,16 @@ Switch runs and RDMA runs (``rdma-*`` patterns) measure different things,
 so a report is of one :class:`~superfabric.tools.report_data.ReportKind`,
 :data:`~superfabric.tools.report_switch.SWITCH` or
 :data:`~superfabric.tools.report_rdma.RDMA`; a source that mixes the two
-kinds is refused. The parts, one module each:
+kinds is refused. A report with a run of many routers is
+:data:`~superfabric.tools.report_fabric.FABRIC`'s (its references are the
+topology's). The parts, one module each:
 
 - :mod:`~superfabric.tools.report_source`: reading run and sweep directories;
 - :mod:`~superfabric.tools.report_data`: figures per run and simulator,
   curves averaged over seeds, the kinds' interface;
 - :mod:`~superfabric.tools.report_plots`: what every plot is drawn with;
-- :mod:`~superfabric.tools.report_switch` and
-  :mod:`~superfabric.tools.report_rdma`: each kind's plots, checks and tables;
+- :mod:`~superfabric.tools.report_switch`, :mod:`~superfabric.tools.report_fabric`
+  and :mod:`~superfabric.tools.report_rdma`: each kind's plots, checks and tables;
 - :mod:`~superfabric.tools.report_document`: the document, from the
   attention list to the provenance;
 - :mod:`~superfabric.tools.report_render`: the document as Markdown and HTML.
@@ -26,6 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .report_data import ReportData, choose_load, measures
+from .report_fabric import FABRIC, is_fabric
 from .report_document import document, format_latency, format_throughput
 from .report_render import render_html, render_markdown
 from .report_source import ReportError, load_source
@@ -64,6 +67,8 @@ def write_report(src: Path, out: Path, *, cdf_load: float | None = None) -> Path
     source = load_source(src)
     if source.kind == "rdma":
         from .report_rdma import RDMA as kind
+    elif any(is_fabric(p.results) for p in source.ok):
+        kind = FABRIC
     else:
         kind = SWITCH
     ok = source.ok

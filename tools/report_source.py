@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..sim.rdma_traffic import RDMA_PATTERNS
 
-__all__ = ["ReportError", "Point", "Source", "load_source", "pattern_kind", "variant_label",
+__all__ = ["ReportError", "Point", "Source", "load_source", "read_json", "pattern_kind", "variant_label",
            "distinct"]
 
 
@@ -145,7 +145,7 @@ class Source:
         return next(iter(kinds), "switch")
 
 
-def _read_json(path: Path) -> dict:
+def read_json(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
@@ -163,7 +163,7 @@ _KIND_KEYS = {"switch": ("packets", "throughput", "latency"), "rdma": ("rdma",)}
 
 
 def _point_from_results(path: Path) -> Point:
-    res = _read_json(path)
+    res = read_json(path)
     try:
         traffic = res["traffic"]
         sweep = res.get("sweep") or {}
@@ -188,7 +188,7 @@ def _failed_point(point: dict, pdir: Path, error: str) -> Point:
 
 
 def _point_from_error(path: Path) -> Point:
-    data = _read_json(path)
+    data = read_json(path)
     try:
         return _failed_point(data["point"], path.parent, str(data.get("error", "unknown error")))
     except (KeyError, TypeError, ValueError) as e:
@@ -228,7 +228,7 @@ def load_source(src: str | Path) -> Source:
     """
     path = Path(src)
     if (path / "sweep.json").is_file():
-        sweep = _read_json(path / "sweep.json")
+        sweep = read_json(path / "sweep.json")
         points, missing = [], []
         for entry in sweep.get("points", []):
             pid = entry.get("id") if isinstance(entry, dict) else None

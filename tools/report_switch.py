@@ -171,7 +171,7 @@ def _packet_latencies(point: Point, sim: str) -> np.ndarray | None:
     return (tail[delivered] - gen[delivered]).astype(np.float64)
 
 
-def _plot_latency_cdf(data: ReportData) -> Plot | None:
+def plot_latency_cdf(data: ReportData) -> Plot | None:
     return latency_cdf(data, _packet_latencies, name="latency_cdf.png", what="packet",
                        population="delivered packets", files="packets.npz")
 
@@ -220,7 +220,7 @@ def _ecn_decisions(point: Point, sim: str) -> tuple[np.ndarray, np.ndarray] | No
     return backlog[capable], out[capable] == CE
 
 
-def _plot_ecn(data: ReportData) -> Plot | None:
+def plot_ecn(data: ReportData) -> Plot | None:
     profiles = {json.dumps(m.point.results["config"]["ecn"], sort_keys=True):
                 m.point.results["config"]["ecn"] for m in data.measures if m.figures.get("ecn")}
     if not profiles:
@@ -254,7 +254,7 @@ def _plot_ecn(data: ReportData) -> Plot | None:
                 "kmax; model dashed, RTL solid; the dotted line is the configured RED profile.")
 
 
-def _plot_pfc(data: ReportData) -> Plot | None:
+def plot_pfc(data: ReportData) -> Plot | None:
     if data.chosen_load is None:
         return None
     rows = []
@@ -291,8 +291,8 @@ def _plot_pfc(data: ReportData) -> Plot | None:
 
 #: The report's figures, in order. Each returns None when its data is absent.
 PLOTS: tuple[Callable[[ReportData], Plot | None], ...] = (
-    _plot_throughput, _plot_latency, _plot_latency_cdf, _plot_port_throughput, _plot_pfc,
-    _plot_ecn)
+    _plot_throughput, _plot_latency, plot_latency_cdf, _plot_port_throughput, plot_pfc,
+    plot_ecn)
 
 #: Header of the table of points; the test reads cells by these names.
 TABLE_HEADER = ("pattern", "variant", "load", "seed", "sim",
@@ -315,7 +315,7 @@ def _table_row(p: Point) -> list[str]:
     return cells
 
 
-def _switch_tables(data: ReportData) -> list[tuple]:
+def switch_tables(data: ReportData) -> list[tuple]:
     rows = [_table_row(p) for p in sorted(data.source.points, key=sort_key)]
     return [("h", 2, "Points"),
             ("p", "Δ is RTL minus model. Latencies in cycles, generation to tail delivery; "
@@ -323,11 +323,11 @@ def _switch_tables(data: ReportData) -> list[tuple]:
             ("table", TABLE_HEADER, rows, _NUMERIC)]
 
 
-def _switch_match_summary(match: dict) -> str:
+def switch_match_summary(match: dict) -> str:
     return Comparison.from_dict(match).summary()
 
 
-def _switch_traffic(traffic: list[dict]) -> list[str]:
+def switch_traffic(traffic: list[dict]) -> list[str]:
     return [f"cycles: {distinct(t['cycles'] for t in traffic)}",
             f"packet lengths: {distinct(t.get('packet_lengths') for t in traffic)}",
             f"sink stall: {distinct(t.get('sink_stall', 0.0) for t in traffic)}",
@@ -336,5 +336,5 @@ def _switch_traffic(traffic: list[dict]) -> list[str]:
 
 #: Reports of switch runs: results.json's top level holds the figures.
 SWITCH = ReportKind(name="switch", figures=lambda results: results, plots=PLOTS,
-                    tables=_switch_tables, match_summary=_switch_match_summary,
-                    checks=lambda point: [], traffic=_switch_traffic)
+                    tables=switch_tables, match_summary=switch_match_summary,
+                    checks=lambda point: [], traffic=switch_traffic)

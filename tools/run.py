@@ -24,28 +24,48 @@ from ..sim.fabric import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, generate
 from ..sim.warmup import compile_kernels
 
-__all__ = ["SIMS", "run_point", "run_rdma_point"]
+__all__ = ["SIMS", "STIMULI", "run_point", "run_rdma_point", "run_stimulus_point"]
 
 SIMS = ("model", "icarus", "verilator")
+#: Where the traffic comes from: a trace the testbench drives, or the RTL's own generators.
+STIMULI = ("trace", "hardware")
 
 
 def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
               sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
               sink_stall: float = 0.0, pause_rate: float = 0.0, waves: bool | None = None,
               stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
-              bad_fraction: float = 0.0) -> dict:
+              bad_fraction: float = 0.0, stimulus: str = "trace", progress: bool = False,
+              priority_weights: list[float] | None = None) -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
     For an RTL simulator the model runs on the same trace and the scoreboard
     compares the two; the returned dict is what ``results.json`` holds.
     An ``rdma-*`` pattern goes to :func:`run_rdma_point`: ``bad_fraction``
     is for those only, sink stalls and pauses are refused, and
-    ``packet_lengths`` and ``stall_limit`` do not apply.
+    ``packet_lengths``, ``priority_weights`` (one per class, default
+    uniform) and ``stall_limit`` do not apply. ``stimulus =
+    "hardware"`` goes to :func:`run_stimulus_point` (``progress`` shows its
+    progress on stderr).
     """
     if sim not in SIMS:
         raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMS)}")
+    if stimulus not in STIMULI:
+        raise ValueError(f"stimulus = {stimulus!r}: must be one of {', '.join(STIMULI)}")
+    if stimulus == "hardware":
+        for name, value in (("pause_rate", pause_rate), ("bad_fraction", bad_fraction)):
+            if value:
+                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with --stimulus "
+                                   f"hardware (the generators obey no pause and send switch "
+                                   f"traffic)")
+        return run_stimulus_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
+                                  sim=sim, out_dir=out_dir, packet_lengths=packet_lengths,
+                                  sink_stall=sink_stall, waves=waves, stall_limit=stall_limit,
+                                  build_root=build_root, progress=progress,
+                                  priority_weights=priority_weights)
     if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
-        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate)):
+        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
+                            ("priority_weights", priority_weights)):
             if value:
                 raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
                                    f"(the RDMA engines always accept their flits)")
@@ -58,7 +78,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                     packet_lengths=packet_lengths, ect_fraction=cfg.ecn.ect_fraction)
+                     packet_lengths=packet_lengths, priority_weights=priority_weights,
+                     ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.endpoints, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
@@ -69,22 +90,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     model_seconds = time.perf_counter() - t0
     model_summary = _summary(cfg, trace, model)
 
-    results = {
-        "config": cfg.to_dict(),
-        "simulator": sim,
-        "versions": _versions(sim),
-        "traffic": {**trace.describe(), "sink_stall": sink_stall, "pause_rate": pause_rate},
-        "model": {**model_summary, "wall_seconds": model_seconds,
-                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
-        "compile_seconds": compile_seconds,
-    }
+    results = _opening(cfg, sim, {**trace.describe(), "sink_stall": sink_stall,
+                                  "pause_rate": pause_rate},
+                       model_summary, model.cycles, model_seconds, compile_seconds)
     rtl = None
-    if sim == "model":
-        results.update(model_summary)
-        results["match"] = None
-        results["wall_seconds"] = model_seconds
-        results["cycles_per_second"] = results["model"]["cycles_per_second"]
-    else:
+    if sim != "model":
         from ..tb.runner import run_cocotb
         from ..tb.scoreboard import compare
 
@@ -152,21 +162,10 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
     model_summary = rdma_summary(cfg, workload, model)
-    results = {
-        "config": cfg.to_dict(),
-        "simulator": sim,
-        "versions": _versions(sim),
-        "traffic": {**workload.describe(), "bad_fraction": bad_fraction},
-        "model": {**model_summary, "wall_seconds": model_seconds,
-                  "cycles_per_second": model.cycles / model_seconds if model_seconds else None},
-        "compile_seconds": compile_seconds,
-    }
-    if sim == "model":
-        results["rdma"] = model_summary
-        results["match"] = None
-        results["wall_seconds"] = model_seconds
-        results["cycles_per_second"] = results["model"]["cycles_per_second"]
-    else:
+    results = _opening(cfg, sim, {**workload.describe(), "bad_fraction": bad_fraction},
+                       model_summary, model.cycles, model_seconds, compile_seconds,
+                       section="rdma")
+    if sim != "model":
         from ..tb.rdma_runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
@@ -179,6 +178,100 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
     (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return results
+
+
+def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
+                       sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
+                       sink_stall: float = 0.0, waves: bool | None = None,
+                       stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
+                       progress: bool = False, priority_weights: list[float] | None = None) -> dict:
+    """Run one point with the RTL's own generators and sinks (``--stimulus hardware``).
+
+    The model runs the same settings; for an RTL simulator the stimulus top
+    runs them and every hash, counter and histogram bucket is held against
+    the model's (``match``). Writes ``results.json`` and ``model_stats.npz``
+    (RTL runs add ``rtl_stats.npz``, ``timing.json``, ``progress.jsonl``,
+    ``sim/``, and ``mismatch.txt`` when they differ) into ``out_dir``.
+    """
+    from ..sim.stimulus import StimulusModel, compare_stats
+    from ..sim.stimulus_metrics import stimulus_summary
+    from ..sim.traffic_gen import stimulus_settings
+    from ..stimulus import check_stimulus
+
+    check_stimulus(cfg)
+    settings = stimulus_settings(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                                 packet_lengths=packet_lengths, priority_weights=priority_weights,
+                                 sink_stall=sink_stall)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    compile_seconds = compile_kernels()
+    t0 = time.perf_counter()
+    bar = _progress_bar("model", cycles) if progress else None
+    model = StimulusModel(cfg).run(
+        settings, stall_limit=stall_limit,
+        progress=(lambda cycle: bar(cycle, time.perf_counter() - t0)) if bar else None)
+    model_seconds = time.perf_counter() - t0
+    model.save(out / "model_stats.npz")
+    model_summary = stimulus_summary(cfg, settings, model)
+    traffic_section = {"pattern": traffic, "load": float(load), "seed": int(seed),
+                       "cycles": int(cycles), "packet_lengths": packet_lengths,
+                       "priority_weights": priority_weights, "sink_stall": sink_stall,
+                       "stimulus": "hardware", "settings": settings.to_dict()}
+    results = _opening(cfg, sim, traffic_section, model_summary, model.cycles, model_seconds,
+                       compile_seconds)
+    if sim != "model":
+        from ..tb.stimulus_runner import run_stimulus_rtl
+        waves, results["build_seconds"] = _build(cfg, sim, "stimulus", waves, build_root)
+        bar = _progress_bar(sim, cycles) if progress else None
+        rtl, timing = run_stimulus_rtl(
+            cfg, settings, sim=sim, out_dir=out, waves=waves, stall_limit=stall_limit,
+            build_root=build_root,
+            progress=(lambda line: bar(line["cycle"], line["seconds"])) if bar else None)
+        match = compare_stats(rtl, model)
+        if not match["exact"]:
+            (out / "mismatch.txt").write_text(
+                "RTL statistics differ from the model's:\n" + "\n".join(match["problems"]) + "\n")
+        results.update(stimulus_summary(cfg, settings, rtl))
+        results["match"] = match
+        results["wall_seconds"] = timing["run_seconds"]
+        results["readout_seconds"] = timing["readout_seconds"]
+        results["cycles_per_second"] = rtl.cycles / timing["run_seconds"] \
+            if timing["run_seconds"] else None
+    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, model_cycles: int,
+             model_seconds: float, compile_seconds: float, *,
+             section: str | None = None) -> dict:
+    """The sections every ``results.json`` starts with. For a model run the model's figures
+    are the run's: merged in, or under ``section``, with no ``match``. The kernels'
+    compilation is timed apart (``compile_seconds``), out of the model's speed."""
+    rate = model_cycles / model_seconds if model_seconds else None
+    results = {"config": cfg.to_dict(), "simulator": sim, "versions": _versions(sim),
+               "traffic": traffic,
+               "model": {**model_summary, "wall_seconds": model_seconds, "cycles_per_second": rate},
+               "compile_seconds": compile_seconds}
+    if sim == "model":
+        if section is None:
+            results.update(model_summary)
+        else:
+            results[section] = model_summary
+        results.update(match=None, wall_seconds=model_seconds, cycles_per_second=rate)
+    return results
+
+
+def _progress_bar(who: str, cycles: int):
+    """A callback ``show(cycle, seconds)`` that shows how far a run of ``cycles`` cycles
+    (its generation window) is, ``seconds`` after it began, on stderr."""
+    from .progress import Progress
+    bar = Progress(cycles)
+
+    def show(cycle: int, seconds: float) -> None:
+        rate = cycle / seconds if seconds else 0.0
+        bar.show(cycle, f"{rate:,.0f}/s", f"{who}: cycle {cycle:,} (window {cycles:,}), "
+                 f"{rate:,.0f} cycles/s")
+    return show
 
 
 def _build(cfg: FabricConfig, sim: str, top: str, waves: bool | None,

@@ -30,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import ConfigError, FabricConfig, parse_override
+from .progress import Progress
 
-__all__ = ["SweepError", "SweepPlan", "plan_sweep", "parse_loads", "run_sweep"]
+__all__ = ["SweepError", "SweepPlan", "config_variants", "plan_sweep", "parse_loads",
+           "run_sweep"]
 
 
 class SweepError(ValueError):
@@ -74,6 +76,26 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", str(text)).strip("_")
 
 
+def config_variants(base: FabricConfig, vary: list[str]) -> list[tuple[dict, FabricConfig, str]]:
+    """The cartesian product of ``--vary section.key=V1,V2`` axes over ``base``.
+
+    Returns
+    -------
+    list of (dict, FabricConfig, str)
+        Per combination: the varied ``section.key`` values, the validated
+        configuration, and a tag for point ids (``ports8-data_width64``;
+        empty without axes).
+    """
+    axes = _parse_vary(list(vary))
+    keys = [k for k, _ in axes]
+    out = []
+    for combo in itertools.product(*(values for _, values in axes)):
+        varied = dict(zip(keys, combo))
+        tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
+        out.append((varied, _vary(base, varied), tag))
+    return out
+
+
 @dataclass
 class SweepPlan:
     """The points of a sweep and the base configuration they vary."""
@@ -86,18 +108,23 @@ class SweepPlan:
 def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                loads: list[float], seeds: int, sims: list[str], cycles: int,
                vary: list[str] = (), packet_lengths: str = "fixed:1",
-               sink_stall: float = 0.0, bad_fraction: float = 0.0) -> SweepPlan:
+               sink_stall: float = 0.0, bad_fraction: float = 0.0,
+               stimulus: str = "trace", priority_weights: list[float] | None = None) -> SweepPlan:
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
     Every varied configuration is validated here, before anything runs.
     ``rdma-*`` patterns need ``rdma.enabled`` in each, take no ``--lengths``
     or ``--sink-stall``, and cannot share a sweep with switch patterns;
     ``--bad-fraction`` is for them only (:class:`SweepError` naming the argument).
+    ``stimulus = "hardware"`` runs switch patterns on the RTL's own generators;
+    its points' ids carry ``hw``.
     """
-    from .run import SIMS
+    from .run import SIMS, STIMULI
     for sim in sims:
         if sim not in SIMS:
             raise SweepError(f"--sim = {sim!r}: each must be one of {', '.join(SIMS)}")
+    if stimulus not in STIMULI:
+        raise SweepError(f"--stimulus = {stimulus!r}: must be one of {', '.join(STIMULI)}")
     if seeds < 1:
         raise SweepError(f"--seeds = {seeds}: must be at least 1")
     if cycles < 1:
@@ -107,27 +134,31 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: must be in 0..1")
     if bad_fraction and not rdma:
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: only for RDMA traffic (rdma-*)")
-    axes = _parse_vary(list(vary))
-    keys = [k for k, _ in axes]
+    if rdma and priority_weights is not None:
+        raise SweepError(f"--priority-weights = {priority_weights!r}: not for RDMA traffic")
+    if rdma and stimulus == "hardware":
+        raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
+                         f"{','.join(traffic)}")
     points = []
-    for combo in itertools.product(*(values for _, values in axes)):
-        varied = dict(zip(keys, combo))
-        cfg = _vary(base, varied)
+    for varied, cfg, tag in config_variants(base, vary):
         if rdma and not cfg.rdma.enabled:
             setting = ", ".join(f"{k}={v}" for k, v in varied.items())
             where = f" (with {setting})" if varied else ""
             raise SweepError(f"rdma.enabled = false{where}: must be true for --traffic "
                              f"{','.join(traffic)} (add --set rdma.enabled=true)")
-        tag = "-".join(f"{_slug(k.split('.')[-1])}{_slug(v)}" for k, v in varied.items())
         for pattern, load, seed, sim in itertools.product(traffic, loads, range(1, seeds + 1), sims):
-            pid = "-".join(x for x in (sim, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}") if x)
+            hw = "hw" if stimulus == "hardware" else ""
+            pid = "-".join(x for x in (sim, hw, _slug(pattern), tag, f"l{load:.3f}", f"s{seed}")
+                           if x)
             points.append({"id": pid, "vary": varied, "config": cfg.to_dict(), "traffic": pattern,
                            "load": load, "seed": seed, "sim": sim, "cycles": cycles,
                            "packet_lengths": packet_lengths, "sink_stall": sink_stall,
-                           "bad_fraction": bad_fraction})
+                           "bad_fraction": bad_fraction, "stimulus": stimulus,
+                           "priority_weights": priority_weights})
     spec = {"overrides": list(overrides), "traffic": traffic, "loads": loads, "seeds": seeds,
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
-            "sink_stall": sink_stall, "bad_fraction": bad_fraction, "base": base.to_dict()}
+            "sink_stall": sink_stall, "bad_fraction": bad_fraction, "stimulus": stimulus,
+            "priority_weights": priority_weights, "base": base.to_dict()}
     return SweepPlan(base=base, points=points, spec=spec)
 
 
@@ -194,7 +225,9 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
         res = run_point(cfg, traffic=point["traffic"], load=point["load"], cycles=point["cycles"],
                         seed=point["seed"], sim=point["sim"], out_dir=out,
                         packet_lengths=point["packet_lengths"], sink_stall=point["sink_stall"],
-                        bad_fraction=point.get("bad_fraction", 0.0), build_root=build_root)
+                        bad_fraction=point.get("bad_fraction", 0.0),
+                        stimulus=point.get("stimulus", "trace"),
+                        priority_weights=point.get("priority_weights"), build_root=build_root)
     except Exception as e:  # a failed point is recorded, whatever failed
         message = " ".join(f"{type(e).__name__}: {e}".split())
         (out / "error.json").write_text(json.dumps(
@@ -210,36 +243,6 @@ def run_point_task(point: dict, out_root: str, build_root: str) -> dict:
     exact = None if res["match"] is None else res["match"]["exact"]
     return {"id": point["id"], "status": "done", "exact": exact,
             "seconds": time.perf_counter() - t0}
-
-
-class Progress:
-    """A progress bar with ETA on a terminal, plain lines otherwise."""
-
-    def __init__(self, total: int, stream=sys.stderr):
-        self.total = total
-        self.done = 0
-        self.stream = stream
-        self.tty = stream.isatty()
-        self.start = time.monotonic()
-
-    def update(self, outcome: dict) -> None:
-        """Count one finished point and show it."""
-        self.done += 1
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / self.done * (self.total - self.done)
-        status = outcome["status"] if outcome["status"] == "failed" else (
-            "mismatch" if outcome.get("exact") is False else "ok")
-        if self.tty:
-            width = 30
-            filled = int(width * self.done / self.total)
-            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                              f"{elapsed:5.0f}s elapsed, ETA {eta:5.0f}s  {status:<8} ")
-            if self.done == self.total:
-                self.stream.write("\n")
-        else:
-            self.stream.write(f"sweep: {self.done}/{self.total} {outcome['id']} {status} "
-                              f"({outcome['seconds']:.1f}s, ETA {eta:.0f}s)\n")
-        self.stream.flush()
 
 
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = None,
@@ -274,7 +277,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = Non
             for future in as_completed(futures):
                 outcome = future.result()
                 outcomes.append(outcome)
-                progress.update(outcome)
+                status = outcome["status"] if outcome["status"] == "failed" else (
+                    "mismatch" if outcome.get("exact") is False else "ok")
+                progress.show(len(outcomes), status, f"sweep: {len(outcomes)}/{len(todo)} "
+                              f"{outcome['id']} {status}, {outcome['seconds']:.1f}s")
         finally:
             client.close()
             if cluster is not None:

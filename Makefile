@@ -6,11 +6,13 @@
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
 #   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
 #               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
+#   make fuzz   a large random-configuration campaign: RTL against the model on each case
+#   make coverage  line and toggle coverage of the switch and RDMA RTL under Verilator
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test bench bench-synth clean
+.PHONY: setup simulators browser demo test bench bench-synth fuzz coverage clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +47,23 @@ bench: setup
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric
 	$(BIN)/python -m superfabric.tools.bench_synth
+
+# FUZZ_CONFIGS cases of seed FUZZ_SEED on FUZZ_SIM (model, icarus or verilator); every RTL
+# case is a build of its own, about a minute each on 2 cores.
+FUZZ_CONFIGS ?= 100
+FUZZ_SEED    ?= 1
+FUZZ_SIM     ?= verilator
+fuzz: setup
+	$(BIN)/superfabric fuzz --configs $(FUZZ_CONFIGS) --seed $(FUZZ_SEED) --sim $(FUZZ_SIM) -o build/fuzz-$(FUZZ_SIM)-$(FUZZ_SEED)
+
+# The Verilator RTL tests of the switch and the RDMA fabric on coverage builds (a build key
+# of their own), then their data merged, annotated and counted per block in build/coverage.
+COVERAGE_TESTS := tests/test_switch_rtl.py tests/test_ecn.py tests/test_pfc.py \
+                  tests/test_skid_buffer.py tests/test_rdma_rtl.py tests/test_fuzz.py
+coverage: setup
+	rm -rf build/coverage
+	SUPERFABRIC_COVERAGE=$(CURDIR)/build/coverage/runs $(BIN)/pytest -q -k "not icarus" $(COVERAGE_TESTS)
+	$(BIN)/python -m superfabric.tools.coverage build/coverage/runs -o build/coverage
 
 clean:
 	rm -rf build

@@ -161,6 +161,15 @@ class FabricConfig:
         """A canonical JSON text (sorted keys), equal for equal configurations."""
         return json.dumps(self.to_dict(), sort_keys=True, indent=2)
 
+    def to_toml(self) -> str:
+        """The configuration as a TOML file with every section and key, which
+        ``superfabric ... --config FILE`` reads back to an equal configuration."""
+        sections = []
+        for section, values in self.to_dict().items():
+            keys = "".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items())
+            sections.append(f"[{section}]\n{keys}")
+        return "\n".join(sections)
+
     @classmethod
     def from_json(cls, text: str) -> "FabricConfig":
         """Inverse of :meth:`to_json`."""
@@ -631,6 +640,17 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
             allowed = " or ".join(repr(c) for c in meta["choices"])
             raise ConfigError(f"{where} = {value!r}: must be {allowed} ({meta['doc']})")
     return value
+
+
+def _toml_value(value: Any) -> str:
+    """A value of the configuration as TOML: booleans, integers, floats, strings, lists of them."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value)      # a TOML basic string for the configuration's names
+    return "[" + ", ".join(_toml_value(v) for v in value) + "]"
 
 
 def _merge(base: dict, extra: Any, source: str) -> None:

@@ -25,14 +25,33 @@ class EcnMarker(wiring.Component):
     applies ``mark`` to ECT packets only. ``decided``/``backlog_seen`` show,
     per output, that a decision was taken and the backlog it saw.
     The golden model is ``EcnMarker`` in ``sim/ecn.py``.
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+        The ``[ecn]`` thresholds and LFSR seed, and the switch's size.
+    ports : int
+        Outputs (and inputs); default ``switch.ports``.
+    most : int
+        The most flits the inputs can hold together, which bounds the
+        backlog; default ``ports * switch.buffer_flits``.
+    seeded : bool
+        The LFSRs start from the ``seed`` inputs (one per output, read in
+        the first cycle after reset) rather than from constants, so that the
+        routers of a fabric, one module, start where their global port
+        numbers say (``EcnConfig.port_seed``).
     """
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, ports: int | None = None, most: int | None = None,
+                 seeded: bool = False):
         sw = cfg.switch
         self._cfg = cfg
-        n, queues = sw.ports, sw.ports * sw.priorities
-        self.backlog_bits = (n * sw.buffer_flits).bit_length()
-        super().__init__({
+        self._ports = n = sw.ports if ports is None else ports
+        self._most = n * sw.buffer_flits if most is None else most
+        self._seeded = seeded
+        queues = n * sw.priorities
+        self.backlog_bits = self._most.bit_length()
+        members = {
             "wr": In(1).array(n), "wr_index": In(range(queues)).array(n),
             "rd": In(1).array(n), "rd_index": In(range(queues)).array(n),
             "start": In(1).array(n), "start_out": In(range(n)).array(n),
@@ -40,13 +59,16 @@ class EcnMarker(wiring.Component):
             "mark": Out(1).array(n),
             "decided": Out(n),
             "backlog_seen": Out(self.backlog_bits).array(n),
-        })
+        }
+        if seeded:
+            members["seed"] = In(LFSR_BITS).array(n)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
         sw, ecn = self._cfg.switch, self._cfg.ecn
-        n, queues = sw.ports, sw.ports * sw.priorities
-        most = n * sw.buffer_flits       # the backlog never exceeds this
+        n, most = self._ports, self._most      # the backlog never exceeds most
+        queues = n * sw.priorities
 
         backlog = Array(Signal(self.backlog_bits, name=f"backlog{q}") for q in range(queues))
         for q in range(queues):
@@ -55,8 +77,15 @@ class EcnMarker(wiring.Component):
             m.d.sync += backlog[q].eq(backlog[q] + added - removed)
 
         decisions = []
+        if self._seeded:
+            seeded = Signal()        # the LFSRs hold their seeds
+            m.d.sync += seeded.eq(1)
         for o in range(n):
-            lfsr = Signal(LFSR_BITS, init=ecn.port_seed(o), name=f"lfsr{o}")
+            if self._seeded:
+                lfsr_reg = Signal(LFSR_BITS, name=f"lfsr{o}")
+                lfsr = Mux(seeded, lfsr_reg, self.seed[o])
+            else:
+                lfsr = lfsr_reg = Signal(LFSR_BITS, init=ecn.port_seed(o), name=f"lfsr{o}")
             starts = [self.start[k] & (self.start_out[k] == o) for k in range(n)]
             index = Const(0, range(queues))
             for k in range(n):
@@ -76,7 +105,10 @@ class EcnMarker(wiring.Component):
             m.d.comb += decision.eq(above_max | random)
             decisions.append(decision)
             with m.If(Cat(starts).any()):
-                m.d.sync += lfsr.eq(lfsr_step(lfsr))
+                m.d.sync += lfsr_reg.eq(lfsr_step(lfsr))
+            if self._seeded:
+                with m.Else():
+                    m.d.sync += lfsr_reg.eq(lfsr)
         choice = Array(decisions)
         for k in range(n):
             m.d.comb += self.mark[k].eq(choice[self.start_out[k]])

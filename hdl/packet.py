@@ -13,12 +13,13 @@ with :class:`superfabric.formats.packet.FlitCodec`, from the same list.
 """
 
 from amaranth.hdl import unsigned
-from amaranth.lib import data, stream
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import Out
 
 from ..config import FabricConfig
 from ..formats.packet import packet_fields
 
-__all__ = ["packet_layout", "packet_signature"]
+__all__ = ["packet_layout", "packet_signature", "link_signature", "credit_signature", "pools"]
 
 
 def packet_layout(cfg: FabricConfig) -> data.StructLayout:
@@ -30,3 +31,19 @@ def packet_layout(cfg: FabricConfig) -> data.StructLayout:
 def packet_signature(cfg: FabricConfig) -> stream.Signature:
     """The packet stream signature (``valid``/``ready``/``payload``) for ``cfg``."""
     return stream.Signature(packet_layout(cfg))
+
+
+def link_signature(cfg: FabricConfig) -> wiring.Signature:
+    """A router-to-router flit channel: ``valid`` and ``payload``, and no ``ready``,
+    because the sender's credits guarantee the room (docs/architecture.md 11.3)."""
+    return wiring.Signature({"valid": Out(1), "payload": Out(packet_layout(cfg))})
+
+
+def pools(cfg: FabricConfig) -> int:
+    """Buffer pools of a link input, one per (class, VC): pool ``prio * vcs + vc``."""
+    return cfg.switch.priorities * cfg.fabric.vcs
+
+
+def credit_signature(cfg: FabricConfig) -> wiring.Signature:
+    """The reverse channel of a link: ``valid`` returns one credit of ``pool``."""
+    return wiring.Signature({"valid": Out(1), "pool": Out(range(max(pools(cfg), 2)))})

@@ -42,14 +42,17 @@ class PfcIngress(wiring.Component):
     pause); falling below ``xon`` sends zero quanta (resume). Every class with
     an event goes into the port's frame ``tx[k]`` of that cycle
     (``tx_valid`` bit ``k``). Counters per (input, class), index
-    ``k * priorities + class``: frames sent, peak occupancy.
+    ``k * priorities + class``: frames sent, peak occupancy. ``ports`` is
+    the count of input ports (default ``switch.ports``; a fabric's router
+    runs PFC on its endpoint ports only).
     """
 
-    def __init__(self, cfg: FabricConfig, *, refresh: int):
+    def __init__(self, cfg: FabricConfig, *, refresh: int, ports: int | None = None):
         sw = cfg.switch
         self._cfg = cfg
         self._refresh = refresh
-        n, classes = sw.ports, sw.ports * sw.priorities
+        self._ports = n = sw.ports if ports is None else ports
+        classes = n * sw.priorities
         self.occupancy_bits = sw.buffer_flits.bit_length()
         prio = range(max(sw.priorities, 2))
         super().__init__({
@@ -64,7 +67,7 @@ class PfcIngress(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sw, pfc = self._cfg.switch, self._cfg.pfc
-        n, np_ = sw.ports, sw.priorities
+        n, np_ = self._ports, sw.priorities
         for k in range(n):
             enable = []
             for p in range(np_):
@@ -115,13 +118,15 @@ class PfcEgress(wiring.Component):
     quantum, ``data_width`` bits per cycle); zero quanta clear it. The timer
     counts down each cycle; while it is non-zero, ``pause`` bit
     ``o * priorities + class`` is set from the next cycle on. Counters per
-    (output, class): frames received, cycles paused.
+    (output, class): frames received, cycles paused. ``ports`` is the count
+    of output ports (default ``switch.ports``).
     """
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, ports: int | None = None):
         sw = cfg.switch
         self._cfg = cfg
-        n, classes = sw.ports, sw.ports * sw.priorities
+        self._ports = n = sw.ports if ports is None else ports
+        classes = n * sw.priorities
         self.timer_bits = (65535 << pause_shift(sw.data_width)).bit_length()
         super().__init__({
             "rx_valid": In(n),
@@ -134,7 +139,7 @@ class PfcEgress(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sw = self._cfg.switch
-        n, np_ = sw.ports, sw.priorities
+        n, np_ = self._ports, sw.priorities
         bits = []
         for o in range(n):
             for p in range(np_):

@@ -6,7 +6,7 @@ the configuration port ``csr_*`` (addresses in
 ``superfabric.stimulus.RegisterMap``), writes ``control`` to start, waits
 for ``done`` and reads the statistics back through the same port. So one
 simulator build, or one FPGA bitstream, serves every point of a sweep. The
-model is ``superfabric.sim.stimulus``; ``docs/architecture.md`` section 12.
+model is ``sim/stimulus.py``; ``docs/architecture.md`` section 12.
 """
 
 from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux,

@@ -8,7 +8,7 @@ queue of pending packets and is sent flit by flit, back to back, from the
 cycle it was generated; a generation that finds the queue full is refused
 and counted. Every flit carries its packet's generation cycle in ``data``
 and the input's sequence number in ``tag``. The model is
-``superfabric.sim.traffic_gen``; ``docs/architecture.md`` section 12.2 the
+``sim/traffic_gen.py``; ``docs/architecture.md`` section 12.2 the
 specification both follow.
 """
 

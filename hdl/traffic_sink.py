@@ -6,7 +6,7 @@ their minimum, maximum and a log-linear histogram, checks per (source,
 class) that sequence numbers only move forward, checks each flit against
 its packet's head (framing, route, header fields), and folds every
 delivered packet's record into a running CRC-32. The model is
-``superfabric.sim.traffic_sink``; ``docs/architecture.md`` section 12.3 the
+``sim/traffic_sink.py``; ``docs/architecture.md`` section 12.3 the
 specification both follow.
 """
 

@@ -6,14 +6,17 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from ..config import FabricConfig
+from ..topology import LEAF, SPINE, TORUS_ROUTER
+from .fabric import Fabric
 from .packet import packet_layout
 from .rdma_engine import RdmaEngine
 from .rdma_fabric import RdmaFabric
+from .router import Router
 from .skid_buffer import SkidBuffer
 from .stimulus import Stimulus
 from .switch import Switch
 
-__all__ = ["TOPS", "write_verilog"]
+__all__ = ["TOPS", "tops", "default_top", "write_verilog", "VERILATOR_BUILD_ARGS"]
 
 #: Generated top-level blocks, by module name.
 TOPS = {
@@ -26,7 +29,34 @@ TOPS = {
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
     # The switch with hardware traffic generators and statistics sinks.
     "stimulus": lambda cfg: Stimulus(cfg),
+    # A fabric of routers: every router an instance of its tier's module,
+    # which the same file holds once; and each tier's module alone.
+    "fabric": lambda cfg: Fabric(cfg),
+    TORUS_ROUTER: lambda cfg: Router(cfg, TORUS_ROUTER),
+    LEAF: lambda cfg: Router(cfg, LEAF),
+    SPINE: lambda cfg: Router(cfg, SPINE),
 }
+
+#: Extra Verilator arguments to build a top with: the fabric's router modules
+#: are hierarchical blocks, compiled once each (see _hier_block).
+VERILATOR_BUILD_ARGS = {"fabric": ["--hierarchical"]}
+
+#: The tops each fabric.topology has.
+_TOPOLOGY_TOPS = {
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer"),
+}
+
+
+def tops(cfg: FabricConfig) -> tuple[str, ...]:
+    """The tops that can be generated for ``cfg``'s topology; the first is the default."""
+    return _TOPOLOGY_TOPS[cfg.fabric.topology]
+
+
+def default_top(cfg: FabricConfig) -> str:
+    """The top generated when none is named: the switch, or the fabric."""
+    return tops(cfg)[0]
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
 # purpose; each is waived for the generated file only, with the reason:
@@ -105,17 +135,44 @@ def _header(top: str, cfg: FabricConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str = "switch") -> Path:
+def _hier_block(text: str, module: str) -> str:
+    """Mark ``module`` as a Verilator hierarchical block.
+
+    Verilator flattens a design, so a fabric of R routers would be compiled
+    (and held in memory) R times over; built with ``--hierarchical``
+    (:data:`VERILATOR_BUILD_ARGS`), each marked module is compiled once and
+    every instance shares it. Other tools read the mark as a comment.
+    """
+    header = re.compile(rf"^module {module}\([^;]*\);\n", re.M)
+    return header.sub(lambda m: m[0] + "  /* verilator hier_block */\n", text, count=1)
+
+
+def _modules(cfg: FabricConfig, top: str) -> list:
+    """(module name, component) of every module ``top``'s file holds, the top last."""
+    component = TOPS[top](cfg)
+    if top != "fabric":
+        return [(top, component)]
+    return [(kind, Router(cfg, kind)) for kind in component.modules] + [(top, component)]
+
+
+def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
-    Returns the path of the Verilog file.
+    ``top`` defaults to :func:`default_top`. The fabric's file holds each
+    router module once, then the top that instantiates them. Returns the
+    path of the Verilog file.
     """
-    if top not in TOPS:
-        raise ValueError(f"top = {top!r}: must be one of {', '.join(TOPS)}")
+    top = default_top(cfg) if top is None else top
+    if top not in tops(cfg):
+        raise ValueError(f"top = {top!r}: must be one of {', '.join(tops(cfg))} with "
+                         f"fabric.topology = {cfg.fabric.topology!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    component = TOPS[top](cfg)
-    text = verilog.convert(component, name=top, emit_src=False)
+    modules = _modules(cfg, top)
+    text = "".join(verilog.convert(component, name=name, emit_src=False)
+                   for name, component in modules)
+    for name, _ in modules[:-1]:
+        text = _hier_block(text, name)
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

@@ -1,4 +1,4 @@
-"""The input buffer of one switch port: virtual output queues in one shared memory."""
+"""The input buffer of one router port: virtual output queues in one shared memory."""
 
 from amaranth.hdl import Signal, Module, Mux, Array, Cat, Const, unsigned
 from amaranth.lib import data, stream, wiring
@@ -7,53 +7,90 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
-from .packet import packet_layout
+from ..formats.packet import vc_bits
+from .packet import packet_layout, pools
 
 __all__ = ["VOQBuffer"]
 
 
 class VOQBuffer(wiring.Component):
-    """Store-and-forward input buffer of ``buffer_flits`` flits, shared by its queues.
+    """Store-and-forward input buffer of one router port, shared by its queues.
 
     With ``scheduler = "islip"`` the buffer holds one queue per (output,
-    priority), ``q = dst * priorities + prio``: the virtual output queues.
+    VC, priority), ``q = (out * vcs + vc) * priorities + prio``: the virtual
+    output queues (the switch has one VC, ``q = dst * priorities + prio``).
     With ``scheduler = "fifo"`` it holds a single queue in arrival order and
     a descriptor FIFO that tells the scheduler where the head packet goes,
     so the head of line blocks everything behind it.
+
+    Space is accounted in pools: an endpoint input has one pool of
+    ``switch.buffer_flits``; a link input (``link=True``) one pool of
+    ``fabric.vc_buffer_flits`` per (class, VC the flit arrives on), pool
+    ``prio * fabric.vcs + vc`` (docs/architecture.md 11.3).
 
     Flits live in one memory (so it maps to block RAM) as linked lists.
     Every queue owns one spare "dummy" entry at its tail: a flit is written
     into the tail entry together with the address of a freshly allocated
     entry that becomes the new tail, so a next pointer is always written in
     the same cycle as its flit and a reader never sees a stale link. The
-    memory therefore has ``buffer_flits + queues`` entries; the accounting
-    admits ``buffer_flits``. Free entries are kept in a free-list FIFO whose
-    memory starts filled with every spare address, so no start-up sequence
-    is needed.
+    memory therefore has ``pools * pool flits + queues`` entries; the
+    accounting admits the pools' flits. Free entries are kept in a
+    free-list FIFO whose memory starts filled with every spare address, so
+    no start-up sequence is needed; its read port shows the first address
+    one clock after power-up, so the first flit may come at cycle 1 (behind
+    a port's skid buffer it cannot come sooner).
 
     Ingress frames packets by the head flit's ``length`` (``last`` is
     regenerated from it, so a malformed ``last`` can never corrupt the
-    buffer's accounting) and admits a packet only when ``length`` flits are
-    free: ``ingress_full = "backpressure"`` then holds ``i.ready`` low on the
-    head flit; ``"drop"`` accepts and discards the whole packet. A length of
-    zero is read as one.
+    buffer's accounting) and admits a packet only when ``length`` flits of
+    its pool are free: ``ingress_full = "backpressure"`` then holds
+    ``i.ready`` low on the head flit; ``"drop"`` accepts and discards the
+    whole packet. A length of zero is read as one. The head's queue is
+    ``route_out``/``route_vc`` (the routing decision of that cycle) and its
+    class.
 
-    The read side is driven by the switch: ``start`` with ``start_q`` reads
+    The read side is driven by the router: ``start`` with ``start_q`` reads
     the head flit of that queue's oldest complete packet, ``advance`` reads
     the next flit of the packet under way. A read shows up one cycle later
     in ``rd_payload`` with ``rd_valid`` high; ``rd_last`` says it was the
-    tail, i.e. the packet has been read out entirely.
+    tail, i.e. the packet has been read out entirely; ``rd_pool`` is the
+    pool the flit was read from, which its slot returns to at that edge.
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+        The packet layout, buffer sizes, scheduler and ingress mode.
+    outputs : int
+        Output ports of the router (default ``switch.ports``).
+    vcs : int
+        VCs per output (1 for the switch).
+    link : bool
+        A link input: one pool per (class, VC), else one pool.
     """
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, outputs: int | None = None, vcs: int = 1,
+                 link: bool = False):
         sw = cfg.switch
         self._cfg = cfg
         self._layout = packet_layout(cfg)
-        self._requests = sw.ports * sw.priorities
+        self._outputs = sw.ports if outputs is None else outputs
+        if vcs < 1:
+            raise ValueError(f"vcs must be at least 1, not {vcs}")
+        if link and "vc" not in self._layout.members:
+            raise ValueError("link = True needs a fabric's packet layout, with a vc field")
+        self._vcs = vcs
+        self._pools = pools(cfg) if link else 1
+        self._pool_flits = cfg.fabric.vc_buffer_flits if link else sw.buffer_flits
+        self._requests = self._outputs * vcs * sw.priorities
         self._queues = self._requests if sw.scheduler == "islip" else 1
+        #: Flits the buffer admits, over all its pools.
+        self.capacity = self._pools * self._pool_flits
         super().__init__({
             "i": In(stream.Signature(self._layout)),
-            # Bit dst * priorities + prio: that queue holds a complete packet.
+            # The routing decision for the head flit on i.
+            "route_out": In(range(self._outputs)),
+            "route_vc": In(vc_bits(vcs)),
+            # Bit (out * vcs + vc) * priorities + prio: that queue holds a complete packet.
             "req": Out(unsigned(self._requests)),
             "start": In(1),
             "start_q": In(range(self._requests)),
@@ -61,19 +98,25 @@ class VOQBuffer(wiring.Component):
             "rd_valid": Out(1),
             "rd_last": Out(1),
             "rd_payload": Out(self._layout),
-            "free_flits": Out(range(sw.buffer_flits + 1)),
+            "rd_pool": Out(range(max(self._pools, 2))),
             "wr_valid": Out(1),      # a flit is written this cycle ...
-            "wr_index": Out(range(self._requests)),   # ... toward dst * priorities + prio
+            "wr_index": Out(range(self._outputs * sw.priorities)),  # ... toward out * priorities + prio
             "wr_prio": Out(range(max(sw.priorities, 2))),   # ... of this class
             "rx_packet": Out(1),     # pulse: a packet was admitted (head flit)
             "drop_packet": Out(1),   # pulse: a packet was dropped (head flit)
         })
 
+    def _pool(self, payload):
+        """The pool a flit's packet is accounted in."""
+        if self._pools == 1:
+            return Const(0, 1)
+        return payload.prio * self._cfg.fabric.vcs + payload.vc
+
     def elaborate(self, platform):
         m = Module()
         sw = self._cfg.switch
-        nq = self._queues
-        depth = sw.buffer_flits + nq
+        nq, np_, capacity = self._queues, sw.priorities, self.capacity
+        depth = capacity + nq
         addr_bits = max(1, (depth - 1).bit_length())
         entry = data.StructLayout({"payload": self._layout, "next": unsigned(addr_bits)})
 
@@ -85,34 +128,51 @@ class VOQBuffer(wiring.Component):
         # the entry at the read pointer, so an allocation needs no extra cycle.
         # Transparency lets an address freed in one cycle be reused in the next.
         m.submodules.free_mem = free_mem = Memory(
-            shape=unsigned(addr_bits), depth=sw.buffer_flits,
-            init=[nq + k for k in range(sw.buffer_flits)])
+            shape=unsigned(addr_bits), depth=capacity, init=[nq + k for k in range(capacity)])
         free_wr = free_mem.write_port()
         free_rd = free_mem.read_port(domain="sync", transparent_for=(free_wr,))
-        free_rd_ptr = Signal(range(sw.buffer_flits))
-        free_wr_ptr = Signal(range(sw.buffer_flits))
+        free_rd_ptr = Signal(range(capacity))
+        free_wr_ptr = Signal(range(capacity))
 
         def wrap_inc(ptr):
-            return Mux(ptr == sw.buffer_flits - 1, 0, ptr + 1)
+            return Mux(ptr == capacity - 1, 0, ptr + 1)
 
         # Queue pointers start on the queues' own dummy entries 0..nq-1.
         head = Array(Signal(addr_bits, init=q, name=f"head{q}") for q in range(nq))
         tail = Array(Signal(addr_bits, init=q, name=f"tail{q}") for q in range(nq))
-        free_flits = Signal(range(sw.buffer_flits + 1), init=sw.buffer_flits)
-        m.d.comb += self.free_flits.eq(free_flits)
+        # Unreserved flits per pool. A read frees its slot in the pool of
+        # the packet read, which is known once its head is in the read
+        # register (rd_pool): the slot counts as free from the cycle after
+        # the read, as if it had been returned at the read's edge.
+        free = Array(Signal(range(self._pool_flits + 1), init=self._pool_flits, name=f"free{k}")
+                     for k in range(self._pools))
+        rd_valid = Signal()
 
         # ---- ingress: framing, admission, linked-list write ---------------
         in_packet = Signal()          # a packet's head has been taken
         dropping = Signal()           # ... and it is being discarded
         left = Signal(range(1 << self._layout["length"].shape.width))
-        wr_req = Signal(range(self._requests))   # dst * priorities + prio
-        wr_prio = Signal(range(max(sw.priorities, 2)))
+        wr_q = Signal(range(self._requests))     # its queue
+        wr_index = Signal.like(self.wr_index)    # out * priorities + prio
+        wr_prio = Signal(range(max(np_, 2)))
 
+        # Named signals, each computed once: the Verilog would repeat an
+        # expression at every use.
         p = self._layout(self.i.payload)
-        length = Mux(p.length == 0, 1, p.length)
-        fits = free_flits >= length
+        length = Signal.like(p.length)
+        pool = Signal(range(max(self._pools, 2)))
+        fits = Signal()
+        q_in = Signal(range(self._requests))
+        index_in = Signal.like(self.wr_index)
+        m.d.comb += [
+            length.eq(Mux(p.length == 0, 1, p.length)),
+            pool.eq(self._pool(p)),
+            fits.eq(free[pool] + (rd_valid & (self.rd_pool == pool)) >= length),
+            q_in.eq(self.route_out * np_ + p.prio if self._vcs == 1 else
+                    (self.route_out * self._vcs + self.route_vc) * np_ + p.prio),
+            index_in.eq(self.route_out * np_ + p.prio),
+        ]
         is_head = ~in_packet
-        req_in = p.dst * sw.priorities + p.prio
         if sw.ingress_full == "backpressure":
             m.d.comb += self.i.ready.eq(~is_head | fits)
         else:
@@ -120,16 +180,18 @@ class VOQBuffer(wiring.Component):
         accept = self.i.valid & self.i.ready
         keep = Mux(is_head, fits, ~dropping)
         is_last = Mux(is_head, length == 1, left == 1)
-        q_wr = Mux(is_head, req_in, wr_req) if nq > 1 else 0
+        q_wr = Signal.like(q_in)
+        m.d.comb += q_wr.eq(Mux(is_head, q_in, wr_q) if nq > 1 else 0)
         write = Signal()
         m.d.comb += [write.eq(accept & keep), self.wr_valid.eq(write),
-                     self.wr_index.eq(Mux(is_head, req_in, wr_req)),
+                     self.wr_index.eq(Mux(is_head, index_in, wr_index)),
                      self.wr_prio.eq(Mux(is_head, p.prio, wr_prio))]
 
         with m.If(accept):
             with m.If(is_head):
                 m.d.sync += [left.eq(length - 1), in_packet.eq(length != 1),
-                             dropping.eq(~fits), wr_req.eq(req_in), wr_prio.eq(p.prio)]
+                             dropping.eq(~fits), wr_q.eq(q_in), wr_index.eq(index_in),
+                             wr_prio.eq(p.prio)]
             with m.Else():
                 m.d.sync += [left.eq(left - 1), in_packet.eq(left != 1)]
         m.d.comb += [
@@ -145,12 +207,15 @@ class VOQBuffer(wiring.Component):
             stored.last.eq(is_last),
             wr.data.next.eq(free_rd.data),
         ]
-        with m.If(write):
-            m.d.sync += tail[q_wr].eq(free_rd.data)
+        # Written entry by entry: an Array target would be a case over every
+        # queue for every queue in the Verilog.
+        for q in range(nq):
+            with m.If(write & (q_wr == q)):
+                m.d.sync += tail[q].eq(free_rd.data)
 
         # ---- read side ------------------------------------------------------
-        rd_valid = Signal()
         rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
+        rd_first = Signal()               # the read register holds a packet's head
         out = entry(rd.data)
         start_q_phys = self.start_q if nq > 1 else 0
         start_addr = Mux(rd_valid & (rd_q == start_q_phys), out.next, head[start_q_phys])
@@ -162,13 +227,22 @@ class VOQBuffer(wiring.Component):
             self.rd_payload.eq(out.payload),
             self.rd_last.eq(rd_valid & self._layout(out.payload).last),
         ]
-        m.d.sync += rd_valid.eq(read)
+        m.d.sync += [rd_valid.eq(read), rd_first.eq(self.start)]
         with m.If(self.start):
             m.d.sync += rd_q.eq(start_q_phys)
         # The queue's head follows the reader, so a queue started again right
         # after its previous packet's tail continues from the right entry.
-        with m.If(rd_valid):
-            m.d.sync += head[rd_q].eq(out.next)
+        for q in range(nq):
+            with m.If(rd_valid & (rd_q == q)):
+                m.d.sync += head[q].eq(out.next)
+        # The pool of the packet under way, from its head flit only.
+        if self._pools > 1:
+            rd_pool_held = Signal(range(self._pools))
+            head_pool = Signal(range(self._pools))
+            m.d.comb += head_pool.eq(self._pool(self._layout(out.payload)))
+            with m.If(rd_first):
+                m.d.sync += rd_pool_held.eq(head_pool)
+            m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
 
         # ---- free list and space accounting ---------------------------------
         m.d.comb += [
@@ -181,13 +255,15 @@ class VOQBuffer(wiring.Component):
             m.d.sync += free_rd_ptr.eq(wrap_inc(free_rd_ptr))
         with m.If(read):
             m.d.sync += free_wr_ptr.eq(wrap_inc(free_wr_ptr))
-        reserve = Mux(self.rx_packet, length, 0)
-        m.d.sync += free_flits.eq(free_flits - reserve + read)
+        for k in range(self._pools):
+            reserve = Mux(self.rx_packet & (pool == k), length, 0)
+            m.d.sync += free[k].eq(free[k] - reserve + (rd_valid & (self.rd_pool == k)))
 
         # ---- requests: complete packets per queue ---------------------------
-        complete = write & is_last
+        complete = Signal()
+        m.d.comb += complete.eq(write & is_last)
         if nq > 1:
-            pkt_bits = (sw.buffer_flits).bit_length()
+            pkt_bits = capacity.bit_length()
             pkts = [Signal(pkt_bits, name=f"pkts{q}") for q in range(nq)]
             for q, count in enumerate(pkts):
                 inc = complete & (q_wr == q)
@@ -195,13 +271,12 @@ class VOQBuffer(wiring.Component):
                 m.d.sync += count.eq(count + inc - dec)
             m.d.comb += self.req.eq(Cat(count != 0 for count in pkts))
         else:
-            # One queue: the head packet's destination and class come from a
-            # descriptor FIFO written when the packet is complete.
-            m.submodules.desc = desc = SyncFIFO(width=self._requests.bit_length(),
-                                                depth=sw.buffer_flits)
+            # One queue: the head packet's queue comes from a descriptor FIFO
+            # written when the packet is complete.
+            m.submodules.desc = desc = SyncFIFO(width=self._requests.bit_length(), depth=capacity)
             m.d.comb += [
                 desc.w_en.eq(complete),
-                desc.w_data.eq(Mux(is_head, req_in, wr_req)),
+                desc.w_data.eq(Mux(is_head, q_in, wr_q)),
                 desc.r_en.eq(self.start),
                 self.req.eq(Mux(desc.r_rdy, Const(1, self._requests) << desc.r_data, 0)),
             ]

@@ -22,8 +22,8 @@ from .source import (NONE, source_accept, source_busy, source_next_generation, s
                      source_pause, source_state)
 from .traffic import Trace
 
-__all__ = ["FabricModel", "run_block", "deliver_links", "return_credits", "counters",
-           "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
+__all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
+           "return_credits", "counters", "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
@@ -114,13 +114,15 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
         for e in range(endpoints):
             g = endpoint_port[e]
             offer_pkt[g] = NONE
-            if st.skid_n[g] < 2:
-                pkt = source_offer(src, e, cycle)
-                if pkt >= 0:
-                    offer_pkt[g] = pkt
-                    offer_flit[g] = src.flit[e]
-                    offer_vc[g] = 0
-                    source_accept(src, e)
+            # A source picks its packet when it offers, whether or not the
+            # input can take the flit (a stream source does not withdraw an
+            # offer); the flit moves when the skid buffer has room.
+            pkt = source_offer(src, e, cycle)
+            if pkt >= 0 and st.skid_n[g] < 2:
+                offer_pkt[g] = pkt
+                offer_flit[g] = src.flit[e]
+                offer_vc[g] = 0
+                source_accept(src, e)
             sink_enable[e] = 0
         deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
         if sink_period > 0 and cycle % sink_period == 0:
@@ -282,6 +284,13 @@ def waiting_cycle(st, prm, topo: Topology) -> str:
             wanted = st.port_link[go]
             if wanted >= 0 and st.credits[go, p, v] < prm.max_packet:
                 waits.add_edge((held, int(st.p_pool[pkt])), (int(wanted), p * vcs + v))
+    return describe_waits(topo, waits, vcs)
+
+
+def describe_waits(topo: Topology, waits, vcs: int) -> str:
+    """One line naming a cycle of the graph ``waits`` of channels ``(link, pool)``, an
+    edge from a channel holding flits to one it waits for; empty when it has none."""
+    import networkx as nx
     try:
         cycle = nx.find_cycle(waits)
     except nx.NetworkXNoCycle:

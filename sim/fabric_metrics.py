@@ -69,4 +69,6 @@ def fabric_summary(cfg: FabricConfig, trace: Trace, rec: Records) -> dict:
         "peak_occupancy": rec.counters.get("router_peak", []),
         "zero_load_latency": float(zero.mean()) if hops.size else None,
         "ideal_throughput": ideal_throughput(topo),
+        # A stalled run's cycle of channels waiting on each other (11.7).
+        "stuck": rec.stuck or None,
     }

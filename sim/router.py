@@ -27,6 +27,7 @@ from .kernel import kernel
 from .pfc import FRAME_COLUMNS, lossless_classes, pfc_egress_receive, pfc_ingress_step
 from .records import Records
 from .source import NONE
+from .voq import frame_flit, voq_dequeue, voq_enqueue
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
            "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
@@ -425,7 +426,9 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             mark, seen = ecn_decide(st.backlog, st.lfsr, prm.kmin, prm.kmax, prm.slope, base + o,
                                     decision)
             st.p_ecn_backlog[pkt] = seen
-            if mark and (st.p_ecn_in[pkt] == ECT0 or st.p_ecn_in[pkt] == ECT1):
+            # ECN-capable as it arrives here: a packet marked CE upstream is
+            # not marked (or counted) again.
+            if mark and (st.p_ecn_out[pkt] == ECT0 or st.p_ecn_out[pkt] == ECT1):
                 st.p_ecn_out[pkt] = CE
                 st.marks[decision] += 1
 
@@ -513,15 +516,10 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                         st.drops[g] += 1
                         st.p_dropped[pkt] = True
                         outstanding -= 1
-                    st.left[g] = size - 1
-                    st.in_packet[g] = size != 1
-                    st.dropping[g] = not fits
-                    keep, last = fits, size == 1
+                    keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, size, fits)
             else:
                 popped = True
-                keep, last = not st.dropping[g], st.left[g] == 1
-                st.in_packet[g] = st.left[g] != 1
-                st.left[g] -= 1
+                keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, 0, False)
             if popped and not keep and last and prm.recycle:
                 _release(st, pkt)           # the dropped packet's last flit is gone
             if popped and keep:
@@ -533,13 +531,7 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                 if last:
                     # Complete: it joins the tail of its queue.
                     q = st.p_req[pkt] if prm.islip else 0
-                    st.p_next[pkt] = NONE
-                    if st.q_count[g, q]:
-                        st.p_next[st.q_tail[g, q]] = pkt
-                    else:
-                        st.q_head[g, q] = pkt
-                    st.q_tail[g, q] = pkt
-                    st.q_count[g, q] += 1
+                    voq_enqueue(st.q_head, st.q_tail, st.q_count, st.p_next, g, q, pkt)
                     st.waiting[g] += 1
                     if prm.islip:
                         ov = q // npr
@@ -571,9 +563,7 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
         if o >= 0:
             p, v = st.match_prio[g], st.match_vc[g]
             q = (o * nvc + v) * npr + p if prm.islip else 0
-            pkt = st.q_head[g, q]
-            st.q_head[g, q] = st.p_next[pkt]
-            st.q_count[g, q] -= 1
+            pkt = voq_dequeue(st.q_head, st.q_count, st.p_next, g, q)
             st.waiting[g] -= 1
             if prm.islip and st.q_count[g, q] == 0:
                 st.nonempty[g, o * nvc + v] &= ~(1 << p)

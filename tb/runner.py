@@ -7,6 +7,11 @@ module against it in a test directory of its own. The configuration and any
 parameters reach the testbench as JSON files named by environment variables
 (see :mod:`superfabric.tb.params`).
 
+With ``SUPERFABRIC_COVERAGE=DIR`` in the environment, Verilator builds carry line and
+toggle coverage (a build of their own, next to the plain one in the cache) and every
+Verilator run writes its coverage data into ``DIR`` (``superfabric.tools.coverage``
+merges and reports it); Icarus runs are unchanged.
+
 The simulators are found by the project, not by the user's shell: Verilator
 is taken from the newest ``$SUPERFABRIC_PREFIX/verilator-*`` built by
 ``tools/install-simulators.sh`` (default prefix ``/opt/superfabric``), else
@@ -24,6 +29,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +37,9 @@ from pathlib import Path
 from ..config import FabricConfig
 from . import params as tb_params
 
-__all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves", "build",
-           "build_harness", "write_port_access", "run_cocotb", "VERILATOR_FAST"]
+__all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves",
+           "coverage_dir", "build", "build_harness", "write_port_access", "run_cocotb",
+           "COVERAGE_ENV", "VERILATOR_FAST"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)
@@ -42,13 +49,21 @@ TIMESCALE = ("1ns", "1ps")
 DEFAULT_BUILD_ROOT = Path("build")
 #: Seconds between the lines that show a long build is alive.
 HEARTBEAT_SECONDS = 15.0
+#: Environment variable naming the directory that collects Verilator coverage data.
+COVERAGE_ENV = "SUPERFABRIC_COVERAGE"
+#: Verilator's options of a coverage build.
+COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
 #: Verilator's flags for speed. The stimulus top is built with them, and the plain
 #: Verilator benchmark harness (tools/bench.py) with the very same, so the two
 #: builds of one Verilog differ only in their harness.
 VERILATOR_FAST = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 #: Tops whose testbench touches only the top's ports: Verilator keeps everything
-#: inside private (and optimisable) instead of cocotb's --public-flat-rw.
-PORTS_ONLY = ("stimulus",)
+#: inside private (and optimisable) instead of cocotb's --public-flat-rw. For
+#: the fabric it also spares the build a VPI symbol for every signal of every
+#: router instance.
+PORTS_ONLY = ("stimulus", "fabric")
+#: Tops built with :data:`VERILATOR_FAST`, for long runs.
+FAST = ("stimulus",)
 
 
 #: Every cocotb run of this process: (simulator, test module, tests, failed).
@@ -187,23 +202,33 @@ def resolve_waves(waves: bool | None) -> bool:
     return bool(waves)
 
 
+def coverage_dir() -> Path | None:
+    """The directory named by ``SUPERFABRIC_COVERAGE``, or None when coverage is off."""
+    value = os.environ.get(COVERAGE_ENV, "")
+    return Path(value).resolve() if value else None
+
+
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
           build_root: str | Path = DEFAULT_BUILD_ROOT, log=None,
-          heartbeat: float = HEARTBEAT_SECONDS) -> Path:
+          heartbeat: float = HEARTBEAT_SECONDS, coverage: bool | None = None) -> Path:
     """Generate and compile ``top`` for ``cfg`` on ``sim``; reuse an earlier build.
 
     Returns the build directory. Safe to call from concurrent processes. A
     build that does not come from the cache says what it builds on ``log``
     (default ``sys.stderr``), every ``heartbeat`` seconds that it is still
     at it, and how long it took; so does a wait for another process
-    building the same.
+    building the same. ``coverage`` (default: whether :func:`coverage_dir`
+    is set) builds Verilator with line and toggle coverage, in a directory
+    of its own; Icarus has none.
     """
     from cocotb_tools.runner import get_runner
-    from ..hdl.verilog import write_verilog
+    from ..hdl.verilog import VERILATOR_BUILD_ARGS, write_verilog
 
     log = sys.stderr if log is None else log
     _point_at(sim)
-    name = f"{top}-{cfg.build_key}-{_hdl_digest()}" + ("-waves" if waves else "")
+    coverage = sim == "verilator" and (coverage_dir() is not None if coverage is None else coverage)
+    name = (f"{top}-{cfg.build_key}-{_hdl_digest()}" + ("-waves" if waves else "")
+            + ("-coverage" if coverage else ""))
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
     waiting = f"superfabric: waiting for another process building {top} on {sim} in {build_dir}"
@@ -220,14 +245,18 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
             if sim == "verilator":
                 # The generator's idioms are waived inside the file; the harness
                 # build runs without -Wall. FST keeps long waveforms small.
-                build_args = ["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+                build_args = (["-Wno-fatal"] + (["--trace-fst"] if waves else [])
+                              + (list(COVERAGE_ARGS) if coverage else [])
+                              + VERILATOR_BUILD_ARGS.get(top, []))
+                if top in FAST:
+                    build_args += list(VERILATOR_FAST)
                 if top in PORTS_ONLY:
-                    build_args += [*VERILATOR_FAST, "--no-public-flat-rw"]
+                    build_args += ["--no-public-flat-rw"]
                     sources.insert(0, write_port_access(rtl, top))
             runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
-                                     "waves": waves}, indent=2))
+                                     "waves": waves, "coverage": coverage}, indent=2))
     return build_dir
 
 
@@ -292,7 +321,9 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
 
     ``params`` (JSON-serialisable) and the configuration are handed to the
     testbench through :mod:`superfabric.tb.params`. Waves are written as FST
-    into ``test_dir`` when ``waves`` is true or ``WAVES=1`` is set.
+    into ``test_dir`` when ``waves`` is true or ``WAVES=1`` is set. With
+    :func:`coverage_dir` set, a Verilator run writes its coverage data there,
+    named after its build.
     """
     from cocotb_tools.runner import get_runner
     from cocotb_tools.check_results import get_results
@@ -306,6 +337,14 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
     # cocotb's Icarus harness would dump into the shared build directory;
     # every run keeps its own waves next to its results instead.
     plusargs = [f"+dumpfile_path={test_dir / (top + '.fst')}"] if (sim == "icarus" and waves) else []
+    covered = coverage_dir()
+    if covered is not None and sim == "verilator":
+        covered.mkdir(parents=True, exist_ok=True)
+        data = covered / f"{build_dir.name}.{uuid.uuid4().hex[:12]}.dat"
+        plusargs.append(f"+verilator+coverage+file+{data}")
+        # What the build is, for the report: its top and configuration.
+        (covered / f"{build_dir.name}.json").write_text(json.dumps(
+            {"top": top, "build_dir": str(build_dir), "config": cfg.to_dict()}))
     xml = test_dir / "results.xml"
     try:
         runner.test(test_module=test_module, hdl_toplevel=top, hdl_toplevel_lang="verilog",

@@ -1,4 +1,13 @@
-"""cocotb testbench of the switch: drive a trace, record what happens to every packet.
+"""cocotb testbench of the switch and of the fabric top: drive a trace, record what
+happens to every packet.
+
+The fabric top (docs/architecture.md 11.9) has the switch's ports with the
+fabric's endpoints in place of the switch's ports, so one testbench serves
+both: for a fabric the sinks also record each packet's ``hops``, the
+counters add ``link_flits`` and ``router_peak``, and :class:`FabricMonitor`
+watches the routers' ``moved`` (the model's progress, for stall detection)
+and, when a run stalls, names a cycle of channels that hold flits and wait
+on each other's credits.
 
 Parameters (``superfabric.tb.params``): ``trace`` (an ``.npz`` from
 ``Trace.save``), ``rtl_records`` (where to write the RTL's records),
@@ -11,7 +20,8 @@ Each concern is one class: the sources (:class:`SourceDriver`), the sinks
 and the egress check (:class:`SinkMonitor`), the pause mask
 (:class:`PauseMaskDriver`), priority flow control (:class:`PfcMonitor`), the
 ECN decisions (:class:`EcnMonitor`), drop accounting (:class:`DropMonitor`)
-and stall detection (:class:`StallDetector`). They share one cycle loop,
+stall detection (:class:`StallDetector`) and the fabric's progress and stall
+report (:class:`FabricMonitor`). They share one cycle loop,
 :meth:`SwitchTB.run`, because Python per clock edge is the cost that
 matters: every cycle is two triggers whatever the concerns (``drive`` after
 the falling edge, ``sample`` in the read-only phase before the rising
@@ -31,17 +41,19 @@ from ..formats.counters import ECN_COUNTERS, PFC_COUNTERS, PORT_COUNTERS
 from ..formats.packet import FlitCodec, packet_fields
 from ..formats.pfc_frame import pack_request, unpack_request
 from ..sim.backpressure import PauseSchedule, SinkReady
-from ..sim.fabric import DEFAULT_STALL_LIMIT
+from ..deadlock import escape_dependencies
+from ..sim.fabric import DEFAULT_STALL_LIMIT, describe_waits
 from ..sim.pfc import FRAME_COLUMNS, SinkPause, pause_sources
 from ..sim.records import Records
 from ..sim.source import Sources
 from ..sim.traffic import Trace
+from ..topology import Topology
 from . import params as tb_params
 from .payload import flit_data
 from .reset import reset
 
 __all__ = ["SwitchTB", "Tally", "FlitValues", "SourceDriver", "SinkMonitor", "PauseMaskDriver",
-           "PfcMonitor", "EcnMonitor", "DropMonitor", "StallDetector"]
+           "PfcMonitor", "EcnMonitor", "DropMonitor", "StallDetector", "FabricMonitor"]
 
 #: The ECN backlog recorded for a packet whose head left with no decision taken for it.
 NO_DECISION = -2
@@ -187,10 +199,14 @@ class SinkMonitor:
         self._ready = [getattr(dut, f"o__{k}__ready") for k in range(ports)]
         self._payload = [getattr(dut, f"o__{k}__payload") for k in range(ports)]
         self._tag_field = codec.field_spec("tag")
-        # The switch may rewrite ECN (ECT to CE): the payload check leaves the
-        # field out and records it per packet; the scoreboard compares it.
+        # The switch may rewrite ECN (ECT to CE), and a fabric counts the hops:
+        # the payload check leaves those fields out and records them per
+        # packet, from the head; the scoreboard compares them.
         self._ecn_offset, self._ecn_mask = codec.field_spec("ecn")
         self._keep = ~(self._ecn_mask << self._ecn_offset)
+        self._hops_offset, self._hops_mask = (codec.field_spec("hops") if "hops" in codec
+                                              else (0, 0))
+        self._keep &= ~(self._hops_mask << self._hops_offset)
         rec.ecn_out[:] = trace.ecn        # until delivered: what it was sent with
         self._payload_ok = [True] * len(trace)
         self._expect = [None] * ports     # (packet, next flit) being received on each output
@@ -234,6 +250,7 @@ class SinkMonitor:
                 rec.head[pkt] = cycle
                 rec.out_port[pkt] = k
                 rec.ecn_out[pkt] = (value >> ecn_offset) & ecn_mask
+                rec.hops[pkt] = (value >> self._hops_offset) & self._hops_mask
                 if self._ecn is not None:
                     rec.ecn_backlog[pkt] = self._ecn.decision(k)
             else:
@@ -241,7 +258,8 @@ class SinkMonitor:
             # A flit that leaves before it entered finds nothing sent: None.
             expected = sent.pop((pkt, flit), None)
             if (expected is None or (value ^ expected) & self._keep or self._dst[pkt] != k
-                    or (value >> ecn_offset) & ecn_mask != rec.ecn_out[pkt]):
+                    or (value >> ecn_offset) & ecn_mask != rec.ecn_out[pkt]
+                    or (value >> self._hops_offset) & self._hops_mask != rec.hops[pkt]):
                 self._payload_ok[pkt] = False
             if flit == self._length[pkt] - 1:
                 rec.tail[pkt] = cycle
@@ -286,7 +304,7 @@ class PfcMonitor:
     def __init__(self, dut, cfg, sink_pause: SinkPause, sources: Sources):
         self._sink_pause = sink_pause
         self._sources = sources
-        self._ports, self._priorities = cfg.switch.ports, cfg.switch.priorities
+        self._ports, self._priorities = cfg.endpoints, cfg.switch.priorities
         self._data_width = cfg.switch.data_width
         self._rx_valid = dut.pfc_rx_valid
         self._rx = [getattr(dut, f"pfc_rx__{k}") for k in range(self._ports)]
@@ -405,8 +423,46 @@ class StallDetector:
         return cycle - self._last_progress >= self._limit
 
 
+class FabricMonitor:
+    """A fabric's routers, seen from the top: ``moved`` is the model's progress (a flit
+    into or out of a skid buffer or out of an egress queue anywhere, which the
+    endpoints alone do not show); at a stall, the link credits say which channels
+    hold flits and which wait."""
+
+    def __init__(self, dut, cfg):
+        self._moved = dut.moved
+        self._cfg = cfg
+        self._topo = Topology.of(cfg)
+        pools = cfg.switch.priorities * cfg.fabric.vcs
+        self._credits = [getattr(dut, f"link_credits__{q}")
+                         for q in range(len(self._topo.links) * pools)]
+
+    def sample(self, cycle: int) -> bool:
+        """Whether any router moved a flit in this cycle."""
+        return bool(self._moved.value)
+
+    def stuck(self) -> str:
+        """One line naming a cycle of channels (link, class, VC) that hold flits and wait
+        on each other: a channel holds flits when its output lacks credits, and waits
+        for a next channel of the escape routing (the channel dependency graph of
+        section 11.6) whose output has too few for the longest packet; empty if none."""
+        import networkx as nx
+        cfg = self._cfg
+        vcs, pools = cfg.fabric.vcs, cfg.switch.priorities * cfg.fabric.vcs
+        credits = [int(c.value) for c in self._credits]
+        waits = nx.DiGraph()
+        for (a, va), (b, vb) in escape_dependencies(self._topo, cfg.fabric.routing, vcs):
+            for p in range(cfg.switch.priorities):
+                held, wanted = p * vcs + va, p * vcs + vb
+                if (credits[a * pools + held] < cfg.fabric.vc_buffer_flits
+                        and credits[b * pools + wanted] < cfg.switch.max_packet_flits):
+                    waits.add_edge((a, held), (b, wanted))
+        return describe_waits(self._topo, waits, vcs)
+
+
 class SwitchTB:
-    """One switch instance: reset, and a trace run through its drivers and monitors."""
+    """One switch or fabric instance: reset, and a trace run through its drivers and
+    monitors."""
 
     def __init__(self, dut, cfg):
         self.dut = dut
@@ -418,7 +474,7 @@ class SwitchTB:
                   stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
         """Reset, then drive ``trace`` from cycle 0 until every packet is resolved or the run stalls."""
         cfg, dut = self.cfg, self.dut
-        n = cfg.switch.ports
+        n = cfg.endpoints
         if len(trace) > 1 << cfg.switch.tag_width:
             raise ValueError(f"trace of {len(trace)} packets needs switch.tag_width >= "
                              f"{(len(trace) - 1).bit_length()}")
@@ -430,11 +486,13 @@ class SwitchTB:
         ecn = EcnMonitor(dut, n) if cfg.ecn.enabled else None
         sinks = SinkMonitor(dut, n, sink, self.codec, sources.in_flight, trace, rec, tally, ecn)
         pfc = PfcMonitor(dut, cfg, sink_pause, sources.sources) if cfg.pfc.enabled else None
-        drops = DropMonitor(dut, n, tally) if cfg.switch.ingress_full == "drop" else None
+        drops = (DropMonitor(dut, self._ports(), tally) if cfg.switch.ingress_full == "drop"
+                 else None)
+        fabric = FabricMonitor(dut, cfg) if cfg.fabric.is_fabric else None
         stall = StallDetector(stall_limit)
         drivers = [sources, sinks, PauseMaskDriver(dut, pause)] + ([pfc] if pfc else [])
         # ECN first: a head leaving in this cycle claims a decision taken in it.
-        monitors = [m for m in (ecn, sources, sinks, pfc, drops) if m is not None]
+        monitors = [m for m in (ecn, sources, sinks, pfc, drops, fabric) if m is not None]
 
         await reset(dut, [handle for d in drivers for handle in d.inputs()])
         cycle = 0
@@ -479,6 +537,8 @@ class SwitchTB:
         rec.cycles = cycle
         rec.stalled = stalled
         rec.counters = self._counters()
+        if stalled and fabric is not None:
+            rec.stuck = fabric.stuck()
         if pfc is not None:
             pfc.finish(rec)
         return rec
@@ -494,24 +554,36 @@ class SwitchTB:
             nxt = min(nxt, pfc.next_frame(cycle))
         return nxt if nxt is not None and nxt > cycle else None
 
+    def _ports(self) -> int:
+        """The ports of every router together (the switch's ports, or a fabric's
+        global ports)."""
+        topo = Topology.of(self.cfg)
+        return sum(topo.ports(r) for r in range(topo.routers))
+
     def _counters(self) -> dict:
-        """Every hardware counter, by the names of :mod:`superfabric.formats.counters`."""
-        dut, sw = self.dut, self.cfg.switch
-        names = [(name, sw.ports) for name in PORT_COUNTERS]
-        if self.cfg.pfc.enabled:
-            names += [(name, sw.ports * sw.priorities) for name in PFC_COUNTERS]
-        if self.cfg.ecn.enabled:
-            names += [(name, sw.ports * sw.priorities) for name in ECN_COUNTERS]
+        """Every hardware counter, by the names of :mod:`superfabric.formats.counters`,
+        indexed like the model's (``sim/fabric.py:counters``)."""
+        dut, sw, cfg = self.dut, self.cfg.switch, self.cfg
+        ports = self._ports()
+        names = [(name, ports) for name in PORT_COUNTERS]
+        if cfg.pfc.enabled:
+            names += [(name, cfg.endpoints * sw.priorities) for name in PFC_COUNTERS]
+        if cfg.ecn.enabled:
+            names += [(name, ports * sw.priorities) for name in ECN_COUNTERS]
+        if cfg.fabric.is_fabric:
+            topo = Topology.of(cfg)
+            names += [("link_flits", len(topo.links)), ("router_peak", topo.routers)]
         return {name: [int(getattr(dut, f"{name}__{q}").value) for q in range(count)]
                 for name, count in names}
 
 
 @cocotb.test()
 async def switch_trace(dut):
-    """Run the trace of the parameters and write the RTL's records."""
+    """Run the trace of the parameters through the switch or the fabric top and write
+    the RTL's records."""
     cfg, p = tb_params.read()
     trace = Trace.load(p["trace"])
-    sink = SinkReady(cfg.switch.ports, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
+    sink = SinkReady(cfg.endpoints, p.get("sink_stall", 0.0), p.get("sink_seed", 0))
     pause, sink_pause = pause_sources(cfg, p.get("pause_rate", 0.0), p.get("pause_seed", 0))
     rtl = await SwitchTB(dut, cfg).run(trace, sink, pause, sink_pause,
                                        p.get("stall_limit", DEFAULT_STALL_LIMIT))

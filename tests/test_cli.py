@@ -11,6 +11,7 @@ COMMANDS = {
     "generate": ["generate", "--preset", "tiny"],
     "run": ["run", "--preset", "tiny", "--cycles", "100", "--sim", "model"],
     "sweep": ["sweep", "--preset", "tiny", "--loads", "0.5", "--cycles", "100", "--sim", "model"],
+    "fuzz": ["fuzz", "--configs", "1", "--sim", "model"],
     "report": ["report", "."],
 }
 

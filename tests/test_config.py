@@ -119,6 +119,17 @@ def test_json_round_trip(preset):
     assert again.key == cfg.key
 
 
+@pytest.mark.parametrize("preset", PRESETS)
+def test_toml_round_trip(preset, tmp_path):
+    cfg = FabricConfig.load(preset=preset, overrides=[
+        "switch.scheduler=fifo", "pfc.enabled=true", "pfc.priorities=[0, 1]", "ecn.pmax=0.05",
+        "faults.drop_rate=1e-05", "fabric.dims=[2, 3]"])
+    path = write_toml(tmp_path, cfg.to_toml())
+    # Read as --config reads it: merged over the default preset, it replaces every key.
+    assert FabricConfig.load(path=path) == cfg
+    assert FabricConfig.load(preset="tiny", path=path) == cfg
+
+
 def test_key_is_stable_across_processes():
     # The key names build directories shared by separate runs, so it must not
     # depend on the interpreter's hash seed.

@@ -1,16 +1,21 @@
-"""ECN marking: the RED profile in the model, and RTL against model on both simulators."""
+"""ECN marking: the RED profile in the model, the marker block against the model under
+Amaranth's simulator, and the switch RTL against the model on both simulators."""
 
 import json
+import random
 
 import numpy as np
 import pytest
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.packet import CE, ECT0, NOT_ECT
+from superfabric.hdl.ecn import EcnMarker as EcnMarkerRTL
 from superfabric.sim.ecn import EcnMarker
 from superfabric.sim.fabric import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
+
+from block_stimulus import BufferTraffic, drive, simulate
 
 KMIN, KMAX, PMAX = 20, 84, 0.5
 
@@ -95,3 +100,81 @@ def test_rtl_marks_match_model(name, sim, tmp_path, build_root):
     packets = np.load(tmp_path / "packets.npz")
     assert (packets["rtl_ecn_out"] == packets["model_ecn_out"]).all()
     assert (packets["rtl_ecn_backlog"] >= 0).all()
+
+
+# -- the marker block against the model in Amaranth's simulator -------------------------
+
+#: Cycles per block case.
+BLOCK_CYCLES = 3000
+
+
+#: The thresholds' kinds: a RED ramp, a DCTCP step, marking from an empty queue, and a
+#: kmax beyond the largest backlog (the last two are constant branches in the RTL).
+MARKER_KINDS = ("ramp", "step", "from-zero", "beyond")
+
+
+def _marker_case(rng, kind):
+    """A random switch size and thresholds of ``kind``."""
+    ports, priorities = rng.randrange(2, 17), rng.randrange(1, 9)
+    buffer_flits = rng.choice([8, 16, 32, 64])
+    most = ports * buffer_flits
+    # Thresholds low in the backlog's range: the switch drains the queues as they fill.
+    kmin = 0 if kind == "from-zero" else rng.randrange(1, max(2, most // 16))
+    kmax = {"step": kmin, "beyond": most + rng.randrange(1, 100)}.get(
+        kind, rng.randrange(kmin + 1, max(kmin + 2, most // 4)))
+    return [f"switch.ports={ports}", f"switch.priorities={priorities}",
+                  f"switch.buffer_flits={buffer_flits}",
+                  f"switch.max_packet_flits={rng.choice([1, 4, min(8, buffer_flits)])}",
+                  "switch.islip_iterations=1", "ecn.enabled=true", f"ecn.kmin={kmin}",
+                  f"ecn.kmax={kmax}", f"ecn.pmax={1.0 if kind == 'beyond' else rng.choice([0.1, 0.5, 1.0])}",
+                  f"ecn.lfsr_seed={rng.randrange(1, 1 << 16)}"]
+
+
+@pytest.mark.parametrize("kind", MARKER_KINDS)
+@pytest.mark.parametrize("seed", range(2))
+def test_marker_block_equals_the_model(kind, seed):
+
+    rng = random.Random(f"{kind}-{seed}")
+    overrides = _marker_case(rng, kind)
+    cfg = FabricConfig.load(preset="tiny", overrides=overrides)
+    sw = cfg.switch
+    n, np_ = sw.ports, sw.priorities
+    dut = EcnMarkerRTL(cfg)
+    model = EcnMarker(cfg.ecn, n, np_)
+    traffic = BufferTraffic(rng, ports=n, priorities=np_, buffer_flits=sw.buffer_flits,
+                            max_flits=sw.max_packet_flits, load=rng.choice([0.7, 1.0]),
+                            stall=rng.choice([0.0, 0.2]), no_credit=rng.choice([0.0, 0.2]),
+                            hotspot=0.6)
+    marks = [0, 0]     # decisions not marking, marking
+    wrong = []
+
+    async def testbench(ctx):
+        for cycle in range(BLOCK_CYCLES):
+            ev = traffic.next()
+            drive(ctx, [(dut.wr[k], ev.wr[k] is not None) for k in range(n)]
+                  + [(dut.wr_index[k], ev.wr[k] or 0) for k in range(n)]
+                  + [(dut.rd[k], ev.rd[k] is not None) for k in range(n)]
+                  + [(dut.rd_index[k], ev.rd[k] or 0) for k in range(n)]
+                  + [(dut.start[k], k in ev.starts) for k in range(n)]
+                  + [(dut.start_out[k], ev.starts.get(k, 0) // np_) for k in range(n)]
+                  + [(dut.start_index[k], ev.starts.get(k, 0)) for k in range(n)])
+            # Decisions in input order, from the backlog at the start of the cycle.
+            want = {k: model.decide(q // np_, q) for k, q in sorted(ev.starts.items())}
+            decided = ctx.get(dut.decided)
+            if decided != sum(1 << (q // np_) for q in ev.starts.values()):
+                wrong.append((cycle, "decided", decided, sorted(ev.starts.items())))
+            for k, (mark, backlog) in want.items():
+                got = (bool(ctx.get(dut.mark[k])), ctx.get(dut.backlog_seen[ev.starts[k] // np_]))
+                if got != (mark, backlog):
+                    wrong.append((cycle, f"input {k} (mark, backlog_seen)", got, (mark, backlog)))
+                marks[mark] += 1
+            for q in filter(lambda q: q is not None, ev.wr):
+                model.backlog[q] += 1
+            for q in filter(lambda q: q is not None, ev.rd):
+                model.backlog[q] -= 1
+            await ctx.tick()
+
+    simulate(dut, testbench)
+    assert not wrong, f"{kind} {overrides}: {len(wrong)} differences; first: {wrong[0]}"
+    # Both decisions were taken many times (a ramp or step crossed, not just sat on one side).
+    assert min(marks) >= 10, (kind, overrides, marks)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
+from superfabric.formats.packet import CE
 from superfabric.sim.fabric import FabricModel
 from superfabric.sim.metrics import summarize
 from superfabric.sim.traffic import Trace, generate
@@ -115,3 +116,14 @@ def test_the_switch_topology_is_the_switch():
     rec = FabricModel(cfg).run(trace)
     assert (rec.hops == 0).all() and rec.path.shape == (len(trace), 0)
     assert "link_flits" not in rec.counters
+
+
+def test_a_packet_is_marked_and_counted_once_along_its_path():
+    # A packet marked CE at one router is no longer ECN-capable at the next.
+    cfg = FabricConfig.load(overrides=FABRICS["fat-tree-ecmp"] + [
+        "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=40", "ecn.pmax=0.5"])
+    trace = generate(cfg, "uniform", load=0.9, cycles=2000, seed=7, ect_fraction=1.0)
+    rec = FabricModel(cfg).run(trace)
+    marked = int((rec.ecn_out == CE).sum())
+    assert 0 < marked < len(trace) and (rec.hops == 2).sum() > marked
+    assert sum(rec.counters["ecn_marks"]) == marked

@@ -6,11 +6,12 @@ rates high enough that every decision happens many times, thousands of cycles.""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from superfabric.config import FabricConfig
 from superfabric.hdl.fault_injector import FaultInjector as FaultInjectorRTL
 from superfabric.sim.fault_injector import DROP, DUP, HOLD, IDLE, PASS, REPLAY, FaultInjector
+
+from block_stimulus import simulate
 
 CYCLES = 4000
 PORT = 2
@@ -106,10 +107,7 @@ def test_every_cycle_equals_the_model(name):
                 engine.taken()
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(dut, testbench)
     assert not wrong, f"{len(wrong)} differences; first (cycle, signal, RTL, model): {wrong[0]}"
     visited.pop(None, None)
     assert set(visited) == expected and min(visited.values()) >= 20, visited

@@ -8,6 +8,7 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.tb.runner import find_simulator
+from superfabric.topology import Topology
 
 from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
 
@@ -46,6 +47,75 @@ def test_generate_lint_clean(preset, overrides, tmp_path):
         assert f"i__{k}__payload" in text and f"o__{k}__valid" in text
 
     assert_lint_clean(tmp_path, verilog)
+
+
+# Fabric tops (docs 11.9): tiny routers, so that Icarus elaborates 64 of them quickly.
+FABRICS = {
+    "torus-4x4x4-dor": ["fabric.topology=torus"],
+    "torus-4x4x4-adaptive": ["fabric.topology=torus", "fabric.routing=adaptive", "fabric.vcs=3"],
+    "leaf-spine-8x8-4-ecmp": ["fabric.topology=fat_tree", "fabric.routing=ecmp"],
+}
+
+
+def _lint_fabric_clean(verilog, tmp_path):
+    """Verilator's -Wall over every module of the fabric, and Icarus compiles it.
+
+    Verilator flattens a design, so ``--lint-only`` would hold every router
+    in memory at once (gigabytes for 64 routers); built hierarchically, as
+    the runner builds it, each router module is checked once and the top
+    against its ports, under the same warnings."""
+    lint = subprocess.run([str(find_simulator("verilator")), "--cc", "--hierarchical", "-Wall",
+                           "-Mdir", str(tmp_path / "obj"), "--top-module", "fabric",
+                           str(verilog)], capture_output=True, text=True)
+    assert lint.returncode == 0, (lint.stdout + lint.stderr)[-3000:]
+    assert "%Warning" not in lint.stdout + lint.stderr
+    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(verilog)],
+                            capture_output=True, text=True)
+    assert icarus.returncode == 0, icarus.stderr[:3000]
+
+
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_generate_fabric_lint_clean(name, tmp_path):
+    require_simulator("verilator")
+    require_simulator("icarus")
+    args = ["--preset", "tiny"]
+    for o in FABRICS[name]:
+        args += ["--set", o]
+    res = superfabric("generate", *args, "-o", str(tmp_path))
+    assert res.returncode == 0, res.stderr
+    verilog = tmp_path / "fabric.v"
+    assert (tmp_path / "filelist.f").read_text().split() == ["fabric.v"]
+    cfg = FabricConfig.from_json((tmp_path / "config.json").read_text())
+    topo = Topology.of(cfg)
+    text = verilog.read_text()
+    # Each router module once, marked for a hierarchical build; one instance per router.
+    kinds = sorted({topo.router_kind(r) for r in range(topo.routers)})
+    for kind in kinds:
+        assert text.count(f"\nmodule {kind}(") == 1
+    assert text.count("/* verilator hier_block */") == len(kinds)
+    assert "module fabric(" in text
+    for r in range(topo.routers):
+        assert f"  {topo.router_kind(r)} router{r} (" in text
+    for e in range(topo.endpoints):
+        assert f"i__{e}__payload" in text and f"o__{e}__valid" in text
+    _lint_fabric_clean(verilog, tmp_path)
+    # One router module alone, as --top writes it, passes --lint-only -Wall.
+    res = superfabric("generate", *args, "--top", kinds[0], "-o", str(tmp_path / "one"))
+    assert res.returncode == 0, res.stderr
+    one = tmp_path / "one" / f"{kinds[0]}.v"
+    assert "hier_block" not in one.read_text()
+    _lint_clean(one, tmp_path / "one")
+
+
+def test_generate_refuses_a_top_of_another_topology(tmp_path):
+    for args, top in ((["--set", "fabric.topology=torus", "--top", "switch"], "switch"),
+                      (["--top", "fabric"], "fabric"),
+                      (["--set", "fabric.topology=fat_tree", "--set", "fabric.routing=ecmp",
+                        "--top", "router"], "router")):
+        res = superfabric("generate", *args, "-o", str(tmp_path / "x"))
+        assert res.returncode == 2
+        line = res.stderr.strip()
+        assert "\n" not in line and f"--top = {top!r}" in line and "fabric.topology" in line
 
 
 def test_generate_skid_buffer(tmp_path):

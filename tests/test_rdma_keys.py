@@ -9,13 +9,14 @@ import numpy as np
 import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
-from amaranth.sim import Simulator
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.hdl.rdma_keys import KeyTables
 from superfabric.sim.rdma_engine import KeyTable
 from superfabric.sim.rdma_traffic import KEY_COLUMNS
+
+from block_stimulus import simulate
 
 #: name -> overrides: table sizes and page sizes that move the field widths around.
 CONFIGS = {
@@ -130,10 +131,7 @@ def test_lookups_equal_the_model(name):
             seen["remote"] += want[1]
             seen["refused"] += not (want[0] or want[1])
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(dut, testbench)
     assert not wrong, f"{len(wrong)} lookups differ; first (n, key, va, words, peer, RTL, model): " \
                       f"{wrong[0]}"
     # The accesses reached both verdicts of both checks.

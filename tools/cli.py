@@ -69,11 +69,12 @@ def _parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
-    g.add_argument("--top", default="switch",
-                   help="top-level block: switch (default), skid_buffer, rdma_engine (one RDMA "
-                        "engine), rdma_fabric (the RDMA simulation top; rdma_* need "
+    g.add_argument("--top", default=None,
+                   help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
+                        "RDMA engine), rdma_fabric (the RDMA simulation top; rdma_* need "
                         "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
-                        "generators and statistics sinks)")
+                        "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
+                        "(the default), or one router module (router; leaf_router, spine_router)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
     r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
@@ -126,6 +127,18 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
+
+    f = sub.add_parser("fuzz", help="random valid configurations and traffic, RTL against the "
+                                    "model on each")
+    f.add_argument("--configs", type=int, default=20, help="cases (configurations) to draw")
+    f.add_argument("--seed", type=int, default=1, help="seed of the campaign: case k of a seed "
+                                                       "is always the same")
+    f.add_argument("--sim", default="verilator", help="model, icarus or verilator")
+    f.add_argument("--max-kb", type=float, default=None, metavar="KB",
+                   help="RTL cases: largest estimated Verilog per configuration, in kB (default "
+                        "1000, about two minutes of Verilator build; 32 ports need 7,500)")
+    f.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="campaign directory: one case-NNN/ per case, summary.md, fuzz.json")
 
     sy = sub.add_parser("synth", help="FPGA resources and Fmax with Yosys and nextpnr")
     _add_config_args(sy)
@@ -183,6 +196,26 @@ def _sweep_summary(command: str, summary: dict, out: str, extra: str = "") -> in
     return 1 if summary["failed"] else 0
 
 
+def _fuzz(args) -> int:
+    from .fuzz import SIZE_LIMIT_KB, passed, run_campaign, summary_table, verilog_kb
+    from .run import SIMS
+    if args.configs < 1:
+        raise UsageError(f"--configs = {args.configs}: must be at least 1")
+    if args.seed < 0:
+        raise UsageError(f"--seed = {args.seed}: must be at least 0")
+    if args.sim not in SIMS:
+        raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    smallest = verilog_kb(2, 1, 1)
+    if args.max_kb is not None and not args.max_kb >= smallest:
+        raise UsageError(f"--max-kb = {args.max_kb:g}: must be at least {smallest:g} (the "
+                         f"smallest switch)")
+    outcomes = run_campaign(configs=args.configs, seed=args.seed, sim=args.sim, out_dir=args.out,
+                            size_limit=SIZE_LIMIT_KB if args.max_kb is None else args.max_kb)
+    print(summary_table(outcomes), end="")
+    print(f"fuzz: cases under {args.out}; {Path(args.out) / 'summary.md'}")
+    return 0 if all(passed(o) for o in outcomes) else 1
+
+
 def _report(args) -> int:
     from .report_synth import is_synth_source, write_synth_report
     if is_synth_source(Path(args.src)):
@@ -194,22 +227,24 @@ def _report(args) -> int:
     return 0
 
 
-def _top_config(args) -> FabricConfig:
-    """The configuration, checked for ``--top``."""
-    from ..hdl.verilog import TOPS
-    if args.top not in TOPS:
-        raise UsageError(f"--top = {args.top!r}: must be one of {', '.join(TOPS)}")
+def _top_config(args) -> tuple[FabricConfig, str]:
+    """The configuration and the top ``--top`` names (the topology's default if none)."""
+    from ..hdl.verilog import default_top, tops
     cfg = _config(args)
-    if args.top.startswith("rdma_") and not cfg.rdma.enabled:
-        raise ConfigError(f"rdma.enabled = false: must be true for --top {args.top} "
+    top = default_top(cfg) if args.top is None else args.top
+    if top not in tops(cfg):
+        raise UsageError(f"--top = {top!r}: must be one of {', '.join(tops(cfg))} with "
+                         f"fabric.topology = {cfg.fabric.topology!r}")
+    if top.startswith("rdma_") and not cfg.rdma.enabled:
+        raise ConfigError(f"rdma.enabled = false: must be true for --top {top} "
                           f"(add --set rdma.enabled=true)")
-    return cfg
+    return cfg, top
 
 
 def _generate(args) -> int:
     from ..hdl.verilog import write_verilog
-    cfg = _top_config(args)
-    path = write_verilog(cfg, args.out, top=args.top)
+    cfg, top = _top_config(args)
+    path = write_verilog(cfg, args.out, top=top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
           f"{Path(args.out) / 'config.json'}")
     return 0
@@ -217,9 +252,9 @@ def _generate(args) -> int:
 
 def _synth(args) -> int:
     from .synth import summary_line, synthesize
-    cfg = _top_config(args)
+    cfg, top = _top_config(args)
     options = dict(target=args.target, device=args.device, package=args.package,
-                   speed=args.speed, freq_mhz=args.freq, top=args.top, flatten=args.flatten,
+                   speed=args.speed, freq_mhz=args.freq, top=top, flatten=args.flatten,
                    seed=args.seed)
     if args.vary:
         from .synth_sweep import plan_synth_sweep, run_synth_sweep
@@ -261,6 +296,9 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
+        if res["stalled"]:
+            stuck = (res.get("fabric") or {}).get("stuck")
+            print(f"stalled at cycle {res['cycles']:,}" + (f": {stuck}" if stuck else ""))
         if "stimulus" in res:
             hw = res["stimulus"]
             print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "
@@ -316,8 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         _check_out(args.out)
-        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "synth": _synth,
-                   "report": _report}[args.command]
+        handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
+                   "synth": _synth, "report": _report}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
             ToolMissing) as e:

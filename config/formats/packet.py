@@ -7,9 +7,10 @@ section 3 gives their meaning. The testbench packs and unpacks flits with
 """
 
 from ..config import FabricConfig
+from ..topology import Topology
 
-__all__ = ["port_bits", "length_bits", "prio_bits", "ECN_BITS", "NOT_ECT", "ECT1", "ECT0", "CE",
-           "packet_fields", "FlitCodec"]
+__all__ = ["port_bits", "length_bits", "prio_bits", "vc_bits", "hops_bits", "ECN_BITS", "NOT_ECT",
+           "ECT1", "ECT0", "CE", "packet_fields", "FlitCodec"]
 
 #: Width of the ``ecn`` field.
 ECN_BITS = 2
@@ -32,13 +33,34 @@ def prio_bits(priorities: int) -> int:
     return max(1, (priorities - 1).bit_length())
 
 
+def vc_bits(vcs: int) -> int:
+    """Bits of the ``vc`` field, which holds 0..vcs-1 (at least one)."""
+    return max(1, (vcs - 1).bit_length())
+
+
+def hops_bits(max_links: int) -> int:
+    """Bits of the ``hops`` field, which holds 0..max_links (at least one)."""
+    return max(1, max_links.bit_length())
+
+
 def packet_fields(cfg: FabricConfig) -> tuple[tuple[str, int], ...]:
-    """``(name, width)`` of every flit field for ``cfg``, LSB first."""
+    """``(name, width)`` of every flit field for ``cfg``, LSB first.
+
+    ``dst`` and ``src`` are endpoints (the switch's ports, or a fabric's
+    global endpoint ids). A fabric of routers adds, above ``tag``, the
+    ``vc`` a flit travels on over a link and the ``hops`` (links) it has
+    crossed; the switch's layout has neither.
+    """
     sw = cfg.switch
-    return (("data", sw.data_width), ("first", 1), ("last", 1),
-            ("dst", port_bits(sw.ports)), ("src", port_bits(sw.ports)),
-            ("prio", prio_bits(sw.priorities)), ("ecn", ECN_BITS),
-            ("length", length_bits(sw.max_packet_flits)), ("tag", sw.tag_width))
+    endpoints = cfg.endpoints
+    fields = (("data", sw.data_width), ("first", 1), ("last", 1),
+              ("dst", port_bits(endpoints)), ("src", port_bits(endpoints)),
+              ("prio", prio_bits(sw.priorities)), ("ecn", ECN_BITS),
+              ("length", length_bits(sw.max_packet_flits)), ("tag", sw.tag_width))
+    if not cfg.fabric.is_fabric:
+        return fields
+    max_links = Topology.of(cfg).max_hops - 1
+    return fields + (("vc", vc_bits(cfg.fabric.vcs)), ("hops", hops_bits(max_links)))
 
 
 class FlitCodec:
@@ -76,6 +98,10 @@ class FlitCodec:
     def unpack(self, bits: int) -> dict[str, int]:
         """All fields of a payload integer."""
         return {name: (bits >> offset) & mask for name, (offset, mask) in self._fields.items()}
+
+    def __contains__(self, name: str) -> bool:
+        """Whether the payload has the field ``name`` (a fabric's ``vc`` and ``hops``)."""
+        return name in self._fields
 
     def field_spec(self, name: str) -> tuple[int, int]:
         """``(offset, mask)`` of a field, for hot loops that shift and mask themselves."""

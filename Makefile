@@ -39,9 +39,10 @@ demo: setup
 test: setup
 	$(BIN)/pytest -v
 
-# AGAINST=REV also runs the golden model of commit REV side by side with this one.
+# AGAINST=REV also runs the golden model of commit REV side by side with this one;
+# DCQCN=DIR runs only the congestion-control table (README, DCQCN), its runs kept in DIR.
 bench: setup
-	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST))
+	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric

@@ -19,11 +19,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .formats.dcqcn import LINE_RATE, DcqcnUnits, rate_units
 from .formats.pfc_frame import QUANTUM_BITS
 from .lfsr import lfsr_start
 
-__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "FaultsConfig",
-           "TopologyConfig", "StimulusConfig", "FabricConfig", "PRESETS", "EGRESS_DEPTH"]
+__all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "DcqcnConfig",
+           "FaultsConfig", "TopologyConfig", "StimulusConfig", "FabricConfig", "PRESETS",
+           "EGRESS_DEPTH"]
 
 PRESETS = ("tiny", "default", "large")
 
@@ -95,6 +97,7 @@ class FabricConfig:
     ecn: EcnConfig
     pfc: PfcConfig
     rdma: RdmaConfig
+    dcqcn: DcqcnConfig
     faults: FaultsConfig
     fabric: TopologyConfig
     stimulus: StimulusConfig
@@ -120,7 +123,8 @@ class FabricConfig:
                 raise ConfigError(f"{name}: section missing")
             built[name] = _build_section(name, _SECTIONS[name], data[name])
         _check_across(built["switch"], built["pfc"])
-        _check_rdma(built["switch"], built["ecn"], built["pfc"], built["rdma"], built["faults"])
+        _check_rdma(built["switch"], built["pfc"], built["rdma"])
+        _check_dcqcn(built["ecn"], built["rdma"], built["dcqcn"])
         cfg = cls(**built)
         _check_fabric(cfg)
         return cfg
@@ -300,6 +304,8 @@ class RdmaConfig:
     dma_latency: int = _ranged(1, 64, "cycles from a DMA read request to its data")
     start_psn: int = _ranged(0, (1 << 24) - 1, "first PSN of every channel (24 bits; one near "
                              "16777215 makes a run wrap)")
+    data_priority: int = _ranged(0, 7, "traffic class of the data packets")
+    control_priority: int = _ranged(0, 7, "traffic class of acknowledgements, NAKs and CNPs")
 
     def _check(self) -> None:
         if self.ack_every > self.window:
@@ -316,6 +322,60 @@ class RdmaConfig:
     def per_endpoint(self, ports: int) -> int:
         """Queue pairs per endpoint."""
         return self.qps // ports
+
+
+@dataclass(frozen=True)
+class DcqcnConfig:
+    """The ``[dcqcn]`` section: DCQCN congestion control at the RDMA engines.
+
+    The switch marks ECN-capable data packets CE by queue length (``[ecn]``);
+    a receiving engine (the notification point) answers a marked packet with
+    a CNP to the sending channel, at most one per ``cnp_interval`` cycles
+    per channel; the sending channel (the reaction point) cuts its rate by
+    ``alpha / 2`` on a CNP and recovers it on a timer and a flit counter, in
+    fast recovery, additive and hyper increase, and a pacer holds its
+    packets to that rate. Times are in cycles, the byte counter in flits,
+    rates are shares of the line rate (one flit per cycle).
+    ``docs/architecture.md`` section 10.13 has the rules and the scaling of
+    the published parameters to these units.
+    """
+
+    enabled: bool = _flag("DCQCN rate control at the RDMA engines, driven by ECN marks")
+    cnp_interval: int = _ranged(1, 1 << 20, "cycles a channel's receive context waits between CNPs")
+    alpha_timer: int = _ranged(1, 1 << 20, "cycles without a CNP after which alpha decays")
+    increase_timer: int = _ranged(1, 1 << 20, "cycles between timer rate increases")
+    byte_counter: int = _ranged(1, 1 << 24, "flits sent between byte-counter rate increases")
+    fast_recovery: int = _ranged(1, 31, "fast recovery stages F before additive increase")
+    g_shift: int = _ranged(1, 15, "alpha gain g = 2**-g_shift")
+    ai_rate: float = _fraction("additive increase step, a share of the line rate")
+    hai_rate: float = _fraction("hyper increase step, a share of the line rate")
+    min_rate: float = _fraction("lowest rate a CNP cuts to, a share of the line rate")
+
+    def _check(self) -> None:
+        smallest = 1 / LINE_RATE
+        for name in ("min_rate", "ai_rate"):
+            value = getattr(self, name)
+            if rate_units(value) < 1:
+                why = ("a channel at rate 0 would never send" if name == "min_rate"
+                       else "a cut rate could never rise above its last target")
+                raise ConfigError(f"dcqcn.{name} = {value!r}: must be at least 2**-16 = "
+                                  f"{smallest:.3g} of the line rate ({why})")
+        if self.hai_rate < self.ai_rate:
+            raise ConfigError(f"dcqcn.hai_rate = {self.hai_rate!r}: must be at least "
+                              f"dcqcn.ai_rate ({self.ai_rate!r}); hyper increase is the faster one")
+        if self.alpha_timer <= self.cnp_interval:
+            raise ConfigError(f"dcqcn.alpha_timer = {self.alpha_timer}: must exceed "
+                              f"dcqcn.cnp_interval ({self.cnp_interval}), or alpha decays between "
+                              f"the CNPs of a congested channel")
+
+    @property
+    def units(self) -> DcqcnUnits:
+        """The values as integers: cycles, flits, rate units (``superfabric.formats.dcqcn``)."""
+        return DcqcnUnits(cnp_interval=self.cnp_interval, alpha_timer=self.alpha_timer,
+                          increase_timer=self.increase_timer, byte_counter=self.byte_counter,
+                          fast_recovery=self.fast_recovery, g_shift=self.g_shift,
+                          ai_rate=rate_units(self.ai_rate), hai_rate=rate_units(self.hai_rate),
+                          min_rate=rate_units(self.min_rate))
 
 
 @dataclass(frozen=True)
@@ -463,11 +523,11 @@ class StimulusConfig:
 
 
 _SECTIONS = {"switch": SwitchConfig, "ecn": EcnConfig, "pfc": PfcConfig, "rdma": RdmaConfig,
-             "faults": FaultsConfig, "fabric": TopologyConfig, "stimulus": StimulusConfig}
+             "dcqcn": DcqcnConfig, "faults": FaultsConfig, "fabric": TopologyConfig,
+             "stimulus": StimulusConfig}
 
 
-def _check_rdma(sw: SwitchConfig, ecn: EcnConfig, pfc: PfcConfig, rdma: RdmaConfig,
-                faults: FaultsConfig) -> None:
+def _check_rdma(sw: SwitchConfig, pfc: PfcConfig, rdma: RdmaConfig) -> None:
     """Rules for the RDMA engines; they matter only when the engines are there."""
     if not rdma.enabled:
         return
@@ -479,10 +539,27 @@ def _check_rdma(sw: SwitchConfig, ecn: EcnConfig, pfc: PfcConfig, rdma: RdmaConf
                           f"with rdma.enabled (two header flits and a payload word)")
     if rdma.qps % sw.ports:
         raise ConfigError(f"rdma.qps = {rdma.qps}: must be a multiple of switch.ports ({sw.ports})")
-    if ecn.enabled or pfc.enabled:
-        which = "ecn" if ecn.enabled else "pfc"
-        raise ConfigError(f"{which}.enabled = true: must be false with rdma.enabled (the engines "
-                          f"model no congestion control and do not obey pause frames)")
+    for name in ("data_priority", "control_priority"):
+        value = getattr(rdma, name)
+        if value >= sw.priorities:
+            raise ConfigError(f"rdma.{name} = {value}: must be a class of the switch, "
+                              f"0..{sw.priorities - 1} (switch.priorities = {sw.priorities})")
+    if pfc.enabled and rdma.control_priority == rdma.data_priority:
+        raise ConfigError(f"rdma.control_priority = {rdma.control_priority}: must differ from "
+                          f"rdma.data_priority with pfc.enabled, or a pause of the data class "
+                          f"would hold back the acknowledgements and CNPs")
+
+
+def _check_dcqcn(ecn: EcnConfig, rdma: RdmaConfig, dcqcn: DcqcnConfig) -> None:
+    """DCQCN lives in the RDMA engines and reacts to the switch's ECN marks."""
+    if not dcqcn.enabled:
+        return
+    if not rdma.enabled:
+        raise ConfigError("dcqcn.enabled = true: needs rdma.enabled = true (DCQCN runs in the "
+                          "RDMA engines)")
+    if not ecn.enabled:
+        raise ConfigError("dcqcn.enabled = true: needs ecn.enabled = true (the switch's CE "
+                          "marks drive it)")
 
 
 def _check_across(sw: SwitchConfig, pfc: PfcConfig) -> None:

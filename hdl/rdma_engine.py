@@ -15,6 +15,9 @@ from amaranth.lib.wiring import In, Out
 from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ..formats.dcqcn import RATE_BITS
+from ..formats.packet import CE, ECT0, NOT_ECT
+from .dcqcn import NotificationPoint, ReactionPoint
 from .islip import round_robin_pick
 from .packet import packet_layout
 from .rdma_header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs, pack,
@@ -63,11 +66,23 @@ class RdmaEngine(wiring.Component):
     tables : the registration and page table write port.
     counters : section 10.8, in :data:`~superfabric.formats.counters.RDMA_COUNTERS` order.
     retired : a packet is retired in this cycle (the testbench's sign of progress).
+    paused : the data class (bit 0) and the control class (bit 1) are paused by
+        the switch's PFC; a paused class starts no packet.
+    free : per channel, the free slots of its window (the hosts offer a WR
+        only to a channel with room for it).
+    cnp_valid, cnp_context : with ``[dcqcn] enabled``, a CNP picked this cycle
+        and the receive context it answers; rate, rate_changed: each channel's
+        rate and whether it changed at the last edge (section 10.13).
     """
 
     def __init__(self, cfg: FabricConfig, endpoint: int):
         self._cfg = cfg
         self._me = endpoint
+        nc = cfg.switch.ports * cfg.rdma.channels_per_peer
+        dcqcn = {}
+        if cfg.dcqcn.enabled:
+            dcqcn = {"cnp_valid": Out(1), "cnp_context": Out(range(nc)),
+                     "rate": Out(RATE_BITS).array(nc), "rate_changed": Out(nc)}
         super().__init__({
             "wr": In(stream.Signature(wr_layout(cfg))),
             "cpl_valid": Out(1), "cpl": Out(cpl_layout()),
@@ -78,6 +93,9 @@ class RdmaEngine(wiring.Component):
             "tables": In(TABLE_WRITE(cfg)),
             "counters": Out(COUNTER_WIDTH).array(len(RDMA_COUNTERS)),
             "retired": Out(1),
+            "paused": In(2),
+            "free": Out(wire.free_slot_bits(cfg.rdma.window)).array(nc),
+            **dcqcn,
         })
 
     def elaborate(self, platform):
@@ -126,6 +144,18 @@ class RdmaEngine(wiring.Component):
 
         def slot(ch, psn):
             return Cat(psn[:wbits], ch) if wbits else ch
+
+        for c in range(NC):
+            m.d.comb += self.free[c].eq(W - (nxt[c] - ret[c])[:PSN])
+
+        # DCQCN (section 10.13): the notification point of the receive
+        # contexts and the reaction points and pacers of the channels.
+        dcqcn = cfg.dcqcn.enabled
+        if dcqcn:
+            units = cfg.dcqcn.units
+            notify = m.submodules.np = NotificationPoint(contexts=NC, interval=units.cnp_interval)
+            react = m.submodules.rp = ReactionPoint(channels=NC, units=units,
+                                                    max_packet_flits=cfg.switch.max_packet_flits)
 
         # -- 1. segmenter --------------------------------------------------
         wr = self.wr.payload
@@ -198,11 +228,19 @@ class RdmaEngine(wiring.Component):
             chain = Mux(ctrl_mask[k], k, chain)
         m.d.comb += ctrl_x.eq(chain)
         data_mask = Cat(*(snd[k] != nxt[k] for k in range(NC)))
+        if dcqcn:
+            data_mask = data_mask & react.ready        # the pacers hold the channels to their rates
         data_found, data_ch = round_robin_pick(m, data_mask, tx_ptr, NC, "txdata")
+        data_paused, control_paused = self.paused[0], self.paused[1]
+        cnp_any = notify.pending.any() if dcqcn else Const(0, 1)
+        control_any = (cnp_any | ctrl_mask.any()) & ~control_paused
+        pick_cnp = Signal()
         pick_ctrl = Signal()
         pick_data = Signal()
-        m.d.comb += [pick_ctrl.eq(~tx_busy & ctrl_mask.any()),
-                     pick_data.eq(~tx_busy & ~ctrl_mask.any() & data_found)]
+        # CNPs first, then acknowledgements, then data; a paused class waits.
+        m.d.comb += [pick_cnp.eq(~tx_busy & cnp_any & ~control_paused),
+                     pick_ctrl.eq(~tx_busy & ~cnp_any & ctrl_mask.any() & ~control_paused),
+                     pick_data.eq(~tx_busy & ~control_any & data_found & ~data_paused)]
         m.d.comb += desc_tx.addr.eq(slot(data_ch, snd[data_ch]))
         syndrome = Signal(2)
         m.d.comb += syndrome.eq(Mux(pend_acc[ctrl_x], wire.SYN_NAK_ACCESS,
@@ -213,7 +251,13 @@ class RdmaEngine(wiring.Component):
              if name != "hcs"}
         reth = Signal(reth_layout())
         bth = pack(wire.BTH_FIELDS, **b)
-        with m.If(pick_ctrl):
+        with m.If(pick_cnp):
+            if dcqcn:       # else pick_cnp is 0
+                m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(notify.lowest % C)]
+                m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1),
+                             tx_dst.eq(notify.lowest // C), tx_bth.eq(with_hcs(bth, hcs(bth))),
+                             tx_words.eq(0)]
+        with m.Elif(pick_ctrl):
             m.d.comb += [b["opcode"].eq(wire.ACK_OPCODE), b["ch"].eq(ctrl_x % C),
                          b["syndrome"].eq(syndrome),
                          b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, denied[ctrl_x],
@@ -251,7 +295,7 @@ class RdmaEngine(wiring.Component):
                      dma.rd_req_addr.eq(reader.translate(tx_va + rd_next))]
         request = dma.rd_req_valid & dma.rd_req_ready
         pop = Signal()
-        with m.If(pick_data | pick_ctrl):
+        with m.If(pick_data | pick_ctrl | pick_cnp):
             m.d.sync += rd_next.eq(0)
         with m.Elif(request):
             m.d.sync += rd_next.eq(rd_next + 1)
@@ -271,6 +315,9 @@ class RdmaEngine(wiring.Component):
             tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, buf[buf_head]))),
             tx.first.eq(tx_flit == 0), tx.last.eq(tx_flit == tx_len - 1),
             tx.dst.eq(tx_dst), tx.src.eq(me), tx.length.eq(tx_len),
+            # One-flit packets (ACKs, NAKs, CNPs) are control; data is ECN-capable with DCQCN.
+            tx.prio.eq(Mux(tx_len == 1, rd.control_priority, rd.data_priority)),
+            tx.ecn.eq(Mux(tx_len == 1, NOT_ECT, ECT0 if dcqcn else NOT_ECT)),
         ]
         with m.If(self.tx.valid & self.tx.ready):
             m.d.sync += tx_flit.eq(tx_flit + 1)
@@ -296,15 +343,17 @@ class RdmaEngine(wiring.Component):
             with m.If(rx.first):
                 m.d.sync += [rx_bth_bits.eq(rx.data), rx_src.eq(rx.src)]
 
-        # An acknowledgement (one flit), for the sender side of channel t.
+        # A one-flit packet: an acknowledgement or a CNP, for the sender side of channel t.
         ack = Signal(bth_layout())
         m.d.comb += ack.eq(rx.data)
-        ack_in = Signal()
-        m.d.comb += ack_in.eq(self.rx.valid & rx.first & (rx.length == 1))
-        ack_good = ack_in & (hcs(rx.data) == ack.hcs)
+        one_flit = Signal()
+        m.d.comb += one_flit.eq(self.rx.valid & rx.first & (rx.length == 1))
+        one_good = one_flit & (hcs(rx.data) == ack.hcs)
+        cnp_in = one_good & (ack.opcode == wire.CNP_OPCODE)
+        ack_good = one_good & (ack.opcode != wire.CNP_OPCODE)
         ack_t = Signal(range(NC))
         m.d.comb += ack_t.eq(rx.src * C + ack.ch)
-        ack_corrupt = ack_in & ~ack_good
+        ack_corrupt = one_flit & ~one_good
 
         # A data packet's verdict, at its RETH (flit 1), for receive context x.
         hb = Signal(bth_layout())
@@ -320,6 +369,7 @@ class RdmaEngine(wiring.Component):
         remote_ok = remote.check(rr.raddr, rr.mlen, wire.ACCESS_REMOTE_WRITE, peer=rx_src)
         in_order = hb.psn == epsn[x]
         v_corrupt = verdict & ~hdr_good
+        v_marked = verdict & hdr_good & (rx.ecn == CE)
         # Live: the context's epoch, or while awaiting the next one (the
         # sender heard the NAK). The same epoch while awaiting: the sender has
         # not heard it; any other: a stale packet from an earlier epoch.
@@ -460,6 +510,16 @@ class RdmaEngine(wiring.Component):
                         with m.If(~nak_sent[c]):
                             m.d.sync += [pend_seq[c].eq(1), nak_sent[c].eq(1)]
 
+        if dcqcn:
+            m.d.comb += [notify.marked_valid.eq(v_marked), notify.marked_context.eq(x),
+                         notify.pick.eq(pick_cnp),
+                         react.cnp_valid.eq(cnp_in), react.cnp_channel.eq(ack_t),
+                         react.sent_valid.eq(pick_data), react.sent_channel.eq(data_ch),
+                         react.sent_flits.eq(desc_tx.data.words + 2),
+                         self.cnp_valid.eq(pick_cnp), self.cnp_context.eq(notify.lowest),
+                         self.rate_changed.eq(react.changed)]
+            m.d.comb += [self.rate[c].eq(react.rate[c]) for c in range(NC)]
+
         # Round-robin pointers move one past the channel served.
         with m.If(ret_found):
             m.d.sync += ret_ptr.eq(Mux(ret_ch == NC - 1, 0, ret_ch + 1))
@@ -479,6 +539,9 @@ class RdmaEngine(wiring.Component):
             "completions": self.cpl_valid,
             "errors": self.cpl_valid & (self.cpl.status != wire.STATUS_OK),
             "rx_completions": self.rcpl_valid,
+            "ecn_marked": v_marked,
+            "cnp_sent": pick_cnp,
+            "cnp_handled": cnp_in,
         }
         for i, name in enumerate(RDMA_COUNTERS):
             ev = events[name]

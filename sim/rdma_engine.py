@@ -19,11 +19,10 @@ import numpy as np
 from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..formats.counters import RDMA_COUNTERS
+from ..formats.packet import CE
+from .dcqcn import NEVER, NotificationPoint, ReactionPoint
 
 __all__ = ["RdmaEngine", "KeyTable", "Descriptor", "NEVER"]
-
-#: ``next_event`` of an engine that will not act by itself.
-NEVER = float("inf")
 
 _PSN_MASK = wire.PSN_MOD - 1
 _VA_MASK = (1 << wire.VA_BITS) - 1
@@ -93,7 +92,10 @@ class RdmaEngine:
 
     Each cycle: :meth:`offer` gives the transmitter's flit, then
     :meth:`step` simulates the cycle with the WR offered on the WR stream,
-    whether the flit was taken, and the flit the switch delivered.
+    whether the flit was taken, the flit the switch delivered and the
+    classes paused. With ``[dcqcn] enabled`` the engine is also a
+    notification point (:attr:`np`) and a reaction point (:attr:`rp`) of
+    section 10.13; ``cnps`` lists ``(cycle, context)`` of every CNP it sent.
     """
 
     def __init__(self, cfg: FabricConfig, endpoint: int, tables: KeyTable, memory: list[int]):
@@ -155,6 +157,13 @@ class RdmaEngine:
         self._rx_verdict = (-1, None)
         self._wr_seen = (-1, 0, 0)   # (row, channel, status) of the WR last classified
         self.counters = dict.fromkeys(RDMA_COUNTERS, 0)
+        # DCQCN (section 10.13): without it no CNP is made and every channel
+        # keeps the line rate, so the pacer never holds a packet back.
+        self.dcqcn = cfg.dcqcn.enabled
+        units = cfg.dcqcn.units
+        self.np = NotificationPoint(units) if self.dcqcn else None
+        self.rp = ReactionPoint(units, NC) if self.dcqcn else None
+        self.cnps = []
 
     # -- the WR stream --------------------------------------------------------
 
@@ -185,17 +194,40 @@ class RdmaEngine:
         """
         return self.nxt == self.ret
 
+    def free_slots(self, ch: int) -> int:
+        """Window slots channel ``ch`` has free: packets the segmenter can still write."""
+        return self._W - ((self.nxt[ch] - self.ret[ch]) & _PSN_MASK)
+
+    def _sendable(self, cycle: int) -> list[int]:
+        """Channels with a packet to send whose pacer lets them start one in ``cycle``."""
+        if self.rp is None:
+            return sorted(self._to_send)
+        return sorted(ch for ch in self._to_send if self.rp.eligible(ch, cycle))
+
+    def _wakeup(self) -> float:
+        """The first cycle a timer fires, the RP's included."""
+        return self._timer_next if self.rp is None else min(self._timer_next, self.rp.next_timer)
+
     def next_event(self, cycle: int, wr) -> float:
         """``cycle`` if the engine acts in it (with ``wr`` offered, nothing
         arriving), else the first cycle a timer of it fires (or ``NEVER``)."""
-        if self._tx is not None or self._pending or self._to_send or self._to_retire:
+        if (self._tx is not None or self._pending or self._to_retire
+                or (self.np is not None and self.np.pending)):
             return cycle
+        if self._to_send:
+            if self.rp is None:
+                return cycle
+            soonest = min(self.rp.ready(ch) for ch in self._to_send)
+            if soonest <= cycle:
+                return cycle
+        else:
+            soonest = NEVER
         if wr is not None:
             ch, status = self._classify(wr)
             if (self._drained() if status
                     else (self.nxt[ch] - self.ret[ch]) & _PSN_MASK < self._W):
                 return cycle
-        return self._timer_next
+        return min(soonest, self._wakeup())
 
     # -- the uplink -------------------------------------------------------------
 
@@ -220,22 +252,28 @@ class RdmaEngine:
 
     # -- one cycle ----------------------------------------------------------------
 
-    def step(self, cycle: int, wr, tx_taken: bool, rx):
+    def step(self, cycle: int, wr, tx_taken: bool, rx, paused: tuple[bool, bool] = (False, False)):
         """Simulate ``cycle`` and clock its edge.
 
         ``wr`` is the offered WR, ``(row, qp, dst, opcode, lkey, laddr, rkey,
         raddr, length, tag)``, or ``None``; ``tx_taken`` whether the flit of
         :meth:`offer` was taken; ``rx`` the flit delivered to this endpoint,
-        ``(src, k, last, word)``, or ``None``.
+        ``(src, k, last, word, ecn)``, or ``None``; ``paused`` whether the
+        data class and the control class are paused by the switch's PFC in
+        this cycle (a paused class starts no packet).
 
         Returns ``(taken, completion, rx_completion)``: whether the WR was
         taken, the completion given ``(qp, tag, status)`` or ``None``, the
         receive completion given ``(src, qp, length)`` or ``None``.
         """
         self.retired = False
+        cnp_pending = self.np is not None and bool(self.np.pending)
+        pickable = self._tx is None and (
+            self._pending or cnp_pending
+            or (self._to_send and (self.rp is None
+                                   or any(self.rp.eligible(ch, cycle) for ch in self._to_send))))
         if (wr is None and rx is None and not tx_taken and not self._to_retire
-                and cycle < self._timer_next and not self._reading()
-                and (self._tx is not None or not (self._pending or self._to_send))):
+                and cycle < self._wakeup() and not self._reading() and not pickable):
             return False, None, None         # nothing to decide in this cycle
         W = self._W
         nxt, snd, una, ret = self.nxt, self.snd, self.una, self.ret
@@ -283,13 +321,19 @@ class RdmaEngine:
         arriving = self._in_flight[0][1] if (self._in_flight
                                              and self._in_flight[0][0] == cycle) else None
 
-        # 3. Transmit pick.
-        pick_x = pick_ch = -1
+        # 3. Transmit pick: CNPs, then acknowledgements, then data, each
+        # only while its class is not paused.
+        pick_x = pick_ch = cnp_x = -1
+        data_paused, control_paused = paused
         if self._tx is None:
-            if self._pending:
+            if cnp_pending and not control_paused:
+                cnp_x = -2           # the notification point names the context below
+            elif self._pending and not control_paused:
                 pick_x = min(self._pending)
-            elif self._to_send:
-                pick_ch = _round_robin(self._to_send, self.tx_ptr)
+            elif self._to_send and not data_paused:
+                sendable = self._sendable(cycle)
+                if sendable:
+                    pick_ch = _round_robin(sendable, self.tx_ptr)
 
         # 4 and 6. Timers reaching their timeouts in this cycle.
         fired, ack_fired = [], []
@@ -303,18 +347,24 @@ class RdmaEngine:
         # 5. Receive.
         ack_t = -1                   # channel of an ACK/NAK that overrides steps 3 and 4
         ack_update = None
+        cnp_t = -1                   # channel of a CNP received
         rx_x = -1                    # context of a data packet's verdict
         verdict = None
         write = None
         rx_completion = None
+        marked = -1                  # context of a CE-marked data packet
         if rx is not None:
-            src, k, last_flit, word = rx
+            src, k, last_flit, word, ecn = rx
             if k == 0:
                 self._rx_bth = word
                 if last_flit:
-                    ack_t, ack_update = self._acknowledgement(src, word)
+                    ack_t, ack_update, cnp_t = self._one_flit(src, word)
             elif k == 1:
                 self._rx_verdict = self._verdict(src, self._rx_bth, word)
+                x = self._rx_verdict[0]
+                if x >= 0 and ecn == CE:
+                    self.counters["ecn_marked"] += 1
+                    marked = x
             else:
                 if self._rx_write:
                     write = (self._rx_addr[k - 2], word)
@@ -352,7 +402,11 @@ class RdmaEngine:
                 cnt["errors"] += 1
         # 3. Transmit pick.
         picked = None
-        if pick_x >= 0:
+        if cnp_x == -2:
+            cnp_x = self.np.pick()
+            picked = self._pick_cnp(cnp_x)
+            self.cnps.append((cycle, cnp_x))
+        elif pick_x >= 0:
             picked = self._pick_acknowledgement(pick_x)
             ctx_touched.add(pick_x)
         elif pick_ch >= 0:
@@ -378,6 +432,14 @@ class RdmaEngine:
         if verdict is not None:
             self._apply_verdict(rx_x, verdict)
             ctx_touched.add(rx_x)
+        # DCQCN: the notification point, after the pick, then the reaction
+        # point with this cycle's CNP and the data packet picked.
+        if marked >= 0:
+            self.np.marked(marked, cycle)
+        if self.rp is not None:
+            if cnp_t >= 0 or pick_ch >= 0 or cycle >= self.rp.next_timer:
+                self.rp.step(cycle, cnp=cnp_t, sent=pick_ch,
+                             flits=picked[1] if pick_ch >= 0 else 0)
         if write is not None:
             self.memory[write[0]] = write[1]
         if rx_completion is not None:
@@ -408,14 +470,23 @@ class RdmaEngine:
 
     # -- pieces of step() -------------------------------------------------------
 
-    def _acknowledgement(self, src: int, bth: int):
-        """Decide on a one-flit packet: ``(channel, (una, snd or None, err psn or None))``
-        for an ACK/NAK to apply, ``(-1, None)`` for a corrupt or stale one."""
+    def _one_flit(self, src: int, bth: int):
+        """Decide on a one-flit packet: ``(channel, update, -1)`` for an ACK/NAK to apply
+        (see :meth:`_acknowledgement`), ``(-1, None, channel)`` for a CNP, ``(-1, None,
+        -1)`` for a corrupt or stale one."""
         f = wire.unpack(wire.BTH_FIELDS, bth)
         if wire.hcs(bth) != f["hcs"]:
             self.counters["corrupt"] += 1
-            return -1, None
+            return -1, None, -1
         t = src * self._C + f["ch"]
+        if f["opcode"] == wire.CNP_OPCODE:
+            self.counters["cnp_handled"] += 1
+            return -1, None, t if self.rp is not None else -1
+        return (*self._acknowledgement(t, f), -1)
+
+    def _acknowledgement(self, t: int, f: dict):
+        """Decide on an ACK/NAK for channel ``t``: ``(t, (una, snd or None, err psn or
+        None))`` to apply, ``(-1, None)`` for a stale one."""
         a, una = f["psn"], self.una[t]
         span = (self.snd[t] - una) & _PSN_MASK       # una <= x < snd  <=>  (x - una) < span
         into = (a - una) & _PSN_MASK
@@ -517,6 +588,13 @@ class RdmaEngine:
         self.pend[x] = 0
         self.unacked[x] = 0
         self.counters["naks" if syndrome != wire.SYN_ACK else "tx_acks"] += 1
+        return x // self._C, 1, bth, 0, ()
+
+    def _pick_cnp(self, x: int) -> tuple:
+        """Step 3 for a CNP of receive context ``x``: the one-flit CNP to latch."""
+        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.CNP_OPCODE, ch=x % self._C)
+        bth |= wire.hcs(bth) << 16
+        self.counters["cnp_sent"] += 1
         return x // self._C, 1, bth, 0, ()
 
     def _pick_data(self, ch: int) -> tuple:

@@ -3,9 +3,9 @@
 ``switch.ports`` endpoints, each an RDMA engine (:mod:`.rdma_engine`) with
 its host memory and a fault injector (:mod:`.fault_injector`) on its
 uplink, attached to the switch model (:class:`~.switch.SwitchCore`).
-Endpoint ``e`` offers its WRs in row order on its WR stream: a WR is
-offered in cycle ``c`` when it is the endpoint's next untaken WR and its
-``post <= c``. The rules are docs/architecture.md section 10.
+Endpoint ``e`` offers its WRs from per-QP send queues (:mod:`.rdma_host`):
+in cycle ``c`` the oldest posted WR at the head of a send queue whose
+channel has room for it. The rules are docs/architecture.md section 10.
 
 Every decision of a cycle is made from the state at its start: the
 engines' offered flits, then the injectors' (which pass or replace them),
@@ -16,18 +16,27 @@ flits to the engines), then the injectors' and engines' updates.
 import numpy as np
 
 from ..config import FabricConfig
+from ..formats.packet import ECT0, NOT_ECT
 from .fault_injector import FaultInjector
-from .rdma_engine import NEVER, KeyTable, RdmaEngine
-from .rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
+from .rdma_engine import KeyTable, RdmaEngine
+from .rdma_host import SendQueues
+from .rdma_records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
+                           event_rows)
 from .switch import SwitchCore
 
-__all__ = ["RdmaFabricModel", "default_stall_limit"]
+__all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
 
 #: The workload's WR columns, in the order the engine takes a WR.
 _WR_FIELDS = ("qp", "dst", "opcode", "lkey", "laddr", "rkey", "raddr", "length", "tag")
 
-#: The class RDMA packets travel in (section 10.4).
-_RDMA_PRIO = 0
+
+def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:
+    """The traffic class and ECN codepoint of an RDMA packet of ``length`` flits (section 10.4):
+    one-flit packets (ACKs, NAKs, CNPs) are control, the others data, ECN-capable with DCQCN."""
+    rd = cfg.rdma
+    if length == 1:
+        return rd.control_priority, NOT_ECT
+    return rd.data_priority, ECT0 if cfg.dcqcn.enabled else NOT_ECT
 
 
 def default_stall_limit(cfg: FabricConfig) -> int:
@@ -36,18 +45,33 @@ def default_stall_limit(cfg: FabricConfig) -> int:
 
 
 class _Uplinks:
-    """The injectors' side of the switch inputs, as :meth:`SwitchCore.step` expects a source."""
+    """The injectors' side of the switch inputs, as :meth:`SwitchCore.step` expects a source.
 
-    def __init__(self, ports: int):
+    With PFC the switch's pause frames land here (:meth:`pause`); the
+    engines obey them, a paused class starting no packet.
+    """
+
+    def __init__(self, ports: int, priorities: int):
         self.packet = [-1] * ports   # switch id of the packet offered, -1 for none
         self.flit = [0] * ports
         self.sent = [False] * ports
+        self._from = [[0] * priorities for _ in range(ports)]
+        self._until = [[0] * priorities for _ in range(ports)]
 
     def offer(self, port: int, cycle: int) -> int:
         return self.packet[port]
 
     def accept(self, port: int) -> None:
         self.sent[port] = True
+
+    def pause(self, port: int, prio: int, start: int, cycles: int) -> None:
+        """A frame pauses class ``prio`` of ``port`` for ``cycles`` from ``start`` (0: resume)."""
+        self._from[port][prio] = start
+        self._until[port][prio] = start + cycles
+
+    def paused(self, port: int, prio: int, cycle: int) -> bool:
+        """Class ``prio`` of ``port`` is paused in ``cycle``."""
+        return self._from[port][prio] <= cycle < self._until[port][prio]
 
 
 class RdmaFabricModel:
@@ -90,49 +114,61 @@ class RdmaFabricModel:
         stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
         wr = workload.wr
         n = len(wr["post"])
-        post = np.asarray(wr["post"]).tolist()
-        src = np.asarray(wr["src"]).tolist()
         columns = [np.asarray(wr[c]).tolist() for c in _WR_FIELDS]
         rows = [(i, *fields) for i, fields in enumerate(zip(*columns))]
-        queue = [[i for i in range(n) if src[i] == e] for e in range(E)]
-        head = [0] * E               # position of each endpoint's next untaken WR in its queue
+        host = SendQueues(cfg, workload)
+        data_class, control_class = cfg.rdma.data_priority, cfg.rdma.control_priority
+        kinds = {length: packet_class(cfg, length)
+                 for length in range(1, cfg.switch.max_packet_flits + 1)}
 
         memories = [m.tolist() for m in np.asarray(workload.memory, np.uint64)]
         engines = [RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg),
                               memories[e]) for e in range(E)]
         injectors = [FaultInjector(cfg.faults, e) for e in range(E)]
         switch = SwitchCore(cfg)
-        uplinks = _Uplinks(E)
+        uplinks = _Uplinks(E, cfg.switch.priorities)
         all_ready = (1 << E) - 1
         words = {}                   # switch packet id -> data words as they entered the switch
         origin = {}                  # switch packet id -> source endpoint
         current = [-1] * E           # packet id of the injector's packet under way
+        depth = [0] * E              # flits inside the switch per output
+        depth_rows = np.zeros((1024, E), np.int32)
 
         rec = RdmaRecords.empty(n, E, cfg.rdma.memory_words)
         taken_at, done_at, status, count, order = [-1] * n, [-1] * n, [-1] * n, [0] * n, [-1] * n
         given = [0] * E
         rx_completions = []
 
+        def offers(cycle):
+            return [rows[r] if r >= 0 else None
+                    for r in (host.offer(e, cycle, engines[e].free_slots) for e in range(E))]
+
         outstanding = n
         cycle = 0
         last_progress = 0
         stalled = False
         while outstanding:
-            offered = [rows[q[h]] if h < len(q) and post[q[h]] <= cycle else None
-                       for q, h in zip(queue, head)]
+            offered = offers(cycle)
             if not switch.busy() and all(inj.quiet() for inj in injectors):
                 # Nothing in the switch or the injectors: jump to the first
                 # cycle in which an engine acts, a WR is due or a timer fires.
                 nxt = min(min(eng.next_event(cycle, w) for eng, w in zip(engines, offered)),
-                          min((post[q[h]] for q, h in zip(queue, head) if h < len(q)
-                               and post[q[h]] > cycle), default=NEVER))
+                          min(host.next_post(e, cycle) for e in range(E)))
                 if nxt > cycle:
                     cycle = int(min(nxt, last_progress + stall_limit))
-                    offered = [rows[q[h]] if h < len(q) and post[q[h]] <= cycle else None
-                               for q, h in zip(queue, head)]
+                    offered = offers(cycle)
             if cycle - last_progress >= stall_limit:
                 stalled = True
                 break
+            if cycle >= len(depth_rows):
+                grown = np.zeros((max(2 * len(depth_rows), cycle + 1), E), np.int32)
+                grown[:len(depth_rows)] = depth_rows
+                depth_rows = grown
+            depth_rows[cycle] = depth
+            # The classes the switch's pause frames hold in this cycle, before
+            # this cycle's frames (which hold from the next).
+            paused = [(uplinks.paused(e, data_class, cycle), uplinks.paused(e, control_class, cycle))
+                      for e in range(E)]
 
             flits = [eng.offer() for eng in engines]
             outs = [inj.prepare(flit) for inj, flit in zip(injectors, flits)]
@@ -143,30 +179,36 @@ class RdmaFabricModel:
                     continue
                 k, word, dst, length = out
                 if current[e] < 0:
-                    current[e] = switch.add_packet(dst, _RDMA_PRIO, length)
+                    prio, ecn = kinds[length]
+                    current[e] = switch.add_packet(dst, prio, length, ecn)
                     words[current[e]] = []
                     origin[current[e]] = e
                 uplinks.packet[e] = current[e]
                 uplinks.flit[e] = k
             delivered = switch.step(cycle, uplinks, all_ready)
             rx = [None] * E
-            for o, pkt, k, last in delivered:
-                rx[o] = (origin[pkt], k, last, words[pkt][k])
-                if last:
-                    del words[pkt], origin[pkt]
+            if delivered:
+                ecn_out = switch.ecn_out
+                for o, pkt, k, last in delivered:
+                    rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
+                    depth[o] -= 1
+                    if last:
+                        del words[pkt], origin[pkt]
             progress = False
             for e in range(E):
                 if uplinks.sent[e]:
                     pkt = current[e]
-                    k, word, _, length = outs[e]
+                    k, word, dst, length = outs[e]
                     words[pkt].append(word)
+                    depth[dst] += 1
                     if k == length - 1:
                         current[e] = -1
                 tx_taken = injectors[e].commit(uplinks.sent[e], flits[e])
-                taken, completion, rx_completion = engines[e].step(cycle, offered[e], tx_taken, rx[e])
+                taken, completion, rx_completion = engines[e].step(cycle, offered[e], tx_taken,
+                                                                   rx[e], paused[e])
                 if taken:
                     taken_at[offered[e][0]] = cycle
-                    head[e] += 1
+                    host.taken(e)
                     progress = True
                 if completion is not None:
                     i = completion[1]            # the tag: the WR's row
@@ -190,23 +232,30 @@ class RdmaFabricModel:
         rec.rx_completions = np.array(rx_completions, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
         rec.memory = np.array(memories, np.uint64).reshape(E, cfg.rdma.memory_words)
         rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
+        rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
+                              CNP_COLUMNS)
+        rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines) if eng.rp
+                                for c, ch, r in eng.rp.changes], RATE_COLUMNS)
+        rec.pfc_frames = switch.pfc_frames
+        rec.queue_depth = depth_rows[:cycle].copy()
         rec.cycles = cycle
         rec.stalled = stalled
         if stalled:
-            rec.stuck = _stuck(engines, queue, head, count)
+            rec.stuck = _stuck(engines, host, count)
         return rec
 
 
-def _stuck(engines, queue, head, count) -> str:
+def _stuck(engines, host, count) -> str:
     """One line on the first endpoint that still owes completions."""
+    src = host.source
     for e, eng in enumerate(engines):
-        owed = sum(1 for i in queue[e] if count[i] == 0)
+        owed = sum(1 for i, s in enumerate(src) if s == e and count[i] == 0)
         if not owed:
             continue
         busy = eng.busy_channels()
         if busy:
             where = eng.describe_channel(busy[0])
         else:
-            where = f"endpoint {e}: WR stream blocked at row {queue[e][head[e]]}"
+            where = f"endpoint {e}: WR stream blocked at row {host.owed(e)}"
         return f"{where}; {owed} WR(s) of endpoint {e} without completion"
     return ""

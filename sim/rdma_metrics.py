@@ -1,4 +1,5 @@
-"""Figures of an RDMA run: requests, goodput, latency, recovery, data, connection state.
+"""Figures of an RDMA run: requests, goodput, latency, recovery, data, connection state,
+congestion (the congested queue, pause frames, CNPs, rates, fairness, the victim).
 
 :func:`rdma_summary` is the ``rdma`` section of ``results.json``
 (``docs/architecture.md`` section 10.9); it reads the workload and the
@@ -10,16 +11,22 @@ import math
 import numpy as np
 
 from ..config import FabricConfig
+from ..formats.dcqcn import LINE_RATE
 from ..formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
                                  descriptor_fields, payload_words)
 from .rdma_engine import KeyTable
-from .rdma_traffic import RdmaWorkload, wr_cost
+from .rdma_traffic import RdmaWorkload, incast_roles, wr_cost
 
-__all__ = ["rdma_summary", "connection_state", "data_check", "RECOVERY_COUNTERS"]
+__all__ = ["rdma_summary", "connection_state", "data_check", "congestion", "jain_index",
+           "rate_steps", "RECOVERY_COUNTERS", "FAIRNESS_WINDOW", "FAIR_JAIN"]
 
 #: Counters reported with their total and per endpoint: how the engines recovered.
 RECOVERY_COUNTERS = ("retransmissions", "naks", "timeouts", "duplicates", "corrupt",
                      "out_of_sequence")
+#: Cycles of the windows over which fairness is followed in time.
+FAIRNESS_WINDOW = 8192
+#: Jain's index from which the senders' shares count as fair.
+FAIR_JAIN = 0.95
 
 
 def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
@@ -46,7 +53,8 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         ``rx_completions``, the :data:`RECOVERY_COUNTERS` (``total`` and
         ``per_endpoint``), ``counters`` (all, per endpoint), ``data``
         (:func:`data_check`), ``connection_state``
-        (:func:`connection_state`), ``cycles``, ``stalled``, ``stuck``.
+        (:func:`connection_state`), ``congestion`` (:func:`congestion`), ``cycles``,
+        ``stalled``, ``stuck``.
     """
     wr = workload.wr
     E = cfg.switch.ports
@@ -85,6 +93,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         "counters": {name: [int(v) for v in values] for name, values in counters.items()},
         "data": data_check(cfg, workload, records),
         "connection_state": connection_state(cfg, workload),
+        "congestion": congestion(cfg, workload, records),
         "cycles": int(records.cycles),
         "stalled": bool(records.stalled),
         "stuck": records.stuck or None,
@@ -175,3 +184,108 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
         out["channels_carrying_traffic"] = int(np.unique((src * E + dst) * C + qp % C).size)
         out["qps_carrying_traffic"] = int(np.unique(src * (1 << 32) + qp).size)
     return out
+
+
+def jain_index(values) -> float | None:
+    """Jain's fairness index, ``(sum x)**2 / (n sum x**2)``: 1 when all are equal, 1/n
+    when one takes everything; None for no values or all zero."""
+    x = np.asarray(values, np.float64)
+    square = float((x ** 2).sum())
+    return float(x.sum() ** 2 / (len(x) * square)) if len(x) and square else None
+
+
+def rate_steps(records, endpoint: int, channel: int) -> tuple[np.ndarray, np.ndarray]:
+    """Channel ``channel`` of ``endpoint``'s rate as a step function: ``(cycles, shares)``,
+    each share of the line rate holding from its cycle to the next (the line rate from 0)."""
+    rows = np.asarray(records.rates)
+    mine = rows[(rows[:, 1] == endpoint) & (rows[:, 2] == channel)]
+    return (np.concatenate(([0], mine[:, 0] + 1)).astype(np.int64),
+            np.concatenate(([1.0], mine[:, 3] / LINE_RATE)))
+
+
+def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
+    """How the fabric handled its congested output: queue, pauses, CNPs, fairness, victims.
+
+    The congested output is the target of ``rdma-incast`` and ``rdma-victim``
+    (:func:`~.rdma_traffic.incast_roles`), else the endpoint that receives the
+    most payload; its senders the endpoints with requests to it. Goodput is
+    counted as in :func:`rdma_summary`, payload words of requests completed OK
+    within the posting window, per cycle of it.
+
+    Returns
+    -------
+    dict
+        ``target``, ``senders``; ``queue`` (the flits inside the switch bound
+        for the target, per cycle over the run: ``mean``, ``p50``, ``p99``,
+        ``max``, ``kmax`` and ``cycles_over_kmax`` with ECN); ``pause_frames``
+        (``sent``, ``pauses`` with a non-zero time, ``resumes``, ``per_port``);
+        ``cnp`` (``sent``, ``handled``, ``ecn_marked``: the counters' totals);
+        ``goodput_per_sender`` toward the target, ``fair_share`` (their mean),
+        ``jain`` over them; ``window`` (:data:`FAIRNESS_WINDOW`), ``jain_per_window``
+        (the full windows of the posting window), ``converge_cycle`` (the start of the
+        first window from which every one is fair, Jain's index at least
+        :data:`FAIR_JAIN`; None if the last is not); ``rate_changes``,
+        ``lowest_rate`` (a share of the line rate; None without a change);
+        ``victim``: for ``rdma-victim``, the victim's ``demand`` and ``goodput``
+        toward the bystander (payload words per cycle of the posting window) and
+        their ratio ``share``, else None.
+    """
+    wr = workload.wr
+    E = cfg.switch.ports
+    window = max(workload.cycles, 1)
+    status, done = np.asarray(records.status), np.asarray(records.done, np.int64)
+    length = wr["length"].astype(np.int64)
+    src, dst = wr["src"].astype(np.int64), wr["dst"].astype(np.int64)
+    in_window = (status == STATUS_OK) & (done < workload.cycles)
+    roles = incast_roles(workload)
+    if roles is not None:
+        target, senders = roles["target"], list(roles["senders"])
+    else:
+        target = int(np.bincount(dst, weights=length, minlength=E).argmax()) if len(wr["dst"]) else 0
+        senders = sorted(set(src[dst == target].tolist()))
+    goodput = [float(length[in_window & (src == e) & (dst == target)].sum() / window)
+               for e in senders]
+
+    depth = np.asarray(records.queue_depth)
+    q = depth[:, target].astype(np.float64) if depth.size else np.zeros(0)
+    kmax = cfg.ecn.kmax if cfg.ecn.enabled else None
+    queue = {"mean": float(q.mean()) if q.size else None,
+             "p50": float(np.percentile(q, 50)) if q.size else None,
+             "p99": float(np.percentile(q, 99)) if q.size else None,
+             "max": float(q.max()) if q.size else None, "kmax": kmax,
+             "cycles_over_kmax": int((q > kmax).sum()) if kmax is not None else None}
+
+    frames = np.asarray(records.pfc_frames)
+    pausing = (frames[:, 3:] > 0).any(axis=1) if len(frames) else np.zeros(0, bool)
+    pauses = {"sent": int(len(frames)), "pauses": int(pausing.sum()),
+              "resumes": int(len(frames) - pausing.sum()),
+              "per_port": np.bincount(frames[:, 1], minlength=E).tolist() if len(frames)
+              else [0] * E}
+
+    counters = records.counters
+    cnp = {name: int(sum(counters.get(key, []))) for name, key in
+           (("sent", "cnp_sent"), ("handled", "cnp_handled"), ("ecn_marked", "ecn_marked"))}
+
+    step = FAIRNESS_WINDOW
+    per_window = []
+    for start in range(0, workload.cycles - step + 1, step):
+        inside = in_window & (done >= start) & (done < start + step) & (dst == target)
+        per_window.append(jain_index([length[inside & (src == e)].sum() for e in senders]))
+    unfair = [k for k, j in enumerate(per_window) if j is None or j < FAIR_JAIN]
+    converge = None if not per_window or (unfair and unfair[-1] == len(per_window) - 1) \
+        else (unfair[-1] + 1) * step if unfair else 0
+
+    rates = np.asarray(records.rates)
+    victim = None
+    if roles is not None and roles["victim"] is not None:
+        aside = (src == roles["victim"]) & (dst == roles["bystander"])
+        demand = float(length[aside].sum() / window)
+        got = float(length[aside & in_window].sum() / window)
+        victim = {"demand": demand, "goodput": got, "share": got / demand if demand else None}
+    return {"target": int(target), "senders": [int(e) for e in senders], "queue": queue,
+            "pause_frames": pauses, "cnp": cnp, "goodput_per_sender": goodput,
+            "fair_share": float(np.mean(goodput)) if goodput else None,
+            "jain": jain_index(goodput), "window": step, "jain_per_window": per_window,
+            "converge_cycle": converge, "rate_changes": int(len(rates)),
+            "lowest_rate": float(rates[:, 3].min() / LINE_RATE) if len(rates) else None,
+            "victim": victim}

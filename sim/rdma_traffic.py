@@ -80,6 +80,21 @@ Patterns
         sending data computed from what the previous step received) is not
         modelled: every step sends the send area's initial words, and steps
         are paced by time, not by the completion of the previous step.
+    ``rdma-incast:target=T,senders=N``
+        ``N`` senders (default every endpoint but the target, default 0;
+        the first ``N`` after it, ascending and wrapping) each post, like
+        ``rdma-uniform``, a Bernoulli stream at ``load`` of WRITEs (75 %)
+        and SENDs of ``M / 2`` to ``4 M`` words, uniform, all to the target,
+        on their QPs in turn. At ``load`` above ``1 / N`` of a sender's
+        uplink the target's downlink is congested for as long as they post.
+    ``rdma-victim:target=T,victim=V,bystander=B,side_load=S``
+        The incast of every endpoint but the target, where the victim
+        (default ``T + 1``) also posts a second Bernoulli stream at load
+        ``S`` (default: the load; ``load + S <= 1``) to the bystander
+        (default ``T - 1``), an endpoint whose downlink nothing else loads:
+        the victim's first ``Q / 2`` QPs (at least one) talk to the target,
+        the others to the bystander. The victim's WRs to the bystander share
+        its uplink, and its switch input, with the congested ones.
 
 Deliberately bad WRs (``bad_fraction``)
     That share of the WRs, taken from those that are not the first of their
@@ -126,12 +141,13 @@ from ..config import ConfigError, FabricConfig
 from ..formats.rdma_wire import (ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE, KEY_BITS, OP_SEND,
                                  OP_WRITE, STATUS_BAD, STATUS_LOCAL, STATUS_OK, STATUS_REMOTE,
                                  VA_BITS, payload_words)
-from .traffic import TrafficError, bernoulli_arrivals, check_integer, read_npz
+from .traffic import (PatternParam, TrafficError, bernoulli_arrivals, check_integer,
+                      parse_pattern, read_npz)
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
-           "generate_rdma", "wr_cost"]
+           "generate_rdma", "wr_cost", "incast_roles"]
 
-RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce")
+RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-incast", "rdma-victim")
 
 #: The columns of :attr:`RdmaWorkload.wr` and their types.
 WR_COLUMNS = {"post": np.int64, "src": np.int16, "qp": np.int32, "dst": np.int16,
@@ -153,6 +169,8 @@ _UNIFORM_WEIGHTS = (0.6, 0.3, 0.1)
 _SEND_SHARE = 0.25
 # rdma-allreduce: mean message length a chunk is cut into.
 _ALLREDUCE_MESSAGE_WORDS = 32
+# rdma-incast, rdma-victim: message lengths from half a packet's payload to four packets'.
+_INCAST_PACKETS = (0.5, 4)
 # Regions start this far from both ends of the 24-bit VA space, so a range
 # that ends at a region's start or runs one word past its end stays a
 # representable address.
@@ -283,6 +301,9 @@ class RdmaWorkload:
             posts = np.unique(wr["post"])
             d["steps"] = int(posts.size)
             d["step_gap"] = int(posts[1] - posts[0]) if posts.size > 1 else None
+        roles = incast_roles(self)
+        if roles is not None:
+            d.update(roles)
         return d
 
     def save(self, path: str | Path) -> None:
@@ -341,7 +362,8 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         Uses ``switch.ports``, ``switch.max_packet_flits`` and the ``[rdma]``
         sizes; ``rdma.enabled`` need not be set.
     pattern : str
-        One of :data:`RDMA_PATTERNS` (no parameters).
+        One of :data:`RDMA_PATTERNS`, with its parameters for ``rdma-incast``
+        and ``rdma-victim`` (``rdma-incast:senders=3``).
     load : float
         Offered share of each endpoint's uplink, ``0 < load <= 1``.
     cycles : int
@@ -364,11 +386,6 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         A configuration value cannot hold the workload (registration
         entries, pages, host memory).
     """
-    if not isinstance(pattern, str) or pattern not in RDMA_PATTERNS:
-        name = pattern.partition(":")[0] if isinstance(pattern, str) else None
-        detail = f"{name} takes no parameters" if name in RDMA_PATTERNS else \
-            f"must be one of {', '.join(RDMA_PATTERNS)}"
-        raise TrafficError(f"traffic.pattern = {pattern!r}: {detail}")
     if isinstance(load, bool) or not isinstance(load, numbers.Real) or not 0.0 < load <= 1.0:
         raise TrafficError(f"traffic.load = {load!r}: must be in (0, 1] "
                            f"(offered share of each endpoint's uplink)")
@@ -379,16 +396,20 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be in 0..1 "
                            f"(share of deliberately bad work requests)")
     load, cycles, seed, bad_fraction = float(load), int(cycles), int(seed), float(bad_fraction)
-    _check_config(cfg, pattern)
+    name, params = _pattern(pattern, cfg.switch.ports, load)
+    _check_config(cfg, name)
 
     # One stream per purpose, so e.g. the bad share does not move the posts.
     layout_rng, post_rng, pick_rng, size_rng, bad_rng = (
         np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5))
     keys, page_table, memory, layout = _registrations(cfg, layout_rng)
-    if pattern == "rdma-uniform":
+    if name == "rdma-uniform":
         wr = _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng)
-    else:
+    elif name == "rdma-allreduce":
         wr = _allreduce(cfg, layout, load, cycles, pick_rng, size_rng)
+    else:
+        wr = _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng,
+                     _roles(name, params, cfg.switch.ports))
     wr["tag"] = np.arange(len(wr["post"]), dtype=np.int64)
     wr["lkey"] = layout.key["local"][wr["src"]]
     wr["rkey"] = layout.key["remote"][wr["dst"]]
@@ -398,6 +419,72 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
     wr = {c: np.asarray(wr[c]).astype(dtype) for c, dtype in WR_COLUMNS.items()}
     return RdmaWorkload(pattern=pattern, load=load, seed=seed, cycles=cycles, wr=wr, keys=keys,
                         page_table=page_table, memory=memory)
+
+
+def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
+    """The parameters of the RDMA patterns that take some, for ``ports`` endpoints."""
+    endpoint = "an endpoint, 0..switch.ports - 1"
+    target = PatternParam(0, int, 0, ports - 1, f"the congested endpoint, {endpoint}")
+    return {
+        "rdma-incast": {"target": target,
+                        "senders": PatternParam(ports - 1, int, 1, max(1, ports - 1),
+                                                "endpoints sending to the target")},
+        "rdma-victim": {"target": target,
+                        "victim": PatternParam(None, int, 0, ports - 1,
+                                               f"the sender that also writes to the bystander, "
+                                               f"{endpoint}"),
+                        "bystander": PatternParam(None, int, 0, ports - 1,
+                                                  f"the uncongested target, {endpoint}"),
+                        "side_load": PatternParam(None, float, 0.0, 1.0,
+                                                  "the victim's load to the bystander, a share of "
+                                                  "its uplink (default: the load)")},
+    }
+
+
+def _pattern(pattern: str, ports: int, load: float) -> tuple[str, dict]:
+    """The pattern's name and parameters (every one checked, defaults filled in)."""
+    name, params = parse_pattern(pattern, ports, names=RDMA_PATTERNS,
+                                 params=_pattern_params(ports))
+    if name == "rdma-victim":
+        where = f"traffic.pattern = {pattern!r}"
+        t = params["target"]
+        v = params["victim"] = (t + 1) % ports if params["victim"] is None else params["victim"]
+        b = params["bystander"] = ((t - 1) % ports if params["bystander"] is None
+                                   else params["bystander"])
+        if ports < 3:
+            raise TrafficError(f"{where}: needs at least 3 endpoints (target, victim, "
+                               f"bystander), got {ports}")
+        if len({t, v, b}) < 3:
+            raise TrafficError(f"{where}: target {t}, victim {v} and bystander {b} must be "
+                               f"three different endpoints")
+        side = params["side_load"] = load if params["side_load"] is None else params["side_load"]
+        if not 0 < side <= 1 - load + 1e-12:
+            raise TrafficError(f"{where}: side_load = {side:g} must be above 0 and at most "
+                               f"1 - traffic.load = {1 - load:g} (the victim also offers the load "
+                               f"to the target on the same uplink)")
+    return name, params
+
+
+def _roles(name: str, params: dict, ports: int) -> dict:
+    """Who sends to whom in ``rdma-incast`` and ``rdma-victim``."""
+    t = params["target"]
+    if name == "rdma-incast":
+        senders = [(t + 1 + k) % ports for k in range(params["senders"])]
+        return {"target": t, "senders": senders, "victim": None, "bystander": None,
+                "side_load": 0.0}
+    senders = [e for e in range(ports) if e != t]
+    return {"target": t, "senders": senders, "victim": params["victim"],
+            "bystander": params["bystander"], "side_load": params["side_load"]}
+
+
+def incast_roles(workload: "RdmaWorkload") -> dict | None:
+    """For ``rdma-incast`` and ``rdma-victim`` workloads, ``target``, ``senders``,
+    ``victim``, ``bystander`` and ``side_load`` (None, None and 0 for an incast); None
+    for the other patterns."""
+    name, params = _pattern(workload.pattern, workload.endpoints, workload.load)
+    if name not in ("rdma-incast", "rdma-victim"):
+        return None
+    return _roles(name, params, workload.endpoints)
 
 
 def _check_config(cfg: FabricConfig, pattern: str) -> None:
@@ -420,6 +507,9 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
     if r.pages < frames:
         raise ConfigError(f"rdma.pages = {r.pages}: must be at least {frames} (rdma.memory_words "
                           f"/ rdma.page_words) for rdma traffic, one entry per page of memory")
+    if pattern == "rdma-victim" and r.qps < 2 * sw.ports:
+        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {2 * sw.ports} for rdma-victim "
+                          f"(two QPs per endpoint: the victim talks to two targets)")
     longest = _UNIFORM_SIZES[-1][1]
     if pattern == "rdma-uniform" and r.memory_words // 2 < longest:
         raise ConfigError(f"rdma.memory_words = {r.memory_words}: must be at least {2 * longest} "
@@ -566,6 +656,57 @@ def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
     return {"post": step * gap, "src": src, "qp": np.concatenate(qp), "dst": (src + 1) % E,
             "opcode": np.full(src.size, OP_WRITE), "length": length,
             "laddr": np.concatenate(laddr)}
+
+
+def _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng, roles) -> dict:
+    """rdma-incast and rdma-victim: Bernoulli posts of every sender to the target, and of
+    the victim to the bystander."""
+    Q = cfg.rdma.qps // cfg.switch.ports
+    mtu = payload_words(cfg.switch.max_packet_flits)
+    lo, hi = max(1, round(_INCAST_PACKETS[0] * mtu)), round(_INCAST_PACKETS[1] * mtu)
+    mean_cost = float(np.mean(wr_cost(np.arange(lo, hi + 1), mtu)))
+    senders = np.array(roles["senders"], np.int16)
+    post, src = bernoulli_arrivals(post_rng, load / mean_cost, cycles, senders)
+    dst = np.full(post.size, roles["target"], np.int64)
+    victim = roles["victim"]
+    if victim is not None:
+        side, side_src = bernoulli_arrivals(post_rng, roles["side_load"] / mean_cost, cycles,
+                                            np.array([victim], np.int16))
+        post, src = np.concatenate((post, side)), np.concatenate((src, side_src))
+        dst = np.concatenate((dst, np.full(side.size, roles["bystander"], np.int64)))
+    order = np.lexsort((dst, post, src))
+    post, src, dst = post[order], src[order], dst[order]
+    n = post.size
+    # Each flow takes its sender's QPs in turn; the victim's first half (at
+    # least one) talk to the target, the others to the bystander.
+    first = np.zeros(n, np.int64)
+    count = np.full(n, Q, np.int64)
+    if victim is not None:
+        half = max(1, Q // 2)
+        mine = src == victim
+        aside = dst == roles["bystander"]
+        first[aside] = half
+        count[mine] = np.where(aside[mine], Q - half, half)
+    flow = src.astype(np.int64) * cfg.switch.ports + dst
+    rank = np.zeros(n, np.int64)
+    for f in np.unique(flow):
+        rows = np.flatnonzero(flow == f)
+        rank[rows] = np.arange(rows.size)
+    qp = first + rank % count
+    if np.unique(src.astype(np.int64) * Q + qp).size < len(senders) * Q:
+        # Enough for Q + 4 standard deviations of Bernoulli posts on the thinnest flow.
+        thinnest = min(load, roles["side_load"]) if victim is not None else load
+        need = math.ceil((Q + 4 * math.sqrt(Q)) * mean_cost / thinnest)
+        raise TrafficError(f"traffic.cycles = {cycles}: the senders post too few work requests "
+                           f"at load {load:g} for each of their {Q} QPs to carry one; use about "
+                           f"{need} cycles or more")
+    opcode = np.where(pick_rng.random(n) < _SEND_SHARE, OP_SEND, OP_WRITE)
+    length = size_rng.integers(lo, hi + 1, n)
+    send_words = layout.words["local"]
+    laddr = layout.va["local"][src] + (size_rng.random(n) * (send_words - length + 1)).astype(
+        np.int64)
+    return {"post": post, "src": src, "qp": qp, "dst": dst, "opcode": opcode, "length": length,
+            "laddr": laddr}
 
 
 def _choose_bad(wr, layout, bad_fraction, rng) -> None:

@@ -103,10 +103,9 @@ from ..config import FabricConfig
 from ..formats.packet import ECT0, NOT_ECT
 from ..topology import Topology
 
-__all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "generate", "parse_lengths",
-           "tornado",
-           "parse_pattern", "read_npz", "bernoulli_arrivals", "check_integer", "check_load",
-           "check_priority_weights"]
+__all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "PatternParam", "generate",
+           "parse_lengths", "tornado", "parse_pattern", "read_npz", "bernoulli_arrivals",
+           "check_integer", "check_load", "check_priority_weights"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
                              "incast", "all-to-all", "ring-allreduce", "bursty", "tornado",
@@ -391,7 +390,9 @@ Trace.load = classmethod(_load)
 
 
 @dataclass(frozen=True)
-class _Param:
+class PatternParam:
+    """One parameter of a traffic pattern: its default, type, range and meaning."""
+
     default: float | int | None
     kind: type
     lo: float
@@ -399,29 +400,37 @@ class _Param:
     doc: str
 
 
-def _pattern_params(ports: int) -> dict[str, dict[str, _Param]]:
+def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
     """The parameters each pattern takes, with their ranges for ``ports`` ports."""
-    port = _Param(0, int, 0, ports - 1, "a port number")
+    port = PatternParam(0, int, 0, ports - 1, "a port number")
     return {
-        "hotspot": {"fraction": _Param(0.25, float, 0.0, 1.0,
-                                       "share of packets sent to the hot port"),
+        "hotspot": {"fraction": PatternParam(0.25, float, 0.0, 1.0,
+                                             "share of packets sent to the hot port"),
                     "port": port},
-        "incast": {"sources": _Param(ports - 1, int, 1, ports - 1, "inputs sending to the sink"),
+        "incast": {"sources": PatternParam(ports - 1, int, 1, ports - 1,
+                                           "inputs sending to the sink"),
                    "sink": port},
-        "ring-allreduce": {"chunk": _Param(None, int, 1, math.inf, "packets per input per step")},
-        "bursty": {"burst": _Param(8.0, float, 1.0, math.inf, "mean packets per burst")},
+        "ring-allreduce": {"chunk": PatternParam(None, int, 1, math.inf,
+                                                 "packets per input per step")},
+        "bursty": {"burst": PatternParam(8.0, float, 1.0, math.inf, "mean packets per burst")},
     }
 
 
-def parse_pattern(pattern: str, ports: int) -> tuple[str, dict]:
-    """Split ``name:key=value,...`` and check every parameter against its range."""
+def parse_pattern(pattern: str, ports: int, *, names: tuple[str, ...] = PATTERNS,
+                  params: dict[str, dict[str, PatternParam]] | None = None) -> tuple[str, dict]:
+    """Split ``name:key=value,...`` and check every parameter against its range.
+
+    ``names`` are the patterns allowed and ``params`` the parameters each
+    takes (default: the switch patterns of this module); returns the name
+    and every parameter's value, defaults filled in.
+    """
     where = f"traffic.pattern = {pattern!r}"
     if not isinstance(pattern, str):
-        raise TrafficError(f"{where}: must be one of {', '.join(PATTERNS)}")
+        raise TrafficError(f"{where}: must be one of {', '.join(names)}")
     name, colon, args = pattern.partition(":")
-    if name not in PATTERNS:
-        raise TrafficError(f"{where}: unknown pattern {name!r} (allowed: {', '.join(PATTERNS)})")
-    table = _pattern_params(ports).get(name, {})
+    if name not in names:
+        raise TrafficError(f"{where}: unknown pattern {name!r} (allowed: {', '.join(names)})")
+    table = (_pattern_params(ports) if params is None else params).get(name, {})
     values = {key: p.default for key, p in table.items()}
     given = set()
     for item in args.split(",") if colon else ():

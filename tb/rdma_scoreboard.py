@@ -9,8 +9,9 @@ range wrote nothing); one receive completion per successful SEND; no stall.
 
 :func:`compare` holds the RTL's records against the model's, request by
 request: the cycle each was taken and completed, its status and completion
-order, the receive completions, the counters, the final memories. Each
-problem is one line naming the request (row, endpoint, QP) and the cycles.
+order, the receive completions, the CNPs, the rate changes, the pause
+frames, the queue depths, the counters, the final memories. Each problem is
+one line naming the request (row, endpoint, QP), the event or the cycle.
 """
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..formats.counters import RDMA_COUNTERS
 from ..sim.rdma_engine import KeyTable
-from ..sim.rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
+from ..sim.rdma_records import CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
 
 __all__ = ["verify", "compare", "MAX_PROBLEMS"]
@@ -116,6 +117,22 @@ def _receive_completions(workload: RdmaWorkload, rec: RdmaRecords) -> list[str]:
             f"({missing} expected ones missing, {extra} unexpected)"]
 
 
+#: Columns of a pause frame's row, for naming a difference.
+_FRAME_COLUMNS = ("cycle", "port", "class_enable", *(f"time{k}" for k in range(8)))
+
+
+def _first_row_difference(what: str, columns, a: np.ndarray, b: np.ndarray) -> str | None:
+    """One line on the first row where two event tables differ, or None if equal."""
+    if a.shape == b.shape and not (a != b).any():
+        return None
+    k = next((k for k in range(min(len(a), len(b))) if (a[k] != b[k]).any()), min(len(a), len(b)))
+
+    def show(rows):
+        return dict(zip(columns, rows[k].tolist())) if k < len(rows) else None
+
+    return f"{what} {k}: RTL {show(a)}, model {show(b)} ({len(a)} and {len(b)} in all)"
+
+
 def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> list[str]:
     """Differences between the RTL's records and the model's, earliest first."""
     problems = []
@@ -134,12 +151,23 @@ def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> lis
         problems.append(f"{_who(workload, i)}: {name} RTL {a}, model {b} (from cycle {when})")
     _capped(problems, len(events) - MAX_PROBLEMS)
 
-    a, b = rtl.rx_completions, model.rx_completions
+    for what, columns, a, b in (
+            ("receive completion", RX_COMPLETION_COLUMNS, rtl.rx_completions, model.rx_completions),
+            ("CNP", CNP_COLUMNS, rtl.cnps, model.cnps),
+            ("rate change", RATE_COLUMNS, rtl.rates, model.rates),
+            ("pause frame", _FRAME_COLUMNS, rtl.pfc_frames, model.pfc_frames)):
+        problem = _first_row_difference(what, columns, a, b)
+        if problem:
+            problems.append(problem)
+    a, b = rtl.queue_depth, model.queue_depth
     if a.shape != b.shape or (a != b).any():
-        k = next((k for k in range(min(len(a), len(b))) if (a[k] != b[k]).any()), min(len(a), len(b)))
-        show = (lambda r, k: dict(zip(RX_COMPLETION_COLUMNS, r[k].tolist())) if k < len(r) else None)
-        problems.append(f"receive completion {k}: RTL {show(a, k)}, model {show(b, k)} "
-                        f"({len(a)} and {len(b)} in all)")
+        rows = min(len(a), len(b))
+        diff = np.argwhere(a[:rows] != b[:rows]) if a.shape[1:] == b.shape[1:] else []
+        where = (f"first at cycle {int(diff[0][0])}, output {int(diff[0][1])}: RTL "
+                 f"{int(a[tuple(diff[0])])}, model {int(b[tuple(diff[0])])}" if len(diff)
+                 else f"RTL {a.shape[0]} cycles of {a.shape[1:]} outputs, model {b.shape[0]} of "
+                      f"{b.shape[1:]}")
+        problems.append(f"queue depth: {where}")
     for name in RDMA_COUNTERS:
         if list(rtl.counters.get(name, [])) != list(model.counters.get(name, [])):
             problems.append(f"counter {name}: RTL {list(rtl.counters.get(name, []))}, "

@@ -9,10 +9,12 @@ them against the golden model's, in the caller
 The testbench plays the hosts: before cycle 0 it writes every endpoint's
 registration and page tables and loads the host memories (one address of
 all endpoints per cycle) and the fault injectors' seeds; from cycle 0 it
-offers each endpoint's WRs in order, from their post cycle on, and records
-every completion; after the last completion it reads the counters and
-reads the host memories back. All per-endpoint signals are packed vectors,
-so a cycle costs a handful of signal accesses whatever the endpoint count.
+offers each endpoint's WRs from its send queues (``superfabric.sim.rdma_host``,
+with the engines' free window slots read from the RTL), and records every
+completion, pause frame, CNP, rate change and each output's queue depth;
+after the last completion it reads the counters and reads the host
+memories back. All per-endpoint signals are packed vectors, so a cycle
+costs a handful of signal accesses whatever the endpoint count.
 """
 
 import numpy as np
@@ -22,14 +24,22 @@ from cocotb.triggers import FallingEdge, ReadOnly
 
 from ..formats import rdma_wire as wire
 from ..formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ..formats.dcqcn import RATE_BITS
+from ..formats.packet import port_bits
+from ..formats.pfc_frame import PRIORITIES, TIME_BITS, unpack_request
 from ..lfsr import DRAW_THRESHOLD_BITS
-from ..sim.rdma_records import RX_COMPLETION_COLUMNS, RdmaRecords
+from ..sim.rdma_host import SendQueues
+from ..sim.rdma_records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
+                                event_rows)
 from ..sim.rdma_traffic import KEY_COLUMNS, RdmaWorkload
 from ..sim.rdma_fabric import default_stall_limit
 from . import params as tb_params
 from .reset import reset
 
 __all__ = ["RdmaTB"]
+
+#: Bits of one pause request on the ``pfc_tx`` port.
+_REQUEST_BITS = PRIORITIES + TIME_BITS * PRIORITIES
 
 #: The fabric's inputs, quiet during reset.
 _INPUTS = ("wr_valid", "wr_data", "tbl_en", "tbl_ep", "tbl_sel", "tbl_index", "tbl_data", "mem_we",
@@ -51,6 +61,10 @@ class RdmaTB:
         self.rcpl_fields = wire.rcpl_fields(self.n)
         self.rcpl_width = sum(w for _, w in self.rcpl_fields)
         self.entry_fields = wire.key_entry_fields(cfg)
+        self.channels = self.n * cfg.rdma.channels_per_peer       # per engine
+        self.free_bits = wire.free_slot_bits(cfg.rdma.window)
+        self.context_bits = port_bits(self.channels)
+        self.depth_bits = wire.queue_depth_bits(cfg)
 
     async def reset(self):
         """Start the clock and hold reset for a few cycles with every input quiet."""
@@ -96,29 +110,37 @@ class RdmaTB:
         wr = workload.wr
         rows = len(workload)
         rec = RdmaRecords.empty(rows, n, cfg.rdma.memory_words)
-        post = wr["post"].tolist()
-        queues = [np.flatnonzero(wr["src"] == e).tolist() for e in range(n)]   # row order
+        host = SendQueues(cfg, workload)
         packed = [wire.pack(self.wr_fields, **{k: int(wr[k][i]) for k, _ in self.wr_fields})
                   for i in range(rows)]
-        head = [0] * n
         taken, done, status, count, order = ([-1] * rows, [-1] * rows, [-1] * rows, [0] * rows,
                                              [-1] * rows)
         given = [0] * n
-        rx = []
+        rx, cnps, rates, frames, depths = [], [], [], [], []
         cw, rw, ww = self.cpl_width, self.rcpl_width, self.wr_width
+        nc, fb = self.channels, self.free_bits
+        db, dmask = self.depth_bits, (1 << self.depth_bits) - 1
         valid_driven, data_driven = 0, 0
         completed = 0
         cycle = 0
         last_progress = 0
         stalled = False
         while completed < rows:
-            # Drive phase (after the falling edge): the WR each endpoint offers.
+            # Drive phase (after the falling edge): the WR each endpoint offers,
+            # chosen with the window slots free at the start of this cycle.
+            free_bits = None
+
+            def free(ch):
+                nonlocal free_bits
+                if free_bits is None:
+                    free_bits = int(dut.free.value)
+                return (free_bits >> (fb * ch)) & ((1 << fb) - 1)
+
             valid, data = 0, data_driven
             for e in range(n):
-                q = queues[e]
-                if head[e] < len(q) and post[q[head[e]]] <= cycle:
+                row = host.offer(e, cycle, lambda c, e=e: free(e * nc + c))
+                if row >= 0:
                     valid |= 1 << e
-                    row = q[head[e]]
                     data = (data & ~(((1 << ww) - 1) << (ww * e))) | (packed[row] << (ww * e))
             if valid != valid_driven:
                 dut.wr_valid.value = valid
@@ -132,8 +154,8 @@ class RdmaTB:
                 accepted = valid & int(dut.wr_ready.value)
                 for e in range(n):
                     if accepted >> e & 1:
-                        taken[queues[e][head[e]]] = cycle
-                        head[e] += 1
+                        taken[host.offered[e]] = cycle
+                        host.taken(e)
                         progress = True
             for e, c in self._given(dut.cpl_valid, dut.cpl_data, self.cpl_fields, cw):
                 i = c["tag"]
@@ -146,6 +168,9 @@ class RdmaTB:
                 progress = True
             for e, c in self._given(dut.rcpl_valid, dut.rcpl_data, self.rcpl_fields, rw):
                 rx.append((cycle, e, c["src"], c["qp"], c["length"]))
+            depth = int(dut.queue_depth.value)
+            depths.append([(depth >> (db * o)) & dmask for o in range(n)])
+            self._events(cycle, frames, cnps, rates)
             # A packet retired is progress too: a long message completes only
             # at its last packet.
             progress = progress or bool(int(dut.retired.value))
@@ -159,8 +184,10 @@ class RdmaTB:
             await FallingEdge(dut.clk)
             cycle += 1
         # Now in cycle `cycle`, one after the last completion: the counters
-        # hold every event up to it, as the model's do.
+        # hold every event up to it, as the model's do, and the rates show
+        # the changes at its last edge.
         await ReadOnly()
+        self._rate_changes(cycle, rates, int(dut.events.value))
         bits = int(dut.counters.value)
         mask = (1 << COUNTER_WIDTH) - 1
         for e in range(n):
@@ -169,6 +196,10 @@ class RdmaTB:
         rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
         rec.completions[:], rec.order[:] = count, order
         rec.rx_completions = np.array(rx, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
+        rec.cnps = event_rows(cnps, CNP_COLUMNS)
+        rec.rates = event_rows(rates, RATE_COLUMNS)
+        rec.pfc_frames = np.array(frames, np.int64).reshape(-1, 3 + PRIORITIES)
+        rec.queue_depth = np.array(depths, np.int32).reshape(-1, n)
         rec.cycles = cycle
         rec.stalled = stalled
         if stalled:
@@ -176,6 +207,40 @@ class RdmaTB:
         await FallingEdge(dut.clk)
         await self.read_back(rec)
         return rec
+
+    def _events(self, cycle: int, frames: list, cnps: list, rates: list) -> None:
+        """This cycle's pause frames and CNPs, and the rate changes of the last edge."""
+        events = int(self.dut.events.value)
+        if not events:
+            return
+        n = self.n
+        sent = events & ((1 << n) - 1)
+        if sent:
+            bits = int(self.dut.pfc_tx.value)
+            for port in range(n):
+                if sent >> port & 1:
+                    enable, times = unpack_request((bits >> (_REQUEST_BITS * port))
+                                                   & ((1 << _REQUEST_BITS) - 1))
+                    frames.append([cycle, port, enable, *times])
+        cnp = (events >> n) & ((1 << n) - 1)
+        if cnp:
+            bits, cb = int(self.dut.cnp_context.value), self.context_bits
+            for e in range(n):
+                if cnp >> e & 1:
+                    cnps.append((cycle, e, (bits >> (cb * e)) & ((1 << cb) - 1)))
+        self._rate_changes(cycle, rates, events)
+
+    def _rate_changes(self, cycle: int, rates: list, events: int) -> None:
+        """The rates that changed at the edge before ``cycle``, recorded for the cycle before."""
+        n = self.n
+        if not events >> (2 * n):
+            return
+        changed, bits = int(self.dut.rate_changed.value), int(self.dut.rate.value)
+        mask = (1 << RATE_BITS) - 1
+        nc = self.channels
+        for k in range(n * nc):
+            if changed >> k & 1:
+                rates.append((cycle - 1, k // nc, k % nc, (bits >> (RATE_BITS * k)) & mask))
 
     def _given(self, valid, data, fields, width):
         """``(endpoint, fields)`` of each endpoint whose ``valid`` bit is set this cycle."""

@@ -16,6 +16,8 @@ BUILD_ROOT = Path(__file__).resolve().parent.parent / "build" / "test"
 #: little host memory keeps loading and reading it back short on Icarus.
 RDMA_SMALL = ["rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=2048", "rdma.page_words=64",
               "rdma.pages=64"]
+#: With RDMA_SMALL: congestion control end to end, PFC as the backstop of DCQCN.
+CONGESTED = ["pfc.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"]
 
 
 def require_simulator(sim: str) -> None:

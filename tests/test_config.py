@@ -255,13 +255,77 @@ def test_bad_rdma_and_fault_values(overrides, fragments):
     (["switch.data_width=32"], ["switch.data_width = 32", "must be 64 with rdma.enabled"]),
     (["switch.max_packet_flits=2"], ["switch.max_packet_flits = 2", "at least 3"]),
     (["rdma.qps=1001"], ["rdma.qps = 1001", "multiple of switch.ports (8)"]),
-    (["pfc.enabled=true"], ["pfc.enabled = true", "must be false with rdma.enabled"]),
-    (["ecn.enabled=true"], ["ecn.enabled = true", "must be false with rdma.enabled"]),
+    (["rdma.data_priority=4"], ["rdma.data_priority = 4", "0..3 (switch.priorities = 4)"]),
+    (["rdma.control_priority=7"], ["rdma.control_priority = 7", "0..3"]),
+    (["pfc.enabled=true", "rdma.control_priority=0"],
+     ["rdma.control_priority = 0", "must differ from rdma.data_priority with pfc.enabled"]),
 ])
 def test_rdma_rules_across_sections(overrides, fragments):
     # The same values are fine while the engines are off.
     FabricConfig.load(overrides=overrides)
     config_error(lambda: FabricConfig.load(overrides=["rdma.enabled=true", *overrides]), *fragments)
+
+
+@pytest.mark.parametrize("overrides", [["pfc.enabled=true"], ["ecn.enabled=true"],
+                                       ["pfc.enabled=true", "ecn.enabled=true"],
+                                       ["pfc.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"]])
+def test_rdma_runs_with_pfc_ecn_both_or_dcqcn(overrides):
+    cfg = FabricConfig.load(overrides=["rdma.enabled=true", *overrides])
+    assert cfg.rdma.enabled and (cfg.pfc.enabled or cfg.ecn.enabled)
+
+
+# -- [dcqcn] --------------------------------------------------------------------------
+
+_DCQCN = ["rdma.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"]
+
+
+@pytest.mark.parametrize("override, fragments", [
+    ("dcqcn.cnp_interval=0", ["dcqcn.cnp_interval = 0", "1..1048576", "between CNPs"]),
+    ("dcqcn.alpha_timer=2000000", ["dcqcn.alpha_timer = 2000000", "1..1048576"]),
+    ("dcqcn.increase_timer=-5", ["dcqcn.increase_timer = -5", "1..1048576"]),
+    ("dcqcn.byte_counter=0", ["dcqcn.byte_counter = 0", "1..16777216", "flits"]),
+    ("dcqcn.fast_recovery=32", ["dcqcn.fast_recovery = 32", "1..31"]),
+    ("dcqcn.g_shift=0", ["dcqcn.g_shift = 0", "1..15", "g = 2**-g_shift"]),
+    ("dcqcn.g_shift=8.0", ["dcqcn.g_shift = 8.0", "must be an integer"]),
+    ("dcqcn.ai_rate=1.5", ["dcqcn.ai_rate = 1.5", "a number in 0..1"]),
+    ("dcqcn.hai_rate=true", ["dcqcn.hai_rate = True", "a number in 0..1"]),
+    ("dcqcn.min_rate=0", ["dcqcn.min_rate = 0.0", "at least 2**-16", "never send"]),
+    ("dcqcn.ai_rate=0.000001", ["dcqcn.ai_rate = 1e-06", "at least 2**-16", "never rise"]),
+    ("dcqcn.hai_rate=0.003", ["dcqcn.hai_rate = 0.003", "at least dcqcn.ai_rate (0.004)"]),
+    ("dcqcn.alpha_timer=16", ["dcqcn.alpha_timer = 16", "must exceed dcqcn.cnp_interval (16)"]),
+    ("dcqcn.enabled=1", ["dcqcn.enabled = 1", "true or false"]),
+    ("dcqcn.gain=3", ["dcqcn.gain: unknown key", "cnp_interval"]),
+])
+def test_bad_dcqcn_values(override, fragments):
+    config_error(lambda: FabricConfig.load(overrides=[*_DCQCN, override]), *fragments)
+
+
+@pytest.mark.parametrize("overrides, fragments", [
+    (["dcqcn.enabled=true"], ["dcqcn.enabled = true", "needs rdma.enabled = true"]),
+    (["rdma.enabled=true", "dcqcn.enabled=true"], ["dcqcn.enabled = true",
+                                                   "needs ecn.enabled = true"]),
+])
+def test_dcqcn_needs_the_engines_and_the_marks(overrides, fragments):
+    config_error(lambda: FabricConfig.load(overrides=overrides), *fragments)
+
+
+def test_dcqcn_units_are_the_scaled_published_parameters():
+    u = FabricConfig.load(overrides=_DCQCN).dcqcn.units
+    # 4 cycles per published microsecond; rates in 2**-16 of the line rate.
+    assert (u.cnp_interval, u.alpha_timer, u.increase_timer) == (16, 220, 240)
+    assert (u.byte_counter, u.fast_recovery, u.g_shift) == (8000, 5, 8)
+    assert (u.ai_rate, u.hai_rate, u.min_rate) == (262, 1311, 655)
+
+
+def test_a_bad_dcqcn_value_on_the_command_line_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "superfabric.tools.cli", "generate",
+                           "--set", "rdma.enabled=true", "--set", "ecn.enabled=true",
+                           "--set", "dcqcn.enabled=true", "--set", "dcqcn.g_shift=16",
+                           "--top", "rdma_fabric", "-o", str(tmp_path / "rtl")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "dcqcn.g_shift = 16" in lines[0] and "1..15" in lines[0]
 
 
 def test_fault_thresholds_and_link_seeds():

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
+from superfabric.formats.counters import DCQCN_COUNTERS
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.pfc import pause_sources
 from superfabric.sim.rdma_fabric import RdmaFabricModel
@@ -61,15 +62,27 @@ SWITCH_CASES = {
 
 _RDMA_TINY = ["rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=2048", "rdma.page_words=64",
               "rdma.pages=64"]
+_CONGESTED = ["rdma.enabled=true", "rdma.qps=8", "rdma.channels_per_peer=1",
+              "rdma.memory_words=8192", "rdma.page_words=64", "rdma.pages=128",
+              "pfc.enabled=true", "ecn.enabled=true", "ecn.kmin=32", "ecn.kmax=128",
+              "ecn.pmax=0.5", "dcqcn.enabled=true"]
+#: The class layout of the runs recorded before congestion control: ACKs and NAKs shared
+#: the data class (``rdma.control_priority`` now defaults to a class of their own).
+_ONE_CLASS = ["rdma.control_priority=0"]
 #: name -> (preset, overrides, pattern, load, cycles, bad fraction)
 RDMA_CASES = {
-    "rdma-allreduce-drops": ("default", ["rdma.enabled=true", "faults.drop_rate=0.01"],
-                             "rdma-allreduce", 0.5, 10_000, 0.0),
-    "rdma-uniform-faults": ("tiny", _RDMA_TINY + ["faults.drop_rate=0.03",
+    "rdma-allreduce-drops": ("default", ["rdma.enabled=true", "faults.drop_rate=0.01"]
+                             + _ONE_CLASS, "rdma-allreduce", 0.5, 10_000, 0.0),
+    "rdma-allreduce-drops-classes": ("default", ["rdma.enabled=true", "faults.drop_rate=0.01"],
+                                     "rdma-allreduce", 0.5, 10_000, 0.0),
+    "rdma-uniform-faults": ("tiny", _RDMA_TINY + _ONE_CLASS + ["faults.drop_rate=0.03",
                                                   "faults.duplicate_rate=0.03",
                                                   "faults.reorder_rate=0.05",
                                                   "faults.corrupt_rate=0.03"],
                             "rdma-uniform", 0.6, 1500, 0.2),
+    "rdma-victim-dcqcn-faults": ("tiny", _CONGESTED + ["faults.drop_rate=0.02",
+                                                       "faults.corrupt_rate=0.02"],
+                                 "rdma-victim:side_load=0.3", 0.6, 2000, 0.0),
 }
 
 
@@ -103,10 +116,18 @@ def rdma_digest(name: str) -> str:
     cfg = FabricConfig.load(preset=preset, overrides=overrides)
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=11, bad_fraction=bad)
     rec = RdmaFabricModel(cfg).run(workload)
-    arrays = {k: getattr(rec, k) for k in ("taken", "done", "status", "completions", "order",
-                                           "rx_completions", "memory")}
+    columns = ["taken", "done", "status", "completions", "order", "rx_completions", "memory"]
+    counters = dict(rec.counters)
+    # Without PFC and ECN nothing is paused, marked or cut: the digest covers what the
+    # records held before congestion control, so those digests still date from then.
+    if cfg.pfc.enabled or cfg.ecn.enabled:
+        columns += ["cnps", "rates", "pfc_frames", "queue_depth"]
+    else:
+        assert not any(np.any(counters.pop(k)) for k in DCQCN_COUNTERS)
+        assert len(rec.cnps) == len(rec.rates) == len(rec.pfc_frames) == 0
+    arrays = {k: getattr(rec, k) for k in columns}
     return _digest(arrays, {"cycles": rec.cycles, "stalled": rec.stalled, "stuck": rec.stuck,
-                            "counters": rec.counters, "wrs": len(workload)})
+                            "counters": counters, "wrs": len(workload)})
 
 
 def _expected() -> dict:

@@ -10,7 +10,8 @@ from superfabric.config import FabricConfig
 from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.formats.rdma_wire import OP_SEND, STATUS_NAMES, STATUS_OK
 from superfabric.sim.rdma_engine import KeyTable
-from superfabric.sim.rdma_metrics import RECOVERY_COUNTERS, connection_state, rdma_summary
+from superfabric.sim.rdma_metrics import (FAIR_JAIN, FAIRNESS_WINDOW, RECOVERY_COUNTERS,
+                                          connection_state, jain_index, rdma_summary)
 from superfabric.sim.rdma_records import RdmaRecords
 from superfabric.sim.rdma_traffic import BAD_KINDS, generate_rdma, wr_cost
 
@@ -200,3 +201,87 @@ def test_channels_and_qps_carrying_traffic(cfg):
     assert st["qps_carrying_traffic"] == cfg.rdma.qps
     uniform = generate_rdma(cfg, "rdma-uniform", load=0.5, cycles=3000, seed=1)
     assert connection_state(cfg, uniform)["qps_carrying_traffic"] == cfg.rdma.qps
+
+
+# -- congestion -------------------------------------------------------------------------
+
+
+def test_jain_index():
+    assert jain_index([3, 3, 3]) == pytest.approx(1.0)
+    assert jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain_index([1, 2]) == pytest.approx(9 / 10)
+    assert jain_index([]) is None and jain_index([0, 0]) is None
+
+
+@pytest.fixture(scope="module")
+def victim_cfg():
+    return FabricConfig.load(preset="tiny", overrides=[
+        "rdma.enabled=true", "rdma.qps=16", "rdma.memory_words=65536", "rdma.pages=1024",
+        "pfc.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"])
+
+
+@pytest.fixture(scope="module")
+def victim_workload(victim_cfg):
+    return generate_rdma(victim_cfg, "rdma-victim:side_load=0.2", load=0.4,
+                         cycles=3 * FAIRNESS_WINDOW, seed=2)
+
+
+def test_congestion_of_a_hand_built_victim_run(victim_cfg, victim_workload):
+    cfg, w = victim_cfg, victim_workload
+    wr = w.wr
+    rec = ideal(cfg, w)
+    E = cfg.switch.ports
+    # The bystander's requests come back late: half of the victim's demand
+    # completes after the posting window.
+    aside = np.flatnonzero((wr["src"] == 1) & (wr["dst"] == 3))
+    rec.done[aside[::2]] = w.cycles + 5
+    rec.queue_depth = np.zeros((rec.cycles, E), np.int32)
+    rec.queue_depth[:, 0] = np.arange(rec.cycles) % 100      # 0..99 flits toward the target
+    rec.pfc_frames = np.array([[5, 2, 1, 256, *[0] * 7], [9, 2, 1, 0, *[0] * 7],
+                               [12, 1, 1, 256, *[0] * 7]], np.int64)
+    rec.rates = np.array([[40, 1, 0, 1000], [50, 2, 1, 32768]], np.int64)
+    c = rdma_summary(cfg, w, rec)["congestion"]
+    assert (c["target"], c["senders"]) == (0, [1, 2, 3])
+    assert c["queue"]["max"] == 99 and c["queue"]["p50"] == pytest.approx(49.5, abs=1)
+    assert c["queue"]["kmax"] == cfg.ecn.kmax
+    assert c["queue"]["cycles_over_kmax"] == int((rec.queue_depth[:, 0] > cfg.ecn.kmax).sum())
+    assert c["pause_frames"] == {"sent": 3, "pauses": 2, "resumes": 1, "per_port": [0, 1, 2, 0]}
+    assert c["cnp"] == {"sent": sum(rec.counters["cnp_sent"]),
+                        "handled": sum(rec.counters["cnp_handled"]),
+                        "ecn_marked": sum(rec.counters["ecn_marked"])}
+    mine = (wr["src"] == 1) & (wr["dst"] == 3)
+    demand = wr["length"][mine].sum() / w.cycles
+    got = wr["length"][mine & (rec.done < w.cycles)].sum() / w.cycles
+    assert c["victim"]["demand"] == pytest.approx(demand) and c["victim"]["goodput"] == \
+        pytest.approx(got) and c["victim"]["share"] == pytest.approx(got / demand)
+    assert 0.3 < c["victim"]["share"] < 0.7
+    goodput = [wr["length"][(wr["src"] == e) & (wr["dst"] == 0) & (rec.done < w.cycles)].sum()
+               / w.cycles for e in (1, 2, 3)]
+    assert c["goodput_per_sender"] == pytest.approx(goodput)
+    assert c["jain"] == pytest.approx(jain_index(goodput)) and c["jain"] > 0.9
+    assert c["window"] == FAIRNESS_WINDOW and len(c["jain_per_window"]) == 3
+    assert c["rate_changes"] == 2 and c["lowest_rate"] == pytest.approx(1000 / 65536)
+
+
+def test_convergence_is_the_first_window_from_which_every_one_is_fair(victim_cfg,
+                                                                       victim_workload):
+    cfg, w = victim_cfg, victim_workload
+    wr = w.wr
+    rec = ideal(cfg, w)
+    assert rdma_summary(cfg, w, rec)["congestion"]["converge_cycle"] == 0
+    # Sender 2 gets nothing done in the first window, then its share.
+    early = np.flatnonzero((wr["src"] == 2) & (rec.done < FAIRNESS_WINDOW))
+    rec.done[early] = w.cycles + 1
+    c = rdma_summary(cfg, w, rec)["congestion"]
+    assert c["jain_per_window"][0] < FAIR_JAIN <= min(c["jain_per_window"][1:])
+    assert c["converge_cycle"] == FAIRNESS_WINDOW
+    # Unfair in the last window: never converged.
+    late = np.flatnonzero((wr["src"] == 2) & (rec.done >= 2 * FAIRNESS_WINDOW))
+    rec.done[late] = w.cycles + 1
+    assert rdma_summary(cfg, w, rec)["congestion"]["converge_cycle"] is None
+
+
+def test_a_run_without_congestion_control_has_no_rates_and_no_victim(cfg, workload):
+    c = rdma_summary(cfg, workload, ideal(cfg, workload))["congestion"]
+    assert c["rate_changes"] == 0 and c["lowest_rate"] is None and c["victim"] is None
+    assert c["pause_frames"]["sent"] == 0 and c["queue"]["kmax"] is None

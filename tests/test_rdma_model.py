@@ -8,6 +8,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.counters import RDMA_COUNTERS
+from superfabric.formats.packet import NOT_ECT
 from superfabric.sim.fault_injector import FaultInjector
 from superfabric.sim.rdma_engine import KeyTable, RdmaEngine
 from superfabric.sim.rdma_fabric import RdmaFabricModel
@@ -224,7 +225,7 @@ def test_nak_access_after_go_back_n_is_not_stale():
     engine.ret[t], engine.una[t], engine.snd[t], engine.nxt[t], engine.hsn[t] = 5, 5, 5, 6, 6
     bth = wire.pack(wire.BTH_FIELDS, opcode=wire.ACK_OPCODE, syndrome=wire.SYN_NAK_ACCESS, psn=5)
     bth |= wire.hcs(bth) << 16
-    engine.step(0, None, False, (1, 0, True, bth))
+    engine.step(0, None, False, (1, 0, True, bth, NOT_ECT))
     assert (engine.una[t], engine.snd[t]) == (6, 6) and engine.err[t][5 % cfg.rdma.window]
 
 

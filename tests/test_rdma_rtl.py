@@ -1,8 +1,9 @@
 """RDMA fabric RTL against the golden model, on both simulators.
 
-One build per simulator serves every case here: the fault rates and seed
-are run-time inputs of the RTL (``[faults]`` is left out of the build key),
-and the cases differ only in workload and faults. Every run is also checked
+One build per simulator serves the lossless and faulty cases here: the fault
+rates and seed are run-time inputs of the RTL (``[faults]`` is left out of the
+build key), and the cases differ only in workload and faults; congestion
+control (PFC, ECN and DCQCN) is a second build, PFC alone a third (Verilator). Every run is also checked
 on its own by the scoreboard (each request completed once with the status it
 was generated for, per-QP order, memories, receive completions).
 """
@@ -15,7 +16,7 @@ from superfabric.sim.rdma_fabric import RdmaFabricModel
 from superfabric.sim.rdma_traffic import generate_rdma
 from superfabric.tb.rdma_runner import run_rdma_rtl
 
-from conftest import BUILD_ROOT, RDMA_SMALL, require_simulator
+from conftest import BUILD_ROOT, CONGESTED, RDMA_SMALL, require_simulator
 
 # A short retransmission timeout keeps the faulty runs short.
 BASE = RDMA_SMALL + ["rdma.retransmit_timeout=256"]
@@ -86,3 +87,39 @@ def test_psn_wrap_exact(sim, tmp_path):
     assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
     assert sum(rtl.counters["tx_data"]) > 8 * 8 and sum(rtl.counters["retransmissions"]) > 0
+
+
+# -- congestion control: PFC, ECN marks and DCQCN ------------------------------------
+
+
+def _congested(run):
+    workload, model, rtl, match = run
+    assert match["exact"], match["problems"]
+    assert match["problems"] == [], match["problems"]
+    return workload, model, rtl
+
+
+def test_congestion_control_exact(sim, tmp_path):
+    """A 3-to-1 incast with PFC and DCQCN: every pause frame, CNP, rate change, queue depth
+    and request equal to the model cycle for cycle."""
+    workload, model, rtl = _congested(_run(sim, tmp_path, CONGESTED, pattern="rdma-incast",
+                                           load=0.6, cycles=400))
+    assert len(rtl.cnps) and len(rtl.rates) and len(rtl.pfc_frames)
+    assert rtl.queue_depth.max() > 0 and sum(rtl.counters["cnp_handled"]) == len(rtl.cnps)
+
+
+def test_congestion_control_with_faults_exact(sim, tmp_path):
+    """The victim pattern over faulty links: CNPs and acknowledgements lost, duplicated and
+    corrupted among the data, and still RTL equal to the model."""
+    workload, model, rtl = _congested(_run(sim, tmp_path, CONGESTED + FAULTS,
+                                           pattern="rdma-victim", load=0.4, cycles=400, seed=2))
+    c = rtl.counters
+    assert len(rtl.cnps) and sum(c["retransmissions"]) > 0 and sum(c["corrupt"]) > 0
+
+
+def test_pfc_alone_exact(tmp_path):
+    """PFC without ECN: the engines obey the switch's pause frames, exactly as the model."""
+    require_simulator("verilator")
+    workload, model, rtl = _congested(_run("verilator", tmp_path, ["pfc.enabled=true"],
+                                           pattern="rdma-incast", load=0.6, cycles=400))
+    assert len(rtl.pfc_frames) and not len(rtl.cnps) and not len(rtl.rates)

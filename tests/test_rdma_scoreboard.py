@@ -1,6 +1,7 @@
 """The RDMA scoreboard is itself tested: equal records compare clean, and every kind of
 difference planted into the RTL's copy is reported, naming the work request and the cycle
-(or the endpoint and address of a memory word, the counter, the receive completion).
+(or the endpoint and address of a memory word, the counter, the receive completion, the
+CNP, rate change or pause frame, the cycle and output of a queue depth).
 
 The records are the golden model's own, of a lossy run with bad requests among the
 good, so they hold every status, retransmissions and receive completions.
@@ -16,11 +17,11 @@ from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.sim.rdma_fabric import RdmaFabricModel
-from superfabric.sim.rdma_records import RX_COMPLETION_COLUMNS
+from superfabric.sim.rdma_records import CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS
 from superfabric.sim.rdma_traffic import generate_rdma
 from superfabric.tb.rdma_scoreboard import compare, verify
 
-from conftest import RDMA_SMALL
+from conftest import CONGESTED, RDMA_SMALL
 
 
 @functools.cache
@@ -190,3 +191,59 @@ def test_verify_names_completions_out_of_qp_order(run):
     problems = verify(cfg, workload, rtl)
     assert any(p.startswith(_who(workload, b)) and f"before WR {a} posted earlier on the same QP"
                in p for p in problems), problems
+
+
+# -- congestion: CNPs, rate changes, pause frames, queue depths ----------------------
+
+
+@functools.cache
+def _congested_run():
+    cfg = FabricConfig.load(preset="tiny", overrides=RDMA_SMALL + CONGESTED)
+    workload = generate_rdma(cfg, "rdma-incast", load=0.6, cycles=400, seed=1)
+    return cfg, workload, RdmaFabricModel(cfg).run(workload)
+
+
+@pytest.fixture
+def congested():
+    """A 3-to-1 incast with PFC and DCQCN: CNPs, rate changes and pause frames to plant into."""
+    cfg, workload, model = _congested_run()
+    return cfg, workload, model, copy.deepcopy(model)
+
+
+def test_a_congested_run_has_every_event_and_compares_clean(congested):
+    cfg, workload, model, rtl = congested
+    assert len(model.cnps) and len(model.rates) and len(model.pfc_frames)
+    assert model.queue_depth.shape == (model.cycles, cfg.switch.ports)
+    assert compare(workload, rtl, model) == [] and verify(cfg, workload, rtl) == []
+
+
+@pytest.mark.parametrize("table, what, columns", [
+    ("cnps", "CNP", CNP_COLUMNS), ("rates", "rate change", RATE_COLUMNS),
+    ("pfc_frames", "pause frame", ("cycle", "port", "class_enable"))])
+def test_an_event_difference_is_named_with_its_row(congested, table, what, columns):
+    cfg, workload, model, rtl = congested
+    rows = getattr(model, table).copy()
+    k = len(rows) // 2
+    rows[k, len(columns) - 1] += 1
+    setattr(rtl, table, rows)
+    (line,) = compare(workload, rtl, model)
+    shown = dict(zip(columns, getattr(model, table)[k].tolist()[:len(columns)]))
+    assert line.startswith(f"{what} {k}: RTL ") and all(f"'{c}': {v}" in line.split("model")[1]
+                                                        for c, v in shown.items())
+
+
+def test_a_missing_cnp_is_named(congested):
+    cfg, workload, model, rtl = congested
+    rtl.cnps = model.cnps[1:]
+    (line,) = compare(workload, rtl, model)
+    assert line.startswith("CNP 0: RTL ") and f"({len(model.cnps) - 1} and {len(model.cnps)} in all)" in line
+
+
+def test_a_queue_depth_difference_is_named_with_its_cycle_and_output(congested):
+    cfg, workload, model, rtl = congested
+    rtl.queue_depth = model.queue_depth.copy()
+    cycle = int(np.flatnonzero(model.queue_depth[:, 0])[5])
+    rtl.queue_depth[cycle, 0] += 3
+    assert compare(workload, rtl, model) == [
+        f"queue depth: first at cycle {cycle}, output 0: RTL {int(rtl.queue_depth[cycle, 0])}, "
+        f"model {int(model.queue_depth[cycle, 0])}"]

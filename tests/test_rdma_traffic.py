@@ -13,6 +13,10 @@ from superfabric.sim.rdma_traffic import (BAD_KINDS, RDMA_PATTERNS, WR_COLUMNS, 
 from superfabric.sim.traffic import TrafficError
 
 RUN = dict(load=0.5, cycles=10_000, seed=3)
+#: The patterns that give every QP of every endpoint work; the incast ones load only
+#: their senders (tested at the end, on fewer QPs).
+EVERY_QP = ("rdma-uniform", "rdma-allreduce")
+INCAST = ["rdma.qps=64", "rdma.memory_words=65536", "rdma.pages=256"]
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +25,7 @@ def cfg():
     return FabricConfig.load(preset="default")
 
 
-@pytest.fixture(scope="module", params=RDMA_PATTERNS)
+@pytest.fixture(scope="module", params=EVERY_QP)
 def workload(request, cfg):
     """Each pattern with a fifth of its WRs made bad."""
     return generate_rdma(cfg, request.param, bad_fraction=0.2, **RUN)
@@ -50,6 +54,8 @@ def qp_peer(w):
 
 @pytest.mark.parametrize("pattern", RDMA_PATTERNS)
 def test_same_arguments_same_workload(cfg, pattern):
+    if pattern not in EVERY_QP:
+        cfg = FabricConfig.load(overrides=INCAST)
     a = generate_rdma(cfg, pattern, bad_fraction=0.1, **RUN)
     b = generate_rdma(cfg, pattern, bad_fraction=0.1, **RUN)
     assert len(a) > 0 and a == b
@@ -325,3 +331,65 @@ def test_configurations_that_cannot_hold_the_workload(overrides, pattern, field,
         generate_rdma(cfg, pattern, **RUN)
     message = str(info.value)
     assert "\n" not in message and message.startswith(field) and shown in message, message
+
+
+# -- rdma-incast and rdma-victim -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def incast_cfg():
+    """The default preset with 8 QPs per endpoint and room for an incast's data."""
+    return FabricConfig.load(overrides=INCAST)
+
+
+def test_incast_sends_every_request_of_its_senders_to_the_target(incast_cfg):
+    w = generate_rdma(incast_cfg, "rdma-incast:target=2,senders=4", **RUN)
+    wr = w.wr
+    assert set(wr["src"].tolist()) == {3, 4, 5, 6} and set(wr["dst"].tolist()) == {2}
+    # Every QP of every sender carries requests, in turn.
+    assert {(int(s), int(q)) for s, q in zip(wr["src"], wr["qp"])} == \
+        {(s, q) for s in (3, 4, 5, 6) for q in range(8)}
+    mtu = payload_words(incast_cfg.switch.max_packet_flits)
+    assert wr["length"].min() >= mtu // 2 and wr["length"].max() <= 4 * mtu
+    # The senders offer the load of their uplinks.
+    assert wr_cost(wr["length"], mtu).sum() / w.cycles / 4 == pytest.approx(0.5, rel=0.15)
+    d = w.describe()
+    assert (d["target"], d["senders"], d["victim"]) == (2, [3, 4, 5, 6], None)
+
+
+def test_victim_also_sends_to_the_bystander_on_its_other_qps(incast_cfg):
+    w = generate_rdma(incast_cfg, "rdma-victim:side_load=0.3", **RUN)
+    wr = w.wr
+    d = w.describe()
+    assert (d["target"], d["victim"], d["bystander"], d["side_load"]) == (0, 1, 7, 0.3)
+    assert d["senders"] == [1, 2, 3, 4, 5, 6, 7]
+    aside = wr["dst"] == 7
+    assert set(wr["src"][aside].tolist()) == {1} and set(wr["qp"][aside].tolist()) == {4, 5, 6, 7}
+    victim_to_target = (wr["src"] == 1) & (wr["dst"] == 0)
+    assert set(wr["qp"][victim_to_target].tolist()) == {0, 1, 2, 3}
+    assert set(wr["dst"][~aside].tolist()) == {0}
+    mtu = payload_words(incast_cfg.switch.max_packet_flits)
+    for mask, load in ((aside, 0.3), (victim_to_target, 0.5), (~aside, 0.5 * 7)):
+        assert wr_cost(wr["length"][mask], mtu).sum() / w.cycles == pytest.approx(load, rel=0.2)
+
+
+@pytest.mark.parametrize("pattern, shown", [
+    ("rdma-incast:target=8", "target = '8' must be an integer in 0..7"),
+    ("rdma-incast:senders=0", "senders = '0' must be an integer in 1..7"),
+    ("rdma-incast:x=1", "'x=1' must be key=value with key one of target, senders"),
+    ("rdma-victim:victim=0", "target 0, victim 0 and bystander 7 must be three different"),
+    ("rdma-victim:side_load=0.6", "side_load = 0.6 must be above 0 and at most 1 - traffic.load"),
+    ("rdma-victim:share=0.5", "key one of target, victim, bystander, side_load"),
+])
+def test_bad_incast_parameters_are_one_line(incast_cfg, pattern, shown):
+    with pytest.raises(TrafficError) as info:
+        generate_rdma(incast_cfg, pattern, **RUN)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(f"traffic.pattern = {pattern!r}: ")
+    assert shown in message, message
+
+
+def test_victim_needs_two_qps_per_endpoint():
+    cfg = FabricConfig.load(overrides=["rdma.qps=8", "rdma.memory_words=65536", "rdma.pages=256"])
+    with pytest.raises(ConfigError, match=r"^rdma.qps = 8: must be at least 16 for rdma-victim"):
+        generate_rdma(cfg, "rdma-victim", **RUN)

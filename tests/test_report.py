@@ -17,7 +17,7 @@ from superfabric.tools.report import (TABLE_HEADER, ReportError, format_latency,
                                       format_throughput, hol_saturation, oq_queueing_delay,
                                       write_report)
 from superfabric.sim.rdma_metrics import connection_state
-from superfabric.tools.report_rdma import CONNECTION_HEADER, RDMA_TABLE_HEADER
+from superfabric.tools.report_rdma import CONGESTION_HEADER, CONNECTION_HEADER, RDMA_TABLE_HEADER
 from superfabric.tools.run import run_point
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -465,6 +465,31 @@ def test_rdma_report_of_one_run(tmp_path):
     assert "How the engines recovered, against offered load" in md
     # The switch's figures are not drawn for RDMA runs.
     assert not (out / "throughput.png").exists()
+
+
+def test_rdma_report_of_a_congested_run(tmp_path):
+    """PFC and DCQCN: the rates and the congested queue against time, and the congestion row."""
+    cfg = FabricConfig.load(preset="tiny", overrides=[
+        "rdma.enabled=true", "rdma.qps=8", "rdma.channels_per_peer=1", "rdma.memory_words=8192",
+        "rdma.page_words=64", "rdma.pages=128", "pfc.enabled=true", "ecn.enabled=true",
+        "ecn.kmin=32", "ecn.kmax=128", "ecn.pmax=0.5", "dcqcn.enabled=true"])
+    res = run_point(cfg, traffic="rdma-victim:side_load=0.3", load=0.6, cycles=2000, seed=1,
+                    sim="model", out_dir=tmp_path / "run")
+    out = write_report(tmp_path / "run", tmp_path / "report")
+    assert_self_contained(out, sorted(RDMA_PNGS + ["rdma_queue.png", "rdma_rates.png"]))
+    md = (out.parent / "report.md").read_text()
+    assert md.index("## Connection state") < md.index("## Congestion") < md.index("## Points")
+    (row,) = table_rows(md, CONGESTION_HEADER)
+    c = res["rdma"]["congestion"]
+    assert c["cnp"]["sent"] > 0 and c["victim"] is not None
+    assert (row["pause frames RTL"], row["pause frames model"]) == \
+        ("-", str(c["pause_frames"]["pauses"]))
+    assert row["CNPs"] == str(c["cnp"]["sent"]) and row["ecn.kmax"] == "128"
+    assert row["queue p99 (flits)"] == f"{c['queue']['p99']:.0f}"
+    assert row["Jain's index"] == f"{c['jain']:.3f}"
+    assert row["victim's share of its demand"] == f"{c['victim']['share']:.0%}"
+    assert "DCQCN's rate of every channel toward the congested endpoint" in md
+    assert "The flits inside the switch bound for the congested endpoint" in md
 
 
 def test_rdma_report_connection_state(rdma_report):

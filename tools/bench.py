@@ -9,6 +9,9 @@ times are excluded; each RTL run is checked against the model.
 [--cycles N] [--against REV]`` runs the tables named (all by default); ``--cycles``
 is the stimulus run's generation window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
+``--dcqcn DIR`` runs only congestion control on the default fabric (PFC alone against
+PFC + DCQCN, ``rdma-incast`` and ``rdma-victim``, on Verilator) and a shorter incast on
+Icarus, keeping the runs in DIR.
 """
 
 import argparse
@@ -43,6 +46,29 @@ MODEL_CASES = [{"overrides": [f"switch.ports={ports}"], "traffic": "uniform", "l
                for load in (0.5, 0.8, 1.0)]
 RDMA_CASE = {"overrides": RDMA + ["rdma.qps=1024"], "traffic": "rdma-allreduce", "load": 0.5,
              "cycles": 10_000, "lengths": "fixed:1"}
+
+#: Congestion control (README, DCQCN): the default fabric with one channel per peer (each
+#: sender's traffic to a target is one DCQCN flow), host memory for the incast's data,
+#: PFC, and ECN thresholds in packets (2 and 8 packets of 16 flits).
+CONGESTION = ["rdma.enabled=true", "rdma.qps=64", "rdma.channels_per_peer=1",
+              "rdma.memory_words=262144", "rdma.pages=1024", "pfc.enabled=true",
+              "ecn.enabled=true", "ecn.kmin=32", "ecn.kmax=128", "ecn.pmax=0.5"]
+#: (name, preset, simulator, overrides, pattern, load, posting cycles): 7 senders at 0.3 of
+#: their uplinks into one target, the victim adding 0.3 to the bystander; on Icarus, 3
+#: senders at 0.6 into one.
+DCQCN_RUNS = (
+    ("incast, PFC alone", "default", "verilator", CONGESTION, "rdma-incast", 0.3, 60_000),
+    ("incast, PFC + DCQCN", "default", "verilator", CONGESTION + ["dcqcn.enabled=true"],
+     "rdma-incast", 0.3, 60_000),
+    ("victim, PFC alone", "default", "verilator", CONGESTION, "rdma-victim", 0.3, 60_000),
+    ("victim, PFC + DCQCN", "default", "verilator", CONGESTION + ["dcqcn.enabled=true"],
+     "rdma-victim", 0.3, 60_000),
+    ("incast, PFC + DCQCN (tiny)", "tiny", "icarus",
+     ["rdma.enabled=true", "rdma.qps=8", "rdma.channels_per_peer=1", "rdma.memory_words=8192",
+      "rdma.page_words=64", "rdma.pages=128", "pfc.enabled=true", "ecn.enabled=true",
+      "ecn.kmin=32", "ecn.kmax=128", "ecn.pmax=0.5", "dcqcn.enabled=true"], "rdma-incast", 0.6,
+     2_000),
+)
 
 #: What is compared against an earlier commit: uniform load 0.8, 1-flit packets,
 #: 100,000 cycles, 8, 16 and 32 ports; and the RDMA all-reduce.
@@ -190,6 +216,27 @@ def rdma_table() -> None:
               f"{rd['requests']['ok']:>5}/{rd['requests']['posted']:<5} {match}")
 
 
+def dcqcn_table(out: Path) -> None:
+    """Congestion control: each run of :data:`DCQCN_RUNS` on its RTL simulator, against the
+    model, into ``out/<n>``; the figures of the README's DCQCN section."""
+    print(f"{'DCQCN':<28} {'cycles':>8} {'wall s':>7} {'pauses':>7} {'CNPs':>6} {'p99 q':>6} "
+          f"{'kmax':>5} {'Jain':>6} {'conv.':>7} {'victim':>7} {'goodput':>8} match")
+    for k, (name, preset, sim, overrides, pattern, load, cycles) in enumerate(DCQCN_RUNS):
+        cfg = FabricConfig.load(preset=preset, overrides=overrides)
+        res = run_point(cfg, traffic=pattern, load=load, cycles=cycles, seed=1, sim=sim,
+                        out_dir=out / str(k))
+        rd, c = res["rdma"], res["rdma"]["congestion"]
+        ok = rd["requests"]["ok"] == rd["requests"]["posted"] and rd["data"]["corrupted"] == 0 \
+            and rd["data"]["stray_words"] == 0
+        match = "exact" if res["match"]["exact"] else "MISMATCH"
+        victim = f"{c['victim']['share']:.0%}" if c["victim"] else "-"
+        conv = "-" if c["converge_cycle"] is None else f"{c['converge_cycle']:,}"
+        print(f"{name:<28} {rd['cycles']:>8} {res['wall_seconds']:>7.0f} "
+              f"{c['pause_frames']['pauses']:>7} {c['cnp']['sent']:>6} {c['queue']['p99']:>6.0f} "
+              f"{c['queue']['kmax']:>5} {c['jain']:>6.3f} {conv:>7} {victim:>7} "
+              f"{rd['goodput']:>8.4f} {match}{'' if ok else ', CHECKS FAILED'}")
+
+
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
@@ -270,7 +317,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="generation window of the stimulus runs (default 1,000,000)")
     p.add_argument("--against", metavar="REV",
                    help="also run the model of this git commit, side by side")
+    p.add_argument("--dcqcn", metavar="DIR", type=Path,
+                   help="only the congestion-control table, its runs kept in DIR")
     args = p.parse_args(argv)
+    if args.dcqcn:
+        dcqcn_table(args.dcqcn)
+        return 0
     for table in args.tables:
         if table not in TABLES:
             p.error(f"table {table!r}: must be one of {', '.join(TABLES)}")

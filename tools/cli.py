@@ -81,8 +81,8 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_args(r)
     r.add_argument("--traffic", default="uniform", metavar="PATTERN",
                    help="traffic pattern, optionally with parameters (hotspot:fraction=0.3); "
-                        "rdma-uniform or rdma-allreduce (with --set rdma.enabled=true) for "
-                        "work requests through the RDMA engines")
+                        "rdma-uniform, rdma-allreduce, rdma-incast or rdma-victim (with --set "
+                        "rdma.enabled=true) for work requests through the RDMA engines")
     r.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
     r.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
@@ -329,6 +329,16 @@ def _print_rdma(sim: str, res: dict) -> None:
           f"{data['stray_words']} stray words; connection state "
           f"{rd['connection_state']['aggregated_bytes']:,} bytes aggregated vs "
           f"{rd['connection_state']['per_qp_bytes']:,} per QP")
+    c = rd["congestion"]
+    if c["pause_frames"]["sent"] or c["cnp"]["sent"] or c["victim"] is not None:
+        q = c["queue"]
+        kmax = f" (ecn.kmax {q['kmax']})" if q["kmax"] is not None else ""
+        jain = f"{c['jain']:.3f}" if c["jain"] is not None else "-"
+        print(f"congestion at endpoint {c['target']}: queue p99 {q['p99']:.0f} flits{kmax}, "
+              f"{c['pause_frames']['pauses']} pause frames ({c['pause_frames']['sent']} with the "
+              f"resumes), {c['cnp']['sent']} CNPs, Jain's "
+              f"index {jain} over {len(c['senders'])} senders"
+              + (f", victim {c['victim']['share']:.0%} of its demand" if c["victim"] else ""))
     if rd["stalled"]:
         print(f"stalled: {rd['stuck']}")
 

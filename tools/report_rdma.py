@@ -12,7 +12,10 @@ table and the table of points.
 Recovery counts are plotted per 1,000 data packets sent (``tx_data``,
 retransmissions included), so runs of different loads and lengths compare;
 against the fault rate when the runs vary one (``faults.*_rate``), else
-against offered load.
+against offered load. Congestion (section 10.13): the channels' rates and the
+congested queue's depth against time, from the records of one run per series
+at the chosen load, and a table of pause frames, CNPs, queue, fairness and the
+victim per point.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from collections import defaultdict
 import numpy as np
 
 from ..formats.rdma_wire import STATUS_OK, payload_words
+from ..sim.rdma_metrics import rate_steps
 from ..sim.rdma_records import RdmaRecords
 from ..sim.rdma_traffic import RdmaWorkload
 from .report_data import (ReportData, ReportKind, curve, latency, line_style, offered_load,
@@ -31,7 +35,7 @@ from .report_document import (compared_cells, count, failed_row, format_latency,
 from .report_plots import Plot, figure, latency_cdf, legend, plain_log_ticks
 from .report_source import Point, distinct, variant_label
 
-__all__ = ["CONNECTION_HEADER", "PLOTS", "RDMA", "RDMA_TABLE_HEADER"]
+__all__ = ["CONGESTION_HEADER", "CONNECTION_HEADER", "PLOTS", "RDMA", "RDMA_TABLE_HEADER"]
 
 
 # --------------------------------------------------------------------------
@@ -196,8 +200,99 @@ def _plot_recovery(data: ReportData) -> Plot | None:
                 f"dashed, RTL solid.")
 
 
+def _records(point: Point, sim: str) -> RdmaRecords | None:
+    path = point.dir / ("model_records.npz" if sim == "model" else "rtl_records.npz")
+    return RdmaRecords.load(path) if path.is_file() else None
+
+
+def _congested_runs(data: ReportData, needs_rates: bool) -> list[tuple]:
+    """``(series, point, records)``: per series, its first seed's run at the chosen load
+    with PFC or ECN, whose records hold the rates (if ``needs_rates``) or the queue depths."""
+    if data.chosen_load is None:
+        return []
+    runs = []
+    for key in data.series():
+        for m in sorted(data.of(key, data.chosen_load), key=lambda m: m.point.seed):
+            cfg = m.point.results["config"]
+            if not (cfg["pfc"]["enabled"] or cfg["ecn"]["enabled"]):
+                continue
+            rec = _records(m.point, m.sim)
+            if rec is not None and (len(rec.rates) if needs_rates else rec.queue_depth.size):
+                runs.append((key, m.point, rec))
+                break
+    return runs
+
+
+#: Runs whose channels' rates one figure shows, one panel each.
+_RATE_PANELS = 3
+#: Cycles per point of the queue depth's curve (its largest depth in them).
+_QUEUE_BIN = 256
+
+
+def _plot_rates(data: ReportData) -> Plot | None:
+    runs = _congested_runs(data, needs_rates=True)[:_RATE_PANELS]
+    if not runs:
+        return None
+    fig, axes = figure(ncols=len(runs))
+    for ax, (key, point, rec) in zip(axes, runs):
+        target = point.results["rdma"]["congestion"]["target"]
+        C = int(point.results["config"]["rdma"]["channels_per_peer"])
+        channels = sorted({(int(e), int(ch)) for _, e, ch, _ in rec.rates if ch // C == target})
+        for e, ch in channels:
+            cycles, shares = rate_steps(rec, e, ch)
+            ax.step(np.append(cycles, rec.cycles), np.append(shares, shares[-1]), where="post",
+                    linewidth=1.0, label=f"endpoint {e}, channel {ch}")
+        senders = len(point.results["rdma"]["congestion"]["senders"])
+        ax.axhline(1 / (senders * C), color="0.3", linestyle=":", linewidth=1.2,
+                   label=f"fair share, 1/{senders * C}")
+        ax.set(xlabel="cycle", ylabel="rate (share of the line rate, log scale)", yscale="log",
+               title=", ".join(key), xlim=(0, rec.cycles))
+        plain_log_ticks(ax.yaxis)
+        ax.legend(fontsize="x-small", ncols=2)
+    return Plot("rdma_rates.png", "Channel rates against time", fig,
+                f"DCQCN's rate of every channel toward the congested endpoint against time, "
+                f"one run per series at load {data.chosen_load:g} (its first seed; the "
+                f"RTL's records at RTL points): a share of the line rate, cut by each CNP "
+                f"and recovered by the timers and byte counter; dotted, the fair share of "
+                f"the target's downlink.")
+
+
+def _plot_queue(data: ReportData) -> Plot | None:
+    runs = _congested_runs(data, needs_rates=False)
+    if not runs:
+        return None
+    fig, (ax,) = figure()
+    kmax = set()
+    for key, point, rec in runs:
+        target = point.results["rdma"]["congestion"]["target"]
+        depth = rec.queue_depth[:, target]
+        bins = -(-len(depth) // _QUEUE_BIN)
+        padded = np.zeros(bins * _QUEUE_BIN, depth.dtype)
+        padded[:len(depth)] = depth
+        style = data.style(key)
+        style.pop("marker")
+        ax.plot(np.arange(bins) * _QUEUE_BIN, padded.reshape(bins, _QUEUE_BIN).max(axis=1),
+                **style)
+        ecn = point.results["config"]["ecn"]
+        if ecn["enabled"]:
+            kmax.add(int(ecn["kmax"]))
+    for k in sorted(kmax):
+        ax.axhline(k, color="0.3", linestyle=":", linewidth=1.2, label=f"ecn.kmax = {k}")
+    ax.set(xlabel="cycle", ylabel=f"flits bound for the congested endpoint (most per "
+                                  f"{_QUEUE_BIN} cycles)", title="Congested queue")
+    ax.set_ylim(bottom=0)
+    legend(fig, ax)
+    return Plot("rdma_queue.png", "The congested queue against time", fig,
+                f"The flits inside the switch bound for the congested endpoint (taken at an "
+                f"input, not yet handed to its sink) against time, the largest in each "
+                f"{_QUEUE_BIN} cycles, one run per series at load {data.chosen_load:g} "
+                f"(its first seed); model dashed, RTL solid; dotted, the ECN marking "
+                f"threshold above which every ECN-capable packet is marked.")
+
+
 #: The figures of an RDMA report, in order. Each returns None when its data is absent.
-PLOTS = (_plot_goodput, _plot_message_latency, _plot_message_latency_cdf, _plot_recovery)
+PLOTS = (_plot_goodput, _plot_message_latency, _plot_message_latency_cdf, _plot_recovery,
+         _plot_rates, _plot_queue)
 
 
 # --------------------------------------------------------------------------
@@ -316,9 +411,46 @@ def _table_row(p: Point) -> list[str]:
     return cells
 
 
+#: Header of the congestion table: one row per point that paused, marked or slowed.
+CONGESTION_HEADER = ("pattern", "variant", "load", "seed", "sim", "pause frames RTL",
+                     "pause frames model", "CNPs", "queue p99 (flits)", "ecn.kmax",
+                     "Jain's index", "converged at (cycle)", "victim's share of its demand")
+
+
+def _congestion(data: ReportData) -> list[tuple]:
+    rows = []
+    for p in sorted(data.source.points, key=sort_key):
+        if p.results is None:
+            continue
+        c = p.results["rdma"]["congestion"]
+        model = p.results["model"]["congestion"]
+        if not (c["pause_frames"]["sent"] or c["cnp"]["sent"] or c["victim"]):
+            continue
+        frames = (str(c["pause_frames"]["pauses"]) if p.rtl else "-",
+                  str(model["pause_frames"]["pauses"]))
+        rows.append(row_head(p) + [
+            *frames, str(c["cnp"]["sent"]), f"{c['queue']['p99']:.0f}",
+            "-" if c["queue"]["kmax"] is None else str(c["queue"]["kmax"]),
+            "-" if c["jain"] is None else f"{c['jain']:.3f}",
+            "never" if c["converge_cycle"] is None else f"{c['converge_cycle']:,}",
+            "-" if c["victim"] is None or c["victim"]["share"] is None
+            else f"{c['victim']['share']:.0%}"])
+    if not rows:
+        return []
+    return [("h", 2, "Congestion"),
+            ("p", "Per point with pause frames, CNPs or a victim (docs/architecture.md section "
+                  "10.13): the pause frames that paused (non-zero time) sent by the switch, "
+                  "the CNPs sent, the 99th percentile over the run's cycles of the flits bound "
+                  "for the congested endpoint, Jain's index over the senders' goodput toward "
+                  "it, the first cycle from which every 8,192-cycle window is fair (index at "
+                  "least 0.95), and for rdma-victim the victim's goodput to the bystander over "
+                  "what it posted there. Figures are the RTL's at RTL points."),
+            ("table", CONGESTION_HEADER, rows, frozenset(range(2, 12)))]
+
+
 def _tables(data: ReportData) -> list[tuple]:
     rows = [_table_row(p) for p in sorted(data.source.points, key=sort_key)]
-    return _connection_state(data) + [
+    return _connection_state(data) + _congestion(data) + [
         ("h", 2, "Points"),
         ("p", "Δ is RTL minus model. Goodput in payload words per cycle per endpoint (requests "
               "completed OK within the posting window); message latency in cycles, posting to "

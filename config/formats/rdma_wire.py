@@ -6,7 +6,7 @@ connection-state arithmetic of the results. Bit layouts are in
 ``docs/architecture.md`` section 10.4. All fields are LSB first.
 """
 
-from ..config import FabricConfig
+from ..config import EGRESS_DEPTH, FabricConfig
 from .packet import port_bits
 
 __all__ = [
@@ -14,11 +14,11 @@ __all__ = [
     "EPOCH_BITS", "STATUS_BITS",
     "BTH_FIELDS", "RETH_FIELDS", "WR_FIELDS", "KEY_ENTRY_FIELDS", "CPL_FIELDS", "wr_fields",
     "rcpl_fields", "key_entry_fields", "page_bits", "descriptor_fields",
-    "OP_SEND", "OP_WRITE", "OPCODES", "ACK_OPCODE", "SYN_ACK", "SYN_NAK_SEQ", "SYN_NAK_ACCESS",
+    "OP_SEND", "OP_WRITE", "OPCODES", "ACK_OPCODE", "CNP_OPCODE", "SYN_ACK", "SYN_NAK_SEQ", "SYN_NAK_ACCESS",
     "STATUS_OK", "STATUS_LOCAL", "STATUS_REMOTE", "STATUS_BAD", "STATUS_NAMES",
     "ACCESS_LOCAL_READ", "ACCESS_REMOTE_WRITE",
     "pack", "unpack", "hcs", "psn_le", "psn_lt", "packet_opcode", "is_last_opcode",
-    "is_send_opcode", "payload_words",
+    "is_send_opcode", "payload_words", "free_slot_bits", "queue_depth_bits",
 ]
 
 PSN_BITS = 24
@@ -43,6 +43,8 @@ OPCODES = {
     (OP_WRITE, False, True): 0x08, (OP_WRITE, True, True): 0x0A,
 }
 ACK_OPCODE = 0x11
+#: RoCEv2's congestion notification packet (a one-flit packet here, like an ACK).
+CNP_OPCODE = 0x81
 
 SYN_ACK = 0
 SYN_NAK_SEQ = 1
@@ -169,3 +171,15 @@ def is_send_opcode(bth_opcode: int) -> bool:
 def payload_words(max_packet_flits: int) -> int:
     """Payload words per packet (the MTU): the flits left after BTH and RETH."""
     return max_packet_flits - 2
+
+
+def free_slot_bits(window: int) -> int:
+    """Width of a channel's free window slots, 0 .. window."""
+    return (window + 1).bit_length()
+
+
+def queue_depth_bits(cfg: FabricConfig) -> int:
+    """Width of an output's queue depth in the RDMA fabric: every input buffer, skid
+    buffer and read register of the switch, and the egress queue, could hold its flits."""
+    sw = cfg.switch
+    return (sw.ports * (sw.buffer_flits + 3) + EGRESS_DEPTH).bit_length()

@@ -6,10 +6,10 @@ virtual channels and credit-based flow control on its link ports (section
 :class:`RouterState` of numpy arrays: per packet, per global port (router
 ``r``'s ports are ``base[r] .. base[r] + ports[r] - 1``, its endpoint ports
 first), per (input, queue), per link. :func:`router_cycle` is one cycle of
-one router, sections 5.2 and 5.3 with the changes of 11.5, its comments
-numbered like the steps; the fabric's run loop (:mod:`.fabric`) calls it for
-every router and moves the links. The switch is the fabric of one router
-whose ports are all endpoints.
+one router, sections 5.2 and 5.3 with the changes of 11.5 (and of 5.7 with
+``registered_grant``), its comments numbered like the steps; the fabric's
+run loop (:mod:`.fabric`) calls it for every router and moves the links. The
+switch is the fabric of one router whose ports are all endpoints.
 """
 
 from collections import namedtuple

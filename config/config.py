@@ -77,6 +77,8 @@ class SwitchConfig:
     islip_iterations: int = _ranged(1, 32, "iSLIP request-grant-accept iterations per cycle")
     ingress_full: str = _choice(("backpressure", "drop"), "what ingress does when a packet does not fit")
     tag_width: int = _ranged(8, 32, "bits of the opaque per-packet tag")
+    registered_grant: bool = _flag("register the iSLIP match before the buffer read, "
+                                   "one more cycle per packet start")
 
     def _check(self) -> None:
         if self.buffer_flits < self.max_packet_flits:

@@ -44,6 +44,8 @@ class Router(wiring.Component):
     (class, VC) cover the longest packet (virtual cut-through); the matched
     input starts the lowest eligible VC, and the packet's length leaves the
     credits. Every flit read from a link input returns a credit upstream.
+    With ``switch.registered_grant`` the match waits a cycle in a grant
+    register, its input and output reserved, before the read starts.
     The crossbar writes the output VC into a flit's ``vc`` and counts a hop
     toward a link. ``docs/architecture.md`` sections 5 and 11.5 give the
     cycle rules the golden model ``sim/router.py`` mirrors.
@@ -135,7 +137,15 @@ class Router(wiring.Component):
         cur_vc = [Signal(range(max(nvc, 2)), name=f"cur_vc{k}") for k in range(n)]
         started = [Signal(name=f"started{k}") for k in range(n)]
         finishing = [bufs[k].rd_last for k in range(n)]
+        # With switch.registered_grant a match waits a cycle in the grant
+        # register (granted, toward grant_out) before it starts; the input
+        # and the output stay reserved meanwhile, so no second grant collides.
+        registered = sw.registered_grant
+        granted = [Signal(name=f"granted{k}") for k in range(n)]
+        grant_out = [Signal(range(n), name=f"grant_out{k}") for k in range(n)]
         in_free = [~active[k] | finishing[k] for k in range(n)]
+        if registered:
+            in_free = [in_free[k] & ~granted[k] for k in range(n)]
 
         # Per output: flits arriving this cycle, busy, credit.
         arriving = [Cat(bufs[k].rd_valid & (rd_out[k] == o) for k in range(n)).any()
@@ -144,6 +154,8 @@ class Router(wiring.Component):
         out_free = [Signal(name=f"out_free{o}") for o in range(n)]
         for o in range(n):
             busy = Cat(active[k] & ~finishing[k] & (cur_out[k] == o) for k in range(n)).any()
+            if registered:
+                busy = busy | Cat(granted[k] & (grant_out[k] == o) for k in range(n)).any()
             m.d.comb += [
                 credit[o].eq(egress[o].level + arriving[o] < EGRESS_DEPTH),
                 out_free[o].eq(~busy & credit[o]),
@@ -224,29 +236,49 @@ class Router(wiring.Component):
                 for o in range(n) for p in range(np_))
             m.d.comb += islip.req[k].eq(Mux(in_free[k], wanted, 0))
 
+        # Per input, the start of this cycle (start_out, start_prio,
+        # start_vc): the match itself, or the one the grant register holds.
+        start, start_out, start_prio, start_vc = [], [], [], []
+        for k in range(n):
+            match_vc = self._lowest_vc(m, k, ready[k], islip)
+            if not registered:
+                start.append(islip.match[k])
+                start_out.append(islip.match_out[k])
+                start_prio.append(islip.match_prio[k])
+                start_vc.append(match_vc)
+                continue
+            grant_prio = Signal.like(islip.match_prio[k], name=f"grant_prio{k}")
+            grant_vc = Signal.like(match_vc, name=f"grant_vc{k}")
+            m.d.sync += granted[k].eq(islip.match[k])
+            with m.If(islip.match[k]):
+                m.d.sync += [grant_out[k].eq(islip.match_out[k]),
+                             grant_prio.eq(islip.match_prio[k]), grant_vc.eq(match_vc)]
+            start.append(granted[k])
+            start_out.append(grant_out[k])
+            start_prio.append(grant_prio)
+            start_vc.append(grant_vc)
+
         for k in range(n):
             buf = bufs[k]
-            start = islip.match[k]
-            match_vc = self._lowest_vc(m, k, ready[k], islip)
             credit_cur = Cat(credit).bit_select(cur_out[k], 1)
             m.d.comb += [
-                buf.start.eq(start),
-                buf.start_q.eq(self._queue(islip.match_out[k], match_vc, islip.match_prio[k])),
+                buf.start.eq(start[k]),
+                buf.start_q.eq(self._queue(start_out[k], start_vc[k], start_prio[k])),
                 buf.advance.eq(active[k] & ~finishing[k] & credit_cur),
             ]
-            m.d.sync += [active[k].eq(start | (active[k] & ~finishing[k])), started[k].eq(start)]
-            with m.If(start):
-                m.d.sync += [cur_out[k].eq(islip.match_out[k]), rd_out[k].eq(islip.match_out[k]),
-                             cur_prio[k].eq(islip.match_prio[k]), cur_vc[k].eq(match_vc)]
+            m.d.sync += [active[k].eq(start[k] | (active[k] & ~finishing[k])),
+                         started[k].eq(start[k])]
+            with m.If(start[k]):
+                m.d.sync += [cur_out[k].eq(start_out[k]), rd_out[k].eq(start_out[k]),
+                             cur_prio[k].eq(start_prio[k]), cur_vc[k].eq(start_vc[k])]
             with m.Else():
                 m.d.sync += rd_out[k].eq(cur_out[k])
 
         # What each input reads this cycle: (output, class) of its flit.
         read_index, read_prio = [], []
         for k in range(n):
-            read_prio.append(Mux(islip.match[k], islip.match_prio[k], cur_prio[k]))
-            read_index.append(Mux(islip.match[k], islip.match_out[k], cur_out[k]) * np_
-                              + read_prio[k])
+            read_prio.append(Mux(start[k], start_prio[k], cur_prio[k]))
+            read_index.append(Mux(start[k], start_out[k], cur_out[k]) * np_ + read_prio[k])
         if cfg.pfc.enabled and ends:
             m.submodules.pfc_ingress = pfc_ingress = PfcIngress(
                 cfg, refresh=cfg.pfc.refresh_cycles(sw.data_width), ports=ends)
@@ -262,7 +294,7 @@ class Router(wiring.Component):
                 m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
                              self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
 
-        leaving = self._leaving(m, bufs, islip, read_index, cur_vc)
+        leaving = self._leaving(m, bufs, (start, start_out, start_prio), read_index, cur_vc)
 
         # Crossbar into the egress queues: at most one input's read register
         # holds a flit for a given output in any cycle. A flit toward a link
@@ -398,9 +430,10 @@ class Router(wiring.Component):
                 m.d.comb += vc.eq(v)
         return vc
 
-    def _leaving(self, m, bufs, islip, read_index, cur_vc):
+    def _leaving(self, m, bufs, starts, read_index, cur_vc):
         """The flit leaving each input's read register: the ECN mark applied, and in a
-        fabric the output VC written."""
+        fabric the output VC written. ``starts``: per input the start, its output and
+        class."""
         cfg, sw = self._cfg, self._cfg.switch
         n, np_ = self._n, sw.priorities
         if cfg.ecn.enabled:
@@ -418,7 +451,8 @@ class Router(wiring.Component):
             if self._fabric:
                 m.d.comb += out.vc.eq(cur_vc[k])
             if cfg.ecn.enabled:
-                self._mark(m, k, buf, islip, read_index[k], marker, flit, out)
+                self._mark(m, k, buf, [each[k] for each in starts], read_index[k], marker,
+                           flit, out)
             leaving.append(out.as_value())
         if cfg.ecn.enabled:
             m.d.comb += [self.ecn_decided.eq(marker.decided)]
@@ -426,11 +460,12 @@ class Router(wiring.Component):
                 m.d.comb += self.ecn_backlog[o].eq(marker.backlog_seen[o])
         return leaving
 
-    def _mark(self, m, k, buf, islip, read_index, marker, flit, out):
-        """ECN at input ``k``: decide at each packet start, rewrite ECT to CE on the way out."""
+    def _mark(self, m, k, buf, start, read_index, marker, flit, out):
+        """ECN at input ``k``: decide at each packet start (``start``: the start, its
+        output and class), rewrite ECT to CE on the way out."""
         n, np_ = self._n, self._cfg.switch.priorities
-        start = islip.match[k]
-        start_index = islip.match_out[k] * np_ + islip.match_prio[k]
+        start, start_out, start_prio = start
+        start_index = start_out * np_ + start_prio
         cur_index = Signal(range(n * np_), name=f"cur_index{k}")
         mark = Signal(name=f"mark{k}")            # decision for the packet under way
         head = Signal(name=f"head_read{k}")       # the read register holds its head
@@ -443,7 +478,7 @@ class Router(wiring.Component):
             marker.wr[k].eq(buf.wr_valid), marker.wr_index[k].eq(buf.wr_index),
             marker.rd[k].eq(buf.start | buf.advance),
             marker.rd_index[k].eq(read_index),
-            marker.start[k].eq(start), marker.start_out[k].eq(islip.match_out[k]),
+            marker.start[k].eq(start), marker.start_out[k].eq(start_out),
             marker.start_index[k].eq(start_index),
         ]
         capable = (flit.ecn == ECT1) | (flit.ecn == ECT0)

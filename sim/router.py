@@ -6,10 +6,10 @@ virtual channels and credit-based flow control on its link ports (section
 :class:`RouterState` of numpy arrays: per packet, per global port (router
 ``r``'s ports are ``base[r] .. base[r] + ports[r] - 1``, its endpoint ports
 first), per (input, queue), per link. :func:`router_cycle` is one cycle of
-one router, sections 5.2 and 5.3 with the changes of 11.5, its comments
-numbered like the steps; the fabric's run loop (:mod:`.fabric`) calls it for
-every router and moves the links. The switch is the fabric of one router
-whose ports are all endpoints.
+one router, sections 5.2 and 5.3 with the changes of 11.5 (and of 5.7 with
+``registered_grant``), its comments numbered like the steps; the fabric's
+run loop (:mod:`.fabric`) calls it for every router and moves the links. The
+switch is the fabric of one router whose ports are all endpoints.
 """
 
 from collections import namedtuple
@@ -56,7 +56,7 @@ RouterParams = namedtuple("RouterParams", [
     "ecn_on", "kmin", "kmax", "slope",
     "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
     "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
-    "per_router", "leaves", "spines", "links", "link_latency",
+    "per_router", "leaves", "spines", "links", "link_latency", "registered_grant",
     "recycle"])   # a packet's id goes back to free_ids when it is delivered or dropped
 
 #: Everything the routers hold, as arrays; docs/architecture.md sections 5.1 and 11.
@@ -87,9 +87,10 @@ RouterState = namedtuple("RouterState", [
     "eg_n", "eg_first", "eg_pkt", "eg_flit", "eg_last", "eg_vc", "credits",
     # Counters per port and per link; the routers' peak occupancy.
     "rx", "tx", "drops", "link_flits", "peak_stored",
-    # iSLIP pointers per [global port, class] and scratch of one match.
+    # iSLIP pointers per [global port, class] and scratch of one match; the
+    # grant register per input (registered_grant: output, -1 for none; class; VC).
     "g_ptr", "a_ptr", "req", "grants", "match_out", "match_prio", "match_vc", "grant_to",
-    "grant_prio",
+    "grant_prio", "gr_out", "gr_prio", "gr_vc",
     # ECN per (output, class) and per output.
     "backlog", "lfsr", "marks",
     # PFC ingress per [input, class] and per input * priorities + class.
@@ -120,7 +121,8 @@ def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -
         per_router=(topo.endpoints_per_router if kind == TORUS else
                     topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
         leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
-        link_latency=f.link_latency, recycle=int(recycle))
+        link_latency=f.link_latency, registered_grant=int(sw.registered_grant),
+        recycle=int(recycle))
 
 
 def packet_arrays(capacity: int, max_links: int) -> dict:
@@ -210,7 +212,8 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         peak_stored=ints(topo.routers),
         g_ptr=ints(ports, p), a_ptr=ints(ports, p), req=ints(ports, p), grants=ints(ports, p),
         match_out=ints(ports), match_prio=ints(ports), match_vc=ints(ports),
-        grant_to=ints(ports), grant_prio=ints(ports),
+        grant_to=ints(ports), grant_prio=ints(ports), gr_out=ints(ports, fill=-1),
+        gr_prio=ints(ports), gr_vc=ints(ports),
         backlog=ints(ports * p), lfsr=lfsr, marks=ints(ports * p),
         occupancy=ints(ports, p), xoff_state=flags(ports, p), refresh=ints(ports, p),
         frames_sent=ints(ports * p), peak=ints(ports * p),
@@ -327,6 +330,9 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
             st.out_free[base + st.cur_out[g]] = False
+        if st.gr_out[g] >= 0:
+            # A registered grant reserves its output until it starts.
+            st.out_free[base + st.gr_out[g]] = False
 
     # PFC at the endpoint ingress ports: this cycle's frames, from the
     # occupancy at its start.
@@ -365,7 +371,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     any_request = False
     for i in range(n):
         g = base + i
-        if st.waiting[g] == 0 or (st.active[g] and not st.finishing[g]):
+        if (st.waiting[g] == 0 or (st.active[g] and not st.finishing[g])
+                or st.gr_out[g] >= 0):
             continue
         if prm.islip:
             for o in range(n):
@@ -411,6 +418,17 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     else:
         for g in range(base, base + n):
             st.match_out[g] = -1
+    if prm.registered_grant:
+        # The grant register: this cycle starts last cycle's matches, and
+        # holds this cycle's until the next.
+        for g in range(base, base + n):
+            o, p, v = st.match_out[g], st.match_prio[g], st.match_vc[g]
+            st.match_out[g] = st.gr_out[g]
+            st.match_prio[g] = st.gr_prio[g]
+            st.match_vc[g] = st.gr_vc[g]
+            st.gr_out[g] = o
+            st.gr_prio[g] = p
+            st.gr_vc[g] = v
 
     # ECN: decide from the backlog at the start of the cycle, before this
     # cycle's writes and reads change it, in input order (section 5.6).

@@ -100,6 +100,7 @@ def test_parse_override_reads_toml_values(item, expected):
     ("switch.tag_width=16", "tag_width", 16),
     ("switch.scheduler=fifo", "scheduler", "fifo"),
     ('switch.ingress_full="drop"', "ingress_full", "drop"),
+    ("switch.registered_grant=true", "registered_grant", True),
 ])
 def test_set_overrides_a_preset(item, key, value):
     cfg = FabricConfig.load(preset="tiny", overrides=[item])
@@ -144,7 +145,7 @@ def test_key_differs_between_configurations():
     configs = [FabricConfig.load(preset=p) for p in PRESETS]
     configs += [FabricConfig.load(preset="tiny", overrides=[o])
                 for o in ("switch.ports=5", "switch.scheduler=fifo", "switch.ingress_full=drop",
-                          "switch.tag_width=31")]
+                          "switch.tag_width=31", "switch.registered_grant=true")]
     keys = [cfg.key for cfg in configs]
     assert len(set(keys)) == len(keys)
     assert all(len(k) == 12 and set(k) <= set("0123456789abcdef") for k in keys)
@@ -164,6 +165,8 @@ def test_key_differs_between_configurations():
     (["switch.ports=true"], ["switch.ports = True:", "integer"]),
     (["switch.ports=4.0"], ["switch.ports = 4.0:", "integer"]),
     (["switch.scheduler=1"], ["switch.scheduler = 1:", "'fifo' or 'islip'"]),
+    (["switch.registered_grant=1"], ["switch.registered_grant = 1:", "true or false"]),
+    (["switch.registered_grant=yes"], ["switch.registered_grant = 'yes':", "true or false"]),
     # unknown names
     (["switch.speed=100"], ["switch.speed:", "unknown key", "ports"]),
     (["network.ports=4"], ["network:", "unknown section", "switch"]),

@@ -16,7 +16,8 @@ GENERATED = [
     ("default", []),
     ("tiny", ["switch.scheduler=fifo", "switch.ingress_full=drop"]),
     ("tiny", ["switch.ports=5", "switch.priorities=1", "switch.islip_iterations=1",
-              "switch.buffer_flits=100", "switch.data_width=8", "switch.tag_width=12"]),
+              "switch.buffer_flits=100", "switch.data_width=8", "switch.tag_width=12",
+              "switch.registered_grant=true"]),
     ("default", ["ecn.enabled=true"]),
 ]
 

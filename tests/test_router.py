@@ -54,6 +54,12 @@ FABRICS = {
                                          "pfc.priorities=[1]", "pfc.xoff=8", "pfc.xon=4",
                                          "pfc.headroom=8", "pfc.pause_quanta=2"],
                                 "incast", 1.0, "fixed:2", 0.0, 0.0),
+    "ring3-m2-dor-registered-grant-ecn": (SMALL + ["fabric.topology=torus", "fabric.dims=[3]",
+                                                   "fabric.endpoints_per_router=2",
+                                                   "switch.registered_grant=true",
+                                                   "ecn.enabled=true", "ecn.kmin=2",
+                                                   "ecn.kmax=10", "ecn.pmax=0.5"],
+                                          "uniform", 0.6, "bimodal:1,4,0.5", 0.2, 0.1),
 }
 
 CYCLES = 250

@@ -44,18 +44,20 @@ def test_latency_not_below_output_queued_bound(load):
     assert abs(s["throughput"] - load) <= 0.02
 
 
+@pytest.mark.parametrize("registered", [False, True])
 @pytest.mark.parametrize("length", [1, 4, 16])
-def test_zero_load_latency(length):
+def test_zero_load_latency(length, registered):
     # Lone packets, far apart: the pipeline depth of docs/architecture.md,
-    # plus store-and-forward of the length twice (in and out).
-    cfg = FabricConfig.load()
+    # plus store-and-forward of the length twice (in and out); a registered
+    # grant adds its one cycle from match to start (section 5.4).
+    cfg = FabricConfig.load(overrides=[f"switch.registered_grant={str(registered).lower()}"])
     k = 5
     trace = Trace(gen=np.arange(k, dtype=np.int64) * 100, src=np.arange(k, dtype=np.int16),
                   dst=np.arange(k, dtype=np.int16)[::-1].copy(), prio=np.zeros(k, np.int8),
                   length=np.full(k, length, np.int16), tag=np.arange(k, dtype=np.int64),
                   pattern="hand", load=0.01, seed=0, cycles=k * 100, packet_lengths=f"fixed:{length}")
     rec = FabricModel(cfg).run(trace)
-    assert ((rec.tail - trace.gen) == ZERO_LOAD_LATENCY + 2 * (length - 1)).all()
+    assert ((rec.tail - trace.gen) == ZERO_LOAD_LATENCY + registered + 2 * (length - 1)).all()
     assert ((rec.tail - rec.head) == length - 1).all()
 
 

@@ -21,6 +21,13 @@ CONFIGS = {
     "fifo5drop": ["switch.ports=5", "switch.priorities=3", "switch.scheduler=fifo",
                   "switch.ingress_full=drop", "switch.buffer_flits=40",
                   "switch.max_packet_flits=8"],
+    # tiny with the iSLIP match registered before the read, PFC and ECN on:
+    # every rule that a registered grant moves a cycle.
+    "registered": ["switch.ports=4", "switch.priorities=2", "switch.buffer_flits=128",
+                   "switch.islip_iterations=2", "switch.registered_grant=true",
+                   "switch.ingress_full=drop", "pfc.enabled=true", "pfc.priorities=[0, 1]",
+                   "pfc.xoff=36", "pfc.xon=20", "pfc.headroom=20", "pfc.pause_quanta=64",
+                   "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=32", "ecn.ect_fraction=0.8"],
 }
 
 # (config, pattern, load, cycles, lengths, sink stall, pause rate)
@@ -41,6 +48,11 @@ CASES = [
     ("fifo5drop", "incast:sources=4,sink=2", 1.0, 1000, "bimodal:1,8,0.5", 0.0, 0.0),
     ("fifo5drop", "hotspot", 0.6, 1500, "fixed:1", 0.0, 0.2),
     ("fifo5drop", "bursty", 0.8, 1500, "bimodal:1,8,0.7", 0.3, 0.0),
+    ("registered", "uniform", 0.9, 1000, "fixed:1", 0.0, 0.0),
+    ("registered", "incast", 1.0, 700, "bimodal:1,4,0.5", 0.0, 0.0),
+    ("registered", "hotspot:fraction=0.5", 0.8, 800, "bimodal:1,6,0.5", 0.1, 0.2),
+    ("registered", "ring-allreduce", 0.9, 700, "fixed:3", 0.25, 0.0),
+    ("registered", "permutation", 1.0, 600, "fixed:16", 0.0, 0.0),
 ]
 
 
@@ -63,10 +75,14 @@ def test_rtl_matches_model(case, sim, tmp_path, build_root):
     pk = res["packets"]
     assert pk["offered"] > 0
     assert pk["delivered"] + pk["dropped"] == pk["offered"]
-    if cfg.switch.ingress_full == "backpressure":
+    if cfg.switch.ingress_full == "backpressure" or cfg.pfc.enabled:
         assert pk["dropped"] == 0
     assert res["model"]["packets"] == pk
     assert res["model"]["throughput"] == res["throughput"]
+    if cfg.pfc.enabled:
+        assert res["pfc"] == res["model"]["pfc"]
+    if cfg.ecn.enabled:
+        assert res["ecn"] == res["model"]["ecn"]
 
 
 def test_drop_mode_really_drops_in_rtl(sim, tmp_path, build_root):

@@ -199,7 +199,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     building the same.
     """
     from cocotb_tools.runner import get_runner
-    from ..hdl.verilog import VERILATOR_BUILD_ARGS, write_verilog
+    from ..hdl.verilog import verilator_build_args, write_verilog
 
     log = sys.stderr if log is None else log
     _point_at(sim)
@@ -221,7 +221,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                 # The generator's idioms are waived inside the file; the harness
                 # build runs without -Wall. FST keeps long waveforms small.
                 build_args = (["-Wno-fatal"] + (["--trace-fst"] if waves else [])
-                              + VERILATOR_BUILD_ARGS.get(top, []))
+                              + verilator_build_args(cfg, top))
                 if top in PORTS_ONLY:
                     build_args += [*VERILATOR_FAST, "--no-public-flat-rw"]
                     sources.insert(0, write_port_access(rtl, top))
@@ -240,7 +240,7 @@ def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
     Returns the executable. For the benchmark that measures what cocotb costs.
     """
     import hashlib
-    from ..hdl.verilog import write_verilog
+    from ..hdl.verilog import verilator_build_args, write_verilog
 
     exe = find_simulator("verilator")
     _point_at("verilator")
@@ -257,6 +257,7 @@ def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
         with open(log, "w") as f:
             done = subprocess.run(
                 [str(exe), "--cc", "--exe", "--build", "-j", "2", *VERILATOR_FAST, "-Wno-fatal",
+                 *verilator_build_args(cfg, top),
                  "--top-module", top, "--prefix", f"V{top}", "-Mdir", str(build_dir / "obj"),
                  "-o", top, str(rtl), str(harness)], stdout=f, stderr=subprocess.STDOUT)
         if done.returncode:

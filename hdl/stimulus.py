@@ -31,6 +31,16 @@ _SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "has
                "order_errors", "frame_errors", "ce_packets")
 
 
+def _total(values):
+    """The sum of ``values`` as a balanced adder tree: Python's ``sum`` would nest a fabric's
+    thousands of counters one addition deep each, past what Amaranth can recurse through."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
 def _seeded(seed, key: int):
     """``superfabric.stimulus.port_seed`` as logic."""
     mixed = seed ^ key
@@ -182,9 +192,9 @@ class Stimulus(wiring.Component):
         # enough: fewer than 2**32 packets are ever in flight).
         width = st.counter_width
         m.d.comb += [
-            self.generated.eq(sum(g.generated for g in gens)[:width]),
-            self.delivered.eq(sum(p for s in sinks for p in s.packets)[:width]),
-            self.dropped.eq(sum(core.drops)[:32]),
+            self.generated.eq(_total(g.generated for g in gens)[:width]),
+            self.delivered.eq(_total(p for s in sinks for p in s.packets)[:width]),
+            self.dropped.eq(_total(core.drops)[:32]),
         ]
         in_flight = (self.generated - self.delivered - self.dropped)[:32]
         m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))

@@ -207,7 +207,7 @@ def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
     for name, _, words in regmap.stats:
         names += [name] * words
         reads += [regmap.address(name, k) for k in range(words)]
-    for port in range(cfg.switch.ports):
+    for port in range(cfg.endpoints):
         names += ["histogram"] * cfg.stimulus.hist_buckets
         reads += [regmap.hist_address(port, b) for b in range(cfg.stimulus.hist_buckets)]
     (work / "writes.txt").write_text("".join(f"{a} {v}\n" for a, v in regmap.writes(settings)))

@@ -20,11 +20,13 @@ from dataclasses import asdict, dataclass
 from .config import ConfigError, FabricConfig
 from .formats.counters import COUNTER_WIDTH
 from .formats.packet import ECT0
+from .topology import Topology
 
 __all__ = ["MODES", "INJECT_BITS", "DRAW_BITS", "TIMESTAMP_BITS", "CSR_DATA_BITS",
            "GENERATED_ECN", "GENERATOR_KEY", "SINK_KEY", "StimulusSettings", "RegisterMap",
            "check_stimulus", "port_key", "port_seed", "xorshift64", "latency_bucket",
-           "bucket_bounds", "delivery_record", "crc32_update", "RECORD_BITS", "CRC32_POLY"]
+           "bucket_bounds", "port_bytes", "record_bits", "delivery_record", "crc32_update",
+           "CRC32_POLY", "ENABLE_BITS"]
 
 #: Destination modes of the generators, by register code (the index).
 MODES = ("uniform", "fixed", "hotspot", "rotate", "bursty")
@@ -37,6 +39,8 @@ DRAW_BITS = 16
 TIMESTAMP_BITS = 32
 #: Width of the configuration port's data words.
 CSR_DATA_BITS = 64
+#: Inputs per word of the ``enable`` register (one word per 64 inputs).
+ENABLE_BITS = CSR_DATA_BITS
 #: The codepoint of ECN-capable generated packets: ECT(0) (RFC 3168).
 GENERATED_ECN = ECT0
 
@@ -112,24 +116,38 @@ def bucket_bounds(index: int, sub_bits: int) -> tuple[int, int]:
 
 # -- delivery hash --------------------------------------------------------------------
 
-#: Bits of one delivery record: tag, delivery cycle, source, output, ECN, class.
-RECORD_BITS = 96
 #: The reflected CRC-32 polynomial of zlib, IEEE 802.3 and PNG.
 CRC32_POLY = 0xEDB88320
+#: Endpoints whose numbers fit the record's one-byte source and output fields.
+_ONE_BYTE_ENDPOINTS = 256
 
 
-def delivery_record(tag: int, src: int, output: int, cycle: int, ecn: int, prio: int) -> int:
-    """The 96-bit record of one delivered packet, as 12 little-endian bytes: tag (32 bits),
-    tail delivery cycle (low 32 bits), source, output, ECN codepoint and class (a byte each)."""
-    return ((tag & _MASK32) | (cycle & _MASK32) << 32 | src << 64 | output << 72 | ecn << 80
-            | prio << 88)
+def port_bytes(endpoints: int) -> int:
+    """Bytes of the record's source and output fields: 1 up to 256 endpoints, else 2
+    (a fabric's endpoint numbers go up to 1023)."""
+    return 1 if endpoints <= _ONE_BYTE_ENDPOINTS else 2
 
 
-def crc32_update(crc: int, record: int) -> int:
-    """``zlib.crc32(record.to_bytes(12, "little"), crc)``, bit by bit: the definition the RTL's
-    XOR network is derived from (the model uses a table of the same polynomial)."""
+def record_bits(endpoints: int) -> int:
+    """Bits of one delivery record with ``endpoints`` endpoints: 96, or 112 above 256."""
+    return 8 * (10 + 2 * port_bytes(endpoints))
+
+
+def delivery_record(tag: int, src: int, output: int, cycle: int, ecn: int, prio: int, *,
+                    endpoints: int = _ONE_BYTE_ENDPOINTS) -> int:
+    """The record of one delivered packet, as ``record_bits(endpoints) // 8`` little-endian
+    bytes: tag (32 bits), tail delivery cycle (low 32 bits), source and output
+    (:func:`port_bytes` each), ECN codepoint and class (a byte each)."""
+    w = 8 * port_bytes(endpoints)
+    return ((tag & _MASK32) | (cycle & _MASK32) << 32 | src << 64 | output << (64 + w)
+            | ecn << (64 + 2 * w) | prio << (72 + 2 * w))
+
+
+def crc32_update(crc: int, record: int, bits: int = record_bits(_ONE_BYTE_ENDPOINTS)) -> int:
+    """``zlib.crc32(record.to_bytes(bits // 8, "little"), crc)``, bit by bit: the definition
+    the RTL's XOR network is derived from (the model uses a table of the same polynomial)."""
     c = crc ^ _MASK32
-    for k in range(RECORD_BITS):
+    for k in range(bits):
         c = (c >> 1) ^ (CRC32_POLY if (c ^ (record >> k)) & 1 else 0)
     return c ^ _MASK32
 
@@ -198,8 +216,10 @@ class RegisterMap:
 
     def __init__(self, cfg: FabricConfig):
         sw, st = cfg.switch, cfg.stimulus
+        topo = Topology.of(cfg)
         n, p, cw = cfg.endpoints, sw.priorities, st.counter_width
         pb, lb = _bits(n), sw.max_packet_flits.bit_length()
+        ports = sum(topo.ports(r) for r in range(topo.routers))
         #: (name, width, words) of every settings register, in address order.
         self.settings = [
             ("seed", 64, 1), ("run_cycles", cw, 1), ("mode", 3, 1),
@@ -207,11 +227,13 @@ class RegisterMap:
             ("burst_end", DRAW_BITS + 1, 1), ("hot_port", pb, 1), ("hot_threshold", DRAW_BITS + 1, 1),
             ("len_short", lb, 1), ("len_long", lb, 1), ("len_threshold", DRAW_BITS + 1, 1),
             ("ect_threshold", DRAW_BITS + 1, 1), ("sink_stall", DRAW_BITS + 1, 1),
-            ("enable", n, 1), ("limit", cw, 1),
+            ("enable", min(n, ENABLE_BITS), -(-n // ENABLE_BITS)), ("limit", cw, 1),
             ("prio_thresholds", DRAW_BITS + 1, p - 1), ("fixed_dst", pb, n),
         ]
-        #: (name, width, words) of every statistics word, in readout order. Per port
-        #: (and class) arrays are port-major: word ``port * priorities + prio``.
+        #: (name, width, words) of every statistics word, in readout order. Per endpoint
+        #: (and class) arrays are endpoint-major: word ``endpoint * priorities + prio``;
+        #: the router counters are per global port (router ``r``'s port ``q`` is
+        #: ``base(r) + q``, the fabric's numbering; the switch's ports are its endpoints).
         self.stats = [
             ("cycle", cw, 1),
             ("generated", cw, n), ("generated_flits", cw, n), ("refused", cw, n),
@@ -219,11 +241,23 @@ class RegisterMap:
             ("latency_sum", cw, n), ("latency_min", TIMESTAMP_BITS, n),
             ("latency_max", TIMESTAMP_BITS, n), ("hash", 32, n), ("order_errors", cw, n),
             ("frame_errors", cw, n), ("ce_packets", cw, n),
-            ("rx_packets", COUNTER_WIDTH, n), ("tx_packets", COUNTER_WIDTH, n),
-            ("drops", COUNTER_WIDTH, n),
+            ("rx_packets", COUNTER_WIDTH, ports), ("tx_packets", COUNTER_WIDTH, ports),
+            ("drops", COUNTER_WIDTH, ports),
         ]
+        #: The shape of every statistic: ``(words,)``, or ``(endpoints, priorities)``
+        #: and ``(ports, priorities)`` for the per-class ones.
+        self.shapes = {name: (words,) for name, _, words in self.stats}
+        for name in ("packets", "flits"):
+            self.shapes[name] = (n, p)
         if cfg.ecn.enabled:
-            self.stats.append(("ecn_marks", COUNTER_WIDTH, n * p))
+            self.stats.append(("ecn_marks", COUNTER_WIDTH, ports * p))
+            self.shapes["ecn_marks"] = (ports, p)
+        if cfg.fabric.is_fabric:
+            # The fabric's own counters: flits per directed link (by link id) and
+            # each router's peak occupancy (section 11.7).
+            self.stats += [("link_flits", COUNTER_WIDTH, len(topo.links)),
+                           ("router_peak", COUNTER_WIDTH, topo.routers)]
+            self.shapes.update(link_flits=(len(topo.links),), router_peak=(topo.routers,))
         self.hist_buckets = st.hist_buckets
         self.ports = n
         self._address = {}
@@ -256,6 +290,9 @@ class RegisterMap:
             value = getattr(settings, name)
             if name == "mode":
                 value = MODES.index(value)
+            if name == "enable":
+                value = tuple(value >> (ENABLE_BITS * k) & ((1 << ENABLE_BITS) - 1)
+                              for k in range(words))
             values = value if isinstance(value, tuple) else (value,)
             out.extend((self.address(name, k), int(v)) for k, v in enumerate(values))
         return out

@@ -1,4 +1,5 @@
-"""The stimulus top: the switch with a traffic generator on every input and a sink on every output.
+"""The stimulus top: the switch, or the fabric, with a traffic generator on every endpoint
+input and a statistics sink on every endpoint output.
 
 A run needs no testbench per cycle: after reset the host writes the run's
 settings (pattern, load, lengths, class weights, seed, run length) through
@@ -15,8 +16,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
-from ..stimulus import (CSR_DATA_BITS, GENERATOR_KEY, SINK_KEY, TIMESTAMP_BITS, RegisterMap,
-                        check_stimulus, port_key)
+from ..stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK_KEY, TIMESTAMP_BITS,
+                        RegisterMap, check_stimulus, port_key)
+from .fabric import Fabric
 from .packet import packet_layout
 from .switch import Switch
 from .traffic_gen import TrafficGenerator
@@ -29,6 +31,16 @@ _SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "has
                "order_errors", "frame_errors", "ce_packets")
 
 
+def _total(values):
+    """The sum of ``values`` as a balanced adder tree: Python's ``sum`` would nest a fabric's
+    thousands of counters one addition deep each, past what Amaranth can recurse through."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
 def _seeded(seed, key: int):
     """``superfabric.stimulus.port_seed`` as logic."""
     mixed = seed ^ key
@@ -36,7 +48,11 @@ def _seeded(seed, key: int):
 
 
 class Stimulus(wiring.Component):
-    """Generators, switch and sinks for ``cfg`` (``[stimulus]`` sizes them).
+    """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them).
+
+    With ``fabric.topology`` a torus or a fat tree the core is the fabric top
+    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules,
+    listed in :attr:`modules`), with a generator and a sink at every endpoint.
 
     Ports
     -----
@@ -52,14 +68,17 @@ class Stimulus(wiring.Component):
     done : the run is over: past its generation window, and every packet
         generated was delivered or dropped. ``cycle`` then stays put.
     running, cycle : started; the cycle of the run.
-    generated, delivered, dropped : packets so far, over all ports (the
-        progress a host or testbench watches).
+    generated, delivered, dropped : packets so far, over all endpoints and
+        ports (the progress a host or testbench watches).
     """
 
     def __init__(self, cfg: FabricConfig):
         check_stimulus(cfg)
         self._cfg = cfg
         self._map = RegisterMap(cfg)
+        self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
+        #: The router modules the core instantiates (none for the switch): (name, signature).
+        self.modules = getattr(self._core, "modules", {})
         width = cfg.stimulus.counter_width
         super().__init__({
             "csr_addr": In(self._map.address_bits),
@@ -92,7 +111,7 @@ class Stimulus(wiring.Component):
         m = Module()
         cfg, regmap = self._cfg, self._map
         sw, st = cfg.switch, cfg.stimulus
-        n, np_ = sw.ports, sw.priorities
+        n, np_ = cfg.endpoints, sw.priorities
         layout = packet_layout(cfg)
 
         # The configuration port is registered on the way in, like the reset,
@@ -130,14 +149,15 @@ class Stimulus(wiring.Component):
         m.d.comb += window.eq(self.running & (self.cycle < run_cycles))
         timestamp = self.cycle[:TIMESTAMP_BITS]
 
-        m.submodules.switch = switch = Switch(cfg)
-        m.d.comb += switch.pause.eq(0)
+        core = self._core
+        m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = core
+        m.d.comb += core.pause.eq(0)
         gens, sinks = [], []
         for k in range(n):
             gen = TrafficGenerator(layout=layout, port=k, ports=n, priorities=np_,
                                    queue_depth=st.source_queue, counter_width=st.counter_width)
             m.submodules[f"gen{k}"] = gen
-            wiring.connect(m, gen.o, switch.i[k])
+            wiring.connect(m, gen.o, core.i[k])
             for name, _ in gen.settings.shape():
                 if name == "prio_thresholds":
                     for j, threshold in enumerate(regs[name]):
@@ -145,7 +165,8 @@ class Stimulus(wiring.Component):
                 else:
                     m.d.comb += getattr(gen.settings, name).eq(regs[name][0])
             m.d.comb += [
-                gen.fixed_dst.eq(regs["fixed_dst"][k]), gen.enable.eq(regs["enable"][0][k]),
+                gen.fixed_dst.eq(regs["fixed_dst"][k]),
+                gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
                 gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))), gen.start.eq(start),
                 gen.stepping.eq(window), gen.timestamp.eq(timestamp),
             ]
@@ -156,7 +177,7 @@ class Stimulus(wiring.Component):
                                hist_sub_bits=st.hist_sub_bits,
                                fault_packet=st.fault_packet if k == 0 else 0)
             m.submodules[f"sink{k}"] = sink
-            wiring.connect(m, switch.o[k], sink.i)
+            wiring.connect(m, core.o[k], sink.i)
             m.d.comb += [
                 sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
                 sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
@@ -171,17 +192,17 @@ class Stimulus(wiring.Component):
         # enough: fewer than 2**32 packets are ever in flight).
         width = st.counter_width
         m.d.comb += [
-            self.generated.eq(sum(g.generated for g in gens)[:width]),
-            self.delivered.eq(sum(p for s in sinks for p in s.packets)[:width]),
-            self.dropped.eq(sum(switch.drops)[:32]),
+            self.generated.eq(_total(g.generated for g in gens)[:width]),
+            self.delivered.eq(_total(p for s in sinks for p in s.packets)[:width]),
+            self.dropped.eq(_total(core.drops)[:32]),
         ]
         in_flight = (self.generated - self.delivered - self.dropped)[:32]
         m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))
 
-        self._readout(m, addr, armed, regs, gens, sinks, switch)
+        self._readout(m, addr, armed, regs, gens, sinks)
         return m
 
-    def _readout(self, m, addr, armed, regs, gens, sinks, switch):
+    def _readout(self, m, addr, armed, regs, gens, sinks):
         """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""
         regmap, np_ = self._map, self._cfg.switch.priorities
         words = {"cycle": [self.cycle]}
@@ -191,9 +212,11 @@ class Stimulus(wiring.Component):
             words[name] = [getattr(s, name)[p] for s in sinks for p in range(np_)]
         for name in _SINK_STATS:
             words[name] = [getattr(s, name) for s in sinks]
-        for name in ("rx_packets", "tx_packets", "drops", "ecn_marks"):
-            if hasattr(switch, name):
-                words[name] = list(getattr(switch, name))
+        # The core's counters: per (global) port, per link, per router.
+        for name in ("rx_packets", "tx_packets", "drops", "ecn_marks", "link_flits",
+                     "router_peak"):
+            if hasattr(self._core, name):
+                words[name] = list(getattr(self._core, name))
         # The histograms: hist_base is a power of two above every other
         # address, so its bit marks the region; below it, sink and bucket.
         hist_bits = (regmap.hist_stride - 1).bit_length()

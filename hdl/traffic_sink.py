@@ -15,7 +15,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from ..stimulus import DRAW_BITS, RECORD_BITS, TIMESTAMP_BITS, crc32_update
+from ..stimulus import DRAW_BITS, TIMESTAMP_BITS, crc32_update, port_bytes, record_bits
 from .traffic_gen import xorshift64
 
 __all__ = ["TrafficSink", "crc32_network"]
@@ -24,19 +24,22 @@ _CE = 3
 
 
 def crc32_network(m: Module, crc, record):
-    """``superfabric.stimulus.crc32_update(crc, record)`` as logic, added to ``m``.
+    """``superfabric.stimulus.crc32_update(crc, record, len(record))`` as logic, added to ``m``.
 
     The update is linear: the result is a constant XOR one 32-bit column
-    per input bit set. The 128 input bits are cut into nibbles, and each
-    nibble looks up the XOR of its four columns in a 16-word ROM; the 32
-    lookups are XORed together. In gates that is a LUT level and an XOR
-    tree, like the usual XOR network, but a simulator evaluates it as 32
-    table reads instead of gathering bits for each of the 32 parities.
+    per input bit set. The input bits (32 of state, 96 or 112 of record)
+    are cut into nibbles, and each nibble looks up the XOR of its four
+    columns in a 16-word ROM; the lookups are XORed together. In gates that
+    is a LUT level and an XOR tree, like the usual XOR network, but a
+    simulator evaluates it as table reads instead of gathering bits for
+    each of the 32 parities.
     """
-    const = crc32_update(0, 0)
+    width = len(record)
+    const = crc32_update(0, 0, width)
     bits = Cat(crc, record)
-    columns = [(crc32_update(1 << k, 0) if k < 32 else crc32_update(0, 1 << (k - 32))) ^ const
-               for k in range(32 + RECORD_BITS)]
+    columns = [(crc32_update(1 << k, 0, width) if k < 32 else
+                crc32_update(0, 1 << (k - 32), width)) ^ const
+               for k in range(32 + width)]
     result = Const(const, 32)
     for nibble in range(len(columns) // 4):
         table = []
@@ -168,9 +171,16 @@ class TrafficSink(wiring.Component):
         # Framing: each flit against its packet's head flit.
         head = Signal(self._layout)
         index = Signal(range(max(2, 1 << self._layout["length"].shape.width)))
-        same = Cat(flit.src == head.src, flit.tag == head.tag, flit.data == head.data,
-                   flit.prio == head.prio, flit.length == head.length, flit.ecn == head.ecn).all()
+        fields = ["src", "tag", "data", "prio", "length", "ecn"]
+        fabric = "vc" in self._layout.members
+        if fabric:
+            # A fabric's flits also carry the links crossed, the same on every
+            # flit of a packet, and leave toward an endpoint on VC 0.
+            fields.append("hops")
+        same = Cat(flit[name] == head[name] for name in fields).all()
         bad = Mux(index == 0, ~flit.first, flit.first | ~same) | (flit.dst != self._port)
+        if fabric:
+            bad |= flit.vc != 0
         with m.If(taken):
             m.d.sync += index.eq(Mux(flit.last, 0, index + 1))
             with m.If(index == 0):
@@ -226,9 +236,12 @@ class TrafficSink(wiring.Component):
                      seen_wr.en.eq(tail | (clearing & (clear_addr < flows)))]
         backwards = seen_rd.data.seen & ((ahead == 0) | ahead[-1])
 
-        record = Signal(RECORD_BITS)     # superfabric.stimulus.delivery_record
+        # superfabric.stimulus.delivery_record
+        w = 8 * port_bytes(n)
+        record = Signal(record_bits(n))
         m.d.comb += record.eq(flit.tag | (self.timestamp << 32) | (flit.src << 64)
-                              | (self._port << 72) | (flit.ecn << 80) | (flit.prio << 88))
+                              | (self._port << (64 + w)) | (flit.ecn << (64 + 2 * w))
+                              | (flit.prio << (72 + 2 * w)))
         hash_next = crc32_network(m, self.hash, record)
         packets = Array(self.packets)
         with m.If(tail):

@@ -16,7 +16,7 @@ from .skid_buffer import SkidBuffer
 from .stimulus import Stimulus
 from .switch import Switch
 
-__all__ = ["TOPS", "tops", "default_top", "write_verilog", "VERILATOR_BUILD_ARGS"]
+__all__ = ["TOPS", "tops", "default_top", "write_verilog", "verilator_build_args"]
 
 #: Generated top-level blocks, by module name.
 TOPS = {
@@ -27,7 +27,8 @@ TOPS = {
     "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
-    # The switch with hardware traffic generators and statistics sinks.
+    # The switch, or the fabric, with hardware traffic generators and
+    # statistics sinks at its endpoints.
     "stimulus": lambda cfg: Stimulus(cfg),
     # A fabric of routers: every router an instance of its tier's module,
     # which the same file holds once; and each tier's module alone.
@@ -37,15 +38,12 @@ TOPS = {
     SPINE: lambda cfg: Router(cfg, SPINE),
 }
 
-#: Extra Verilator arguments to build a top with: the fabric's router modules
-#: are hierarchical blocks, compiled once each (see _hier_block).
-VERILATOR_BUILD_ARGS = {"fabric": ["--hierarchical"]}
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
     "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus"),
-    "torus": ("fabric", TORUS_ROUTER, "skid_buffer"),
-    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "stimulus"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "stimulus"),
 }
 
 
@@ -57,6 +55,13 @@ def tops(cfg: FabricConfig) -> tuple[str, ...]:
 def default_top(cfg: FabricConfig) -> str:
     """The top generated when none is named: the switch, or the fabric."""
     return tops(cfg)[0]
+
+
+def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
+    """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
+    router modules (the fabric, and the stimulus top around it) is built with
+    ``--hierarchical``, each router module compiled once (see _hier_block)."""
+    return ["--hierarchical"] if top in ("fabric", "stimulus") and cfg.fabric.is_fabric else []
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
 # purpose; each is waived for the generated file only, with the reason:
@@ -140,7 +145,7 @@ def _hier_block(text: str, module: str) -> str:
 
     Verilator flattens a design, so a fabric of R routers would be compiled
     (and held in memory) R times over; built with ``--hierarchical``
-    (:data:`VERILATOR_BUILD_ARGS`), each marked module is compiled once and
+    (:func:`verilator_build_args`), each marked module is compiled once and
     every instance shares it. Other tools read the mark as a comment.
     """
     header = re.compile(rf"^module {module}\([^;]*\);\n", re.M)
@@ -150,9 +155,8 @@ def _hier_block(text: str, module: str) -> str:
 def _modules(cfg: FabricConfig, top: str) -> list:
     """(module name, component) of every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
-    if top != "fabric":
-        return [(top, component)]
-    return [(kind, Router(cfg, kind)) for kind in component.modules] + [(top, component)]
+    routers = getattr(component, "modules", {})
+    return [(kind, Router(cfg, kind)) for kind in routers] + [(top, component)]
 
 
 def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None) -> Path:

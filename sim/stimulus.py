@@ -19,7 +19,7 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..stimulus import (GENERATOR_KEY, MODES, SINK_KEY, TIMESTAMP_BITS, RegisterMap,
-                        StimulusSettings, check_stimulus, port_key, port_seed)
+                        StimulusSettings, check_stimulus, port_bytes, port_key, port_seed)
 from ..topology import Topology
 from .fabric import DEFAULT_STALL_LIMIT, deliver_links, endpoint_ports, return_credits
 from .kernel import kernel
@@ -43,8 +43,10 @@ class StimulusStats:
 
     ``values`` maps every name of :attr:`RegisterMap.stats
     <superfabric.stimulus.RegisterMap.stats>` and ``histogram`` to a
-    ``uint64`` array: per port ``(ports,)``, per port and class ``(ports,
-    priorities)``, the histograms ``(ports, hist_buckets)``, ``cycle`` one
+    ``uint64`` array of the shape :attr:`RegisterMap.shapes
+    <superfabric.stimulus.RegisterMap.shapes>` gives it (per endpoint, per
+    endpoint and class, per global port, link or router), the histograms
+    ``(endpoints, hist_buckets)``, ``cycle`` one
     word (the cycle the run ended in, at whose start every generated packet
     was delivered or dropped). ``stalled`` marks a run stopped by its stall
     detector instead.
@@ -65,11 +67,8 @@ class StimulusStats:
     @classmethod
     def shapes(cls, cfg: FabricConfig) -> dict[str, tuple[int, ...]]:
         """The shape of every statistic for ``cfg``, in readout order."""
-        n, np_ = cfg.endpoints, cfg.switch.priorities
-        shapes = {}
-        for name, _, words in RegisterMap(cfg).stats:
-            shapes[name] = (1,) if words == 1 else (n, np_) if words == n * np_ else (n,)
-        shapes["histogram"] = (n, cfg.stimulus.hist_buckets)
+        shapes = dict(RegisterMap(cfg).shapes)
+        shapes["histogram"] = (cfg.endpoints, cfg.stimulus.hist_buckets)
         return shapes
 
     @classmethod
@@ -114,7 +113,7 @@ _DONE, _STALLED, _NEXT = range(3)
 
 @kernel
 def stimulus_block(st, prm, gen, snk, cycle, end, run_cycles, last_progress, stall_limit,
-                   tag_bits, sub_bits, stall_threshold, endpoint_port, offer_pkt, offer_flit,
+                   tag_bits, sub_bits, port_bytes, stall_threshold, endpoint_port, offer_pkt, offer_flit,
                    offer_vc, paused, sink_enable, sink_times, delivered, arrived):
     """Run the stimulus top from ``cycle`` to ``end`` at most (section 12.4).
 
@@ -181,8 +180,9 @@ def stimulus_block(st, prm, gen, snk, cycle, end, run_cycles, last_progress, sta
                                      snk.ready, paused, sink_enable, sink_times, delivered)
             for j in range(handed):
                 e, pkt = delivered[j, 0], delivered[j, 1]
-                sink_flit(e, cycle, in_window, tag_bits, sub_bits, gen.src[pkt], gen.seq[pkt],
-                          gen.born[pkt], np.int64(st.p_prio[pkt]), np.int64(st.p_length[pkt]),
+                sink_flit(e, cycle, in_window, tag_bits, sub_bits, port_bytes, gen.src[pkt],
+                          gen.seq[pkt], gen.born[pkt], np.int64(st.p_prio[pkt]),
+                          np.int64(st.p_length[pkt]),
                           np.int64(st.p_ecn_out[pkt]), delivered[j, 3], snk.packets, snk.flits,
                           snk.window_flits, snk.latency_sum, snk.latency_min, snk.latency_max,
                           snk.hash, snk.order_errors, snk.ce_packets, snk.histogram,
@@ -236,22 +236,21 @@ class StimulusModel:
             cycle, last_progress, status = stimulus_block(
                 st, prm, gen, snk, cycle, cycle + PROGRESS_CYCLES, settings.run_cycles,
                 last_progress, stall_limit, cfg.switch.tag_width, cfg.stimulus.hist_sub_bits,
-                settings.sink_stall, *scratch)
+                port_bytes(n), settings.sink_stall, *scratch)
             if progress is not None and status == _NEXT:
                 progress(cycle)
         self.state = st
-        return self._stats(st, prm, gen, snk, cycle, status == _STALLED, scratch[0])
+        return self._stats(st, gen, snk, cycle, status == _STALLED)
 
-    def _stats(self, st, prm, gen, snk, cycle, stalled, endpoint_port) -> StimulusStats:
+    def _stats(self, st, gen, snk, cycle, stalled) -> StimulusStats:
         cfg = self._cfg
-        np_ = cfg.switch.priorities
-        counters = {"rx_packets": st.rx[endpoint_port], "tx_packets": st.tx[endpoint_port],
-                    "drops": st.drops[endpoint_port]}
+        counters = {"rx_packets": st.rx, "tx_packets": st.tx, "drops": st.drops}
         if cfg.ecn.enabled:
-            rows = (endpoint_port[:, None] * np_ + np.arange(np_)).reshape(-1)
-            counters["ecn_marks"] = st.marks[rows]
+            counters["ecn_marks"] = st.marks
+        if cfg.fabric.is_fabric:
+            counters.update(link_flits=st.link_flits, router_peak=st.peak_stored)
         values = {"cycle": [cycle], "histogram": snk.histogram, **counters,
-                  "frame_errors": np.zeros(len(endpoint_port), np.int64)}
+                  "frame_errors": np.zeros(cfg.endpoints, np.int64)}
         for name in ("generated", "generated_flits", "refused"):
             values[name] = getattr(gen, name)
         for name in ("packets", "flits", "window_flits", "latency_sum", "latency_min",

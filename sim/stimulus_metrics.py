@@ -83,7 +83,8 @@ def stimulus_summary(cfg: FabricConfig, settings: StimulusSettings, stats: Stimu
                                               lowest=lowest, highest=highest)
             buckets[key] = list(bounds)
     counters = {name: s[name].reshape(-1).tolist()
-                for name in ("rx_packets", "tx_packets", "drops", "ecn_marks") if name in s}
+                for name in ("rx_packets", "tx_packets", "drops", "ecn_marks", "link_flits",
+                             "router_peak") if name in s}
     return {
         "throughput": float(per_port.mean()),
         "throughput_per_port": [float(x) for x in per_port],

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..stimulus import (CRC32_POLY, DRAW_BITS, SINK_KEY, TIMESTAMP_BITS, StimulusSettings,
-                        port_key, port_seed)
+                        port_bytes, port_key, port_seed)
 from ..formats.packet import CE
 from .kernel import kernel
 from .traffic_gen import xorshift_u64
@@ -70,15 +70,17 @@ def _crc_byte(c, byte, table):
 
 
 @kernel(inline=True)
-def sink_flit(o, cycle, in_window, tag_bits, sub_bits, src, seq, gen, prio, length, ecn, last,
-              packets, flits, window_flits, latency_sum, latency_min, latency_max, crc,
+def sink_flit(o, cycle, in_window, tag_bits, sub_bits, port_bytes, src, seq, gen, prio, length,
+              ecn, last, packets, flits, window_flits, latency_sum, latency_min, latency_max, crc,
               order_errors, ce_packets, hist, last_seq, seen, table):
     """Count one flit delivered at output ``o`` in ``cycle`` (section 12.3).
 
     ``src``, ``seq`` (the tag), ``gen``, ``prio``, ``length`` and ``ecn``
     (as delivered) describe its packet; ``last`` marks its tail, at which
     the packet's latency, histogram bucket, order check and hash record are
-    taken. The arrays are the sinks' state, updated in place.
+    taken (its source and output fields ``port_bytes`` wide,
+    ``superfabric.stimulus.port_bytes``). The arrays are the sinks' state,
+    updated in place.
     """
     flits[o, prio] += 1
     if not last:
@@ -118,8 +120,10 @@ def sink_flit(o, cycle, in_window, tag_bits, sub_bits, src, seq, gen, prio, leng
         c = _crc_byte(c, (tag >> (8 * k)) & 0xFF, table)
     for k in range(4):
         c = _crc_byte(c, (cycle >> (8 * k)) & 0xFF, table)
-    c = _crc_byte(c, src, table)
-    c = _crc_byte(c, o, table)
+    for k in range(port_bytes):
+        c = _crc_byte(c, (src >> (8 * k)) & 0xFF, table)
+    for k in range(port_bytes):
+        c = _crc_byte(c, (o >> (8 * k)) & 0xFF, table)
     c = _crc_byte(c, ecn, table)
     c = _crc_byte(c, prio, table)
     crc[o] = c ^ 0xFFFFFFFF
@@ -131,8 +135,9 @@ class Sinks:
 
     def __init__(self, cfg: FabricConfig, settings: StimulusSettings):
         sw, st = cfg.switch, cfg.stimulus
-        n, np_ = sw.ports, sw.priorities
+        n, np_ = cfg.endpoints, sw.priorities
         self.tag_bits = sw.tag_width
+        self.port_bytes = port_bytes(n)
         self.sub_bits = st.hist_sub_bits
         self.run_cycles = settings.run_cycles
         self.stall_threshold = settings.sink_stall
@@ -157,7 +162,7 @@ class Sinks:
         ``generators`` (source, tag, generation cycle) and ``core`` (class, length, ECN out)."""
         in_window = cycle < self.run_cycles
         for o, pkt, _, last in delivered:
-            sink_flit(o, cycle, in_window, self.tag_bits, self.sub_bits,
+            sink_flit(o, cycle, in_window, self.tag_bits, self.sub_bits, self.port_bytes,
                       int(generators.src[pkt]), int(generators.seq[pkt]), int(generators.gen[pkt]),
                       core.prio[pkt], core.length[pkt], core.ecn_out[pkt], last,
                       self.packets, self.flits, self.window_flits, self.latency_sum,

@@ -222,7 +222,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     of its own; Icarus has none.
     """
     from cocotb_tools.runner import get_runner
-    from ..hdl.verilog import VERILATOR_BUILD_ARGS, write_verilog
+    from ..hdl.verilog import verilator_build_args, write_verilog
 
     log = sys.stderr if log is None else log
     _point_at(sim)
@@ -247,7 +247,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                 # build runs without -Wall. FST keeps long waveforms small.
                 build_args = (["-Wno-fatal"] + (["--trace-fst"] if waves else [])
                               + (list(COVERAGE_ARGS) if coverage else [])
-                              + VERILATOR_BUILD_ARGS.get(top, []))
+                              + verilator_build_args(cfg, top))
                 if top in FAST:
                     build_args += list(VERILATOR_FAST)
                 if top in PORTS_ONLY:
@@ -268,7 +268,7 @@ def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
     Returns the executable. For the benchmark that measures what cocotb costs.
     """
     import hashlib
-    from ..hdl.verilog import write_verilog
+    from ..hdl.verilog import verilator_build_args, write_verilog
 
     exe = find_simulator("verilator")
     _point_at("verilator")
@@ -285,6 +285,7 @@ def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
         with open(log, "w") as f:
             done = subprocess.run(
                 [str(exe), "--cc", "--exe", "--build", "-j", "2", *VERILATOR_FAST, "-Wno-fatal",
+                 *verilator_build_args(cfg, top),
                  "--top-module", top, "--prefix", f"V{top}", "-Mdir", str(build_dir / "obj"),
                  "-o", top, str(rtl), str(harness)], stdout=f, stderr=subprocess.STDOUT)
         if done.returncode:

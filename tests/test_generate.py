@@ -58,7 +58,7 @@ FABRICS = {
 }
 
 
-def _lint_fabric_clean(verilog, tmp_path):
+def _lint_fabric_clean(verilog, tmp_path, top="fabric"):
     """Verilator's -Wall over every module of the fabric, and Icarus compiles it.
 
     Verilator flattens a design, so ``--lint-only`` would hold every router
@@ -66,7 +66,7 @@ def _lint_fabric_clean(verilog, tmp_path):
     the runner builds it, each router module is checked once and the top
     against its ports, under the same warnings."""
     lint = subprocess.run([str(find_simulator("verilator")), "--cc", "--hierarchical", "-Wall",
-                           "-Mdir", str(tmp_path / "obj"), "--top-module", "fabric",
+                           "-Mdir", str(tmp_path / "obj"), "--top-module", top,
                            str(verilog)], capture_output=True, text=True)
     assert lint.returncode == 0, (lint.stdout + lint.stderr)[-3000:]
     assert "%Warning" not in lint.stdout + lint.stderr
@@ -106,6 +106,33 @@ def test_generate_fabric_lint_clean(name, tmp_path):
     one = tmp_path / "one" / f"{kinds[0]}.v"
     assert "hier_block" not in one.read_text()
     _lint_clean(one, tmp_path / "one")
+
+
+@pytest.mark.parametrize("overrides", [
+    ["fabric.topology=torus", "fabric.dims=[2, 2]"],
+    ["fabric.topology=fat_tree", "fabric.routing=ecmp", "fabric.leaves=2", "fabric.spines=2",
+     "fabric.hosts_per_leaf=2"],
+], ids=["torus-2x2", "leaf-spine-2x2-2"])
+def test_generate_stimulus_around_a_fabric_lint_clean(overrides, tmp_path):
+    require_simulator("verilator")
+    require_simulator("icarus")
+    args = ["generate", "--preset", "tiny", "--top", "stimulus", "-o", str(tmp_path)]
+    for o in overrides:
+        args += ["--set", o]
+    res = superfabric(*args)
+    assert res.returncode == 0, res.stderr
+    verilog = tmp_path / "stimulus.v"
+    text = verilog.read_text()
+    cfg = FabricConfig.load(preset="tiny", overrides=overrides)
+    topo = Topology.of(cfg)
+    kinds = sorted({topo.router_kind(r) for r in range(topo.routers)})
+    # The router modules once each, for the hierarchical build; generators and sinks
+    # at every endpoint.
+    assert text.count("/* verilator hier_block */") == len(kinds)
+    assert "module stimulus(" in text
+    for e in range(topo.endpoints):
+        assert f"gen{e} (" in text and f"sink{e} (" in text
+    _lint_fabric_clean(verilog, tmp_path, top="stimulus")
 
 
 def test_generate_refuses_a_top_of_another_topology(tmp_path):

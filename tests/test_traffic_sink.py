@@ -16,7 +16,11 @@ from superfabric.hdl.traffic_sink import TrafficSink
 from superfabric.sim.traffic_gen import stimulus_settings
 from superfabric.sim.traffic_sink import CRC32_TABLE, Sinks, sink_flit
 from superfabric.stimulus import (SINK_KEY, bucket_bounds, crc32_update, delivery_record,
-                                  latency_bucket, port_key, port_seed)
+                                  latency_bucket, port_bytes, port_key, port_seed, record_bits)
+
+#: A fabric above 256 endpoints (the 8x8x6 torus, one class): 2-byte source and output fields.
+WIDE = ["switch.priorities=1", "fabric.topology=torus", "fabric.dims=[8, 8, 6]",
+        "stimulus.hist_buckets=40", "stimulus.hist_sub_bits=2"]
 
 
 def test_buckets_are_log_linear_and_cover_every_latency():
@@ -33,22 +37,31 @@ def test_buckets_are_log_linear_and_cover_every_latency():
     assert latency_bucket(1 << 30, 4, 256) == 255      # overflow into the last bucket
 
 
-def test_hash_record_and_crc_follow_zlib():
+@pytest.mark.parametrize("endpoints, size", [(32, 12), (256, 12), (257, 14), (1024, 14)])
+def test_hash_record_and_crc_follow_zlib(endpoints, size):
+    assert record_bits(endpoints) == 8 * size
     rng = random.Random(1)
     crc = 0
     data = b""
     for _ in range(200):
-        record = delivery_record(rng.getrandbits(32), rng.randrange(32), rng.randrange(32),
-                                 rng.getrandbits(40), rng.randrange(4), rng.randrange(8))
-        data += record.to_bytes(12, "little")
-        crc = crc32_update(crc, record)
+        src, out = rng.randrange(endpoints), rng.randrange(endpoints)
+        tag, cycle, ecn, prio = (rng.getrandbits(32), rng.getrandbits(40), rng.randrange(4),
+                                 rng.randrange(8))
+        record = delivery_record(tag, src, out, cycle, ecn, prio, endpoints=endpoints)
+        field = port_bytes(endpoints)
+        data += (tag.to_bytes(4, "little") + (cycle & 0xFFFFFFFF).to_bytes(4, "little")
+                 + src.to_bytes(field, "little") + out.to_bytes(field, "little")
+                 + bytes([ecn, prio]))
+        assert record.to_bytes(size, "little") == data[-size:]
+        crc = crc32_update(crc, record, record_bits(endpoints))
         assert crc == zlib.crc32(data)
 
 
-def test_model_kernel_buckets_and_hash_equal_the_definitions():
+@pytest.mark.parametrize("n", [4, 384])
+def test_model_kernel_buckets_and_hash_equal_the_definitions(n):
     # One sink, one class: every packet's latency lands where latency_bucket says, and the
-    # running hash is zlib's CRC-32 of the records.
-    n, buckets = 4, 64
+    # running hash is zlib's CRC-32 of the records (2-byte ports above 256 endpoints).
+    buckets, out = 64, n - 2
     state = {name: np.zeros(shape, np.int64) for name, shape in (
         ("packets", (n, 1)), ("flits", (n, 1)), ("window_flits", n), ("latency_sum", n),
         ("latency_min", n), ("latency_max", n), ("crc", n), ("order_errors", n),
@@ -60,21 +73,24 @@ def test_model_kernel_buckets_and_hash_equal_the_definitions():
         cycle = 10 ** 6 + k
         latency = rng.choice([rng.randrange(40), rng.randrange(5000), rng.getrandbits(24)])
         src = rng.randrange(n)
-        sink_flit(2, cycle, True, 16, 3, src, k, cycle - latency, 0, 1, 2, True, *state.values(),
-                  CRC32_TABLE)
+        sink_flit(out, cycle, True, 16, 3, port_bytes(n), src, k, cycle - latency, 0, 1, 2, True,
+                  *state.values(), CRC32_TABLE)
         want[latency_bucket(latency, 3, buckets)] += 1
-        data += delivery_record(k, src, 2, cycle, 2, 0).to_bytes(12, "little")
-    assert np.array_equal(state["hist"][2], want)
-    assert state["crc"][2] == zlib.crc32(data)
-    assert state["order_errors"][2] == 0
+        data += delivery_record(k, src, out, cycle, 2, 0, endpoints=n).to_bytes(
+            record_bits(n) // 8, "little")
+    assert np.array_equal(state["hist"][out], want)
+    assert state["crc"][out] == zlib.crc32(data)
+    assert state["order_errors"][out] == 0
 
 
 def flit_stream(cfg, port, rng, packets):
     """Packets toward sink ``port``: random sources, classes, lengths, ECN and latencies;
     per flow mostly increasing tags, sometimes a repeat or a step back; now and then a
-    malformed flit (wrong first bit, a changed header field, another output)."""
+    malformed flit (wrong first bit, a changed header field, another output; in a fabric,
+    hops that change within the packet or a VC other than 0)."""
     sw = cfg.switch
-    n, np_ = sw.ports, sw.priorities
+    n, np_ = cfg.endpoints, sw.priorities
+    fabric = cfg.fabric.is_fabric
     next_tag = {}
     for _ in range(packets):
         src, prio = rng.randrange(n), rng.randrange(np_)
@@ -90,11 +106,14 @@ def flit_stream(cfg, port, rng, packets):
         latency = rng.choice([rng.randrange(64), rng.randrange(2000), rng.getrandbits(22)])
         fields = {"src": src, "prio": prio, "tag": tag, "length": length, "dst": port,
                   "ecn": rng.randrange(4), "latency": latency}
+        if fabric:
+            fields.update(hops=rng.randrange(8), vc=0)
         flits = []
         for k in range(length):
             flit = dict(fields, first=int(k == 0), last=int(k == length - 1))
             if rng.random() < 0.02:
-                key = rng.choice(["first", "dst", "src", "tag", "prio", "ecn"])
+                key = rng.choice(["first", "dst", "src", "tag", "prio", "ecn"]
+                                 + (["hops", "vc"] if fabric else []))
                 flit[key] ^= 1
                 flit["prio"] %= np_
                 flit["dst"] %= n
@@ -109,12 +128,15 @@ def simulate(cfg, port, seed, *, stall, packets=400):
     settings = dataclasses.replace(
         stimulus_settings(cfg, "uniform", load=0.5, cycles=1000, seed=seed, sink_stall=stall),
         run_cycles=rng_cycles(seed))
-    dut = TrafficSink(layout=layout, port=port, ports=cfg.switch.ports,
+    dut = TrafficSink(layout=layout, port=port, ports=cfg.endpoints,
                       priorities=cfg.switch.priorities, counter_width=st.counter_width,
                       hist_buckets=st.hist_buckets, hist_sub_bits=st.hist_sub_bits)
     model = Sinks(cfg, settings)
     rng = random.Random(seed)
     expected_frame_errors = 0
+    fields = ["first", "last", "dst", "src", "prio", "ecn", "length", "tag"]
+    if cfg.fabric.is_fabric:
+        fields += ["hops", "vc"]
 
     async def testbench(ctx):
         nonlocal expected_frame_errors
@@ -124,7 +146,7 @@ def simulate(cfg, port, seed, *, stall, packets=400):
         while not ctx.get(dut.cleared):
             await ctx.tick()
             clearing += 1
-        assert clearing == max(st.hist_buckets, cfg.switch.ports * cfg.switch.priorities)
+        assert clearing == max(st.hist_buckets, cfg.endpoints * cfg.switch.priorities)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -140,9 +162,8 @@ def simulate(cfg, port, seed, *, stall, packets=400):
                     ctx.set(dut.i.valid, valid)
                     ctx.set(dut.timestamp, cycle & 0xFFFFFFFF)
                     ctx.set(dut.window, cycle < settings.run_cycles)
-                    ctx.set(payload, layout.const({**{f: flit[f] for f in (
-                        "first", "last", "dst", "src", "prio", "ecn", "length", "tag")},
-                        "data": gen}).as_bits())
+                    ctx.set(payload, layout.const({**{f: flit[f] for f in fields},
+                                                   "data": gen}).as_bits())
                     ready = model.ready() >> port & 1
                     assert ctx.get(dut.i.ready) == ready, f"cycle {cycle}"
                     await ctx.tick()
@@ -151,11 +172,12 @@ def simulate(cfg, port, seed, *, stall, packets=400):
                         break
                 if k == 0:
                     head = flit
-                same = all(flit[f] == head[f] for f in ("src", "tag", "prio", "ecn"))
+                same = all(flit[f] == head[f] for f in ("src", "tag", "prio", "ecn", "hops")
+                           if f in flit)
                 expected_frame_errors += (flit["first"] != (k == 0) or (k > 0 and not same)
-                                          or flit["dst"] != port)
+                                          or flit["dst"] != port or flit.get("vc", 0) != 0)
                 sink_flit(port, cycle - 1, cycle - 1 < settings.run_cycles, cfg.switch.tag_width,
-                          st.hist_sub_bits, flit["src"], flit["tag"], gen, flit["prio"],
+                          st.hist_sub_bits, model.port_bytes, flit["src"], flit["tag"], gen, flit["prio"],
                           flit["length"], flit["ecn"], flit["last"], model.packets, model.flits,
                           model.window_flits, model.latency_sum, model.latency_min,
                           model.latency_max, model.hash, model.order_errors, model.ce_packets,
@@ -191,6 +213,7 @@ def rng_cycles(seed):
     (["switch.ports=5", "switch.priorities=3", "switch.tag_width=8", "switch.max_packet_flits=4",
       "stimulus.hist_buckets=40", "stimulus.hist_sub_bits=2", "stimulus.counter_width=32"],
      4, 3, 0.2),
+    (WIDE, 300, 4, 0.2),
 ])
 def test_sink_matches_model(overrides, port, seed, stall):
     simulate(FabricConfig.load(overrides=overrides), port, seed, stall=stall)

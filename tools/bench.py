@@ -1,12 +1,14 @@
 """Simulation speed and the figures the README quotes: the golden model across sizes,
 loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and the
-RDMA fabric on the model and both RTL simulators; and the limit, the stimulus top under
-cocotb against the same Verilog under a plain Verilator harness.
+RDMA fabric on the model and both RTL simulators; the limit, the stimulus top under
+cocotb against the same Verilog under a plain Verilator harness; and the stimulus top
+around the 4x4x4 and the 8x8x6 tori.
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model.
 ``python -m superfabric.tools.bench [model] [fabric] [trace] [rdma] [stimulus]
-[--cycles N] [--against REV]`` runs the tables named (all by default); ``--cycles``
+[fabric-stimulus] [--cycles N] [--against REV]`` runs the tables named (all by
+default); ``--cycles``
 is the stimulus run's generation window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
 ``--dcqcn DIR`` runs only congestion control on the default fabric (PFC alone against
@@ -240,7 +242,12 @@ def dcqcn_table(out: Path) -> None:
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
-TABLES = ("model", "fabric", "trace", "rdma", "stimulus")
+TABLES = ("model", "fabric", "trace", "rdma", "stimulus", "fabric-stimulus")
+#: The stimulus top around fabrics: (name, overrides, loads, generation window).
+FABRIC_STIMULUS = (
+    ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
+    ("8x8x6 torus, dor, 2 VCs", SUPERNODE, (0.2, 0.4, 0.6), 20_000),
+)
 #: Runs of each harness; the faster of each is compared, the machine being shared.
 REPEATS = 2
 
@@ -254,7 +261,7 @@ def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
     for name, _, words in regmap.stats:
         names += [name] * words
         reads += [regmap.address(name, k) for k in range(words)]
-    for port in range(cfg.switch.ports):
+    for port in range(cfg.endpoints):
         names += ["histogram"] * cfg.stimulus.hist_buckets
         reads += [regmap.hist_address(port, b) for b in range(cfg.stimulus.hist_buckets)]
     (work / "writes.txt").write_text("".join(f"{a} {v}\n" for a, v in regmap.writes(settings)))
@@ -305,6 +312,50 @@ def stimulus_table(cycles: int) -> None:
           f"(the faster of {REPEATS} runs each)")
 
 
+def fabric_stimulus_table() -> None:
+    """The stimulus top around the fabrics of :data:`FABRIC_STIMULUS`, uniform traffic,
+    1-flit packets: build times, then per load the model, plain Verilator and
+    Verilator + cocotb, each run's statistics held against the model's."""
+    from ..sim.stimulus import StimulusModel, compare_stats
+    from ..sim.traffic_gen import stimulus_settings
+    from ..tb.runner import build, build_harness
+    from ..tb.stimulus_runner import run_stimulus_rtl
+
+    print(f"{'stimulus top around a fabric':<36} {'load':>5} {'runner':<20} {'cycles':>8} "
+          f"{'cycles/s':>9} {'accepted':>8}  statistics")
+    for name, overrides, loads, cycles in FABRIC_STIMULUS:
+        cfg = FabricConfig.load(overrides=overrides)
+        builds = []
+        for who, make in (("cocotb", lambda: build(cfg, sim="verilator", top="stimulus")),
+                          ("plain", lambda: build_harness(cfg, top="stimulus",
+                                                          harness=HARNESS))):
+            t0 = time.perf_counter()
+            make()
+            builds.append(f"{who} {time.perf_counter() - t0:,.0f} s")
+        print(f"{name:<36} Verilator builds (0 when cached): {', '.join(builds)}")
+        exe = build_harness(cfg, top="stimulus", harness=HARNESS)
+        for load in loads:
+            settings = stimulus_settings(cfg, "uniform", load=load, cycles=cycles, seed=1)
+            t0 = time.perf_counter()
+            model = StimulusModel(cfg).run(settings)
+            rows = [("golden model", model, time.perf_counter() - t0)]
+            with tempfile.TemporaryDirectory() as work:
+                stats, seconds = run_plain(cfg, settings, exe, Path(work))
+                rows.append(("plain Verilator", stats, seconds))
+            with tempfile.TemporaryDirectory() as work:
+                stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator", out_dir=work)
+                rows.append(("Verilator + cocotb", stats, timing["run_seconds"]))
+            for who, stats, seconds in rows:
+                accepted = stats["window_flits"].sum() / cycles / cfg.endpoints
+                if stats is model:
+                    verdict = "-"
+                else:
+                    match = compare_stats(stats, model)
+                    verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
+                print(f"{'':<36} {load:>5} {who:<20} {stats.cycles:>8,} "
+                      f"{stats.cycles / seconds:>9,.0f} {accepted:>8.3f}  {verdict}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the tables asked for (all by default)."""
     p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench",
@@ -337,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
         print()
     if "stimulus" in tables:
         stimulus_table(args.cycles)
+        print()
+    if "fabric-stimulus" in tables:
+        fabric_stimulus_table()
     return 0
 
 

@@ -1,7 +1,7 @@
 """The router: an input-queued crossbar with VOQs, iSLIP and egress queues, routing at
 ingress, virtual channels and credits on its link ports (docs/architecture.md 4, 11)."""
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Array, Const, unsigned
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -434,8 +434,8 @@ class Router(wiring.Component):
         """The flit leaving each input's read register: the ECN mark applied, and in a
         fabric the output VC written. ``starts``: per input the start, its output and
         class."""
-        cfg, sw = self._cfg, self._cfg.switch
-        n, np_ = self._n, sw.priorities
+        cfg = self._cfg
+        n = self._n
         if cfg.ecn.enabled:
             m.submodules.ecn = marker = EcnMarker(cfg, ports=n, most=self.capacity,
                                                   seeded=self._fabric)

@@ -289,14 +289,25 @@ def waiting_cycle(st, prm, topo: Topology) -> str:
 
 def describe_waits(topo: Topology, waits, vcs: int) -> str:
     """One line naming a cycle of the graph ``waits`` of channels ``(link, pool)``, an
-    edge from a channel holding flits to one it waits for; empty when it has none."""
+    edge from a channel holding flits to one it waits for; empty when it has none.
+
+    The cycle named is canonical, so that two observers of one deadlock (the model's
+    packet waits, the testbench's link credits) name the same one: it passes through the
+    lowest channel on any cycle, and follows the shortest way back to it, lowest
+    channels first."""
     import networkx as nx
-    try:
-        cycle = nx.find_cycle(waits)
-    except nx.NetworkXNoCycle:
+    cyclic = [c for c in nx.strongly_connected_components(waits)
+              if len(c) > 1 or any(waits.has_edge(n, n) for n in c)]
+    if not cyclic:
         return ""
+    start = min(min(c) for c in cyclic)
+    component = next(c for c in cyclic if start in c)
+    ordered = nx.DiGraph()
+    ordered.add_edges_from(sorted(waits.subgraph(component).edges))
+    path = nx.shortest_path(ordered, min(ordered.successors(start)), start)
+    channels = [start] + path[:-1] if path[0] != start else [start]
     names = [f"router {topo.links[link][0]} port {topo.links[link][1]} class {pool // vcs} "
-             f"vc {pool % vcs}" for (link, pool), _ in cycle]
+             f"vc {pool % vcs}" for link, pool in channels]
     return "deadlock: " + " -> ".join(names + names[:1]) + " (each holds flits and waits " \
         "for credits of the next)"
 

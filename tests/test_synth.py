@@ -183,6 +183,10 @@ def test_tool_run_says_what_it_waits_for(tmp_path, monkeypatch):
     (["--target", "ecp5", "--speed", "9"], "--speed = 9: must be 6, 7 or 8"),
     (["--target", "ice40", "--speed", "8"], "--speed = 8: must be none for iCE40HX8K"),
     (["--target", "ecp5", "--freq", "0"], "--freq = 0.0: must be in (0, 1000] MHz"),
+    (["--target", "ecp5", "--router", "router3"], "--router = router3: must be one of router1, "
+                                                  "router2"),
+    (["--target", "xilinx", "--router", "router2"], "--router = router2: only for targets with "
+                                                    "place and route"),
     (["--target", "ecp5", "--top", "router"], "--top = 'router': must be one of switch, "),
     (["--target", "ecp5", "--set", "switch.ports=1"], "switch.ports = 1"),
     (["--target", "ecp5", "--vary", "switch.ports"], "--vary 'switch.ports': must look like"),
@@ -269,9 +273,12 @@ def test_tiny_switch_report(tiny_xilinx, tmp_path):
 
 def test_place_and_route_on_ecp5(capsys, tmp_path):
     """A skid buffer through nextpnr: Fmax, the critical path, and the device as nextpnr sees it."""
-    status, _ = synth(capsys, *SKID, "--target", "ecp5", "--freq", "50", "-o", str(tmp_path))
+    status, _ = synth(capsys, *SKID, "--target", "ecp5", "--freq", "50", "--router", "router2",
+                      "-o", str(tmp_path))
     assert status == 0
     synth_json = json.loads((tmp_path / "synth.json").read_text())
+    assert synth_json["router"] == "router2"
+    assert "Running router2" in (tmp_path / "nextpnr.log").read_text()
     timing = synth_json["timing"]
     assert timing["constraint_mhz"] == 50 and timing["fmax_mhz"] > 50 and timing["met"]
     path = timing["critical_path"]

@@ -154,6 +154,9 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--freq", type=float, default=None, metavar="MHZ",
                     help="clock constraint of place and route (default: 100 ECP5, 50 iCE40)")
     sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    sy.add_argument("--router", default=None, metavar="router1|router2",
+                    help="nextpnr's router (default: nextpnr's, router1); router2 finishes "
+                         "congested designs that router1 does not")
     sy.add_argument("--flatten", action="store_true",
                     help="optimise across the block's modules (no per-module breakdown)")
     sy.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
@@ -255,7 +258,7 @@ def _synth(args) -> int:
     cfg, top = _top_config(args)
     options = dict(target=args.target, device=args.device, package=args.package,
                    speed=args.speed, freq_mhz=args.freq, top=top, flatten=args.flatten,
-                   seed=args.seed)
+                   seed=args.seed, router=args.router)
     if args.vary:
         from .synth_sweep import plan_synth_sweep, run_synth_sweep
         if args.workers < 1:

@@ -57,7 +57,8 @@ class SynthError(ValueError):
 def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: str | None = None,
                package: str | None = None, speed: int | None = None,
                freq_mhz: float | None = None, top: str = "switch", flatten: bool = False,
-               seed: int = 1, stream=sys.stderr, quiet: bool = False) -> dict:
+               seed: int = 1, router: str | None = None, stream=sys.stderr,
+               quiet: bool = False) -> dict:
     """Synthesise ``top`` of ``cfg`` for ``target``, place and route it where the target has
     nextpnr, and write ``out_dir/synth.json``.
 
@@ -74,6 +75,10 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         Optimise across module boundaries; no per-module breakdown.
     seed : int
         nextpnr's placement seed (results move a little with it).
+    router : str, optional
+        nextpnr's router, ``router1`` (nextpnr's default) or ``router2``, which
+        finishes congested designs that ``router1`` does not (the 8-port
+        switch on the LFE5UM-85F: routed in 10 minutes, against more than 100).
     stream, quiet
         Progress lines go to ``stream``, or nowhere when ``quiet``.
 
@@ -99,7 +104,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     except ValueError as e:
         raise SynthError(str(e)) from None
     tgt = TARGETS[target]
-    options = _device_options(tgt, dev, package=package, speed=speed, freq_mhz=freq_mhz)
+    options = _device_options(tgt, dev, package=package, speed=speed, freq_mhz=freq_mhz,
+                               router=router)
     # Before minutes of work, the tools must be there.
     for tool in ("yosys", tgt.nextpnr):
         if tool:
@@ -154,6 +160,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
             "utilization": utilization,
             "timing": timing,
             "seed": seed if tgt.nextpnr else None,
+            "router": options["router"],
             "tools": versions,
             "steps": steps,
             "wall_seconds": round(time.monotonic() - wall, 2),
@@ -173,6 +180,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         return record()
     args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
             "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
+            *(["--router", options["router"]] if options["router"] else []),
             "--report", "report.json"]
     result = run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
                       what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
@@ -209,14 +217,21 @@ def _describe(cfg: FabricConfig, top: str) -> str:
     return what if top != "rdma_engine" else f"{what}, {cfg.rdma.qps} QPs"
 
 
-def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz) -> dict:
-    """nextpnr's package and speed options, and the clock constraint; checked."""
+#: nextpnr's routers (``--router``).
+ROUTERS = ("router1", "router2")
+
+
+def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router) -> dict:
+    """nextpnr's package and speed options, the router, and the clock constraint; checked."""
     if tgt.nextpnr is None:
-        for name, value in (("--package", package), ("--speed", speed), ("--freq", freq_mhz)):
+        for name, value in (("--package", package), ("--speed", speed), ("--freq", freq_mhz),
+                            ("--router", router)):
             if value is not None:
                 raise SynthError(f"{name} = {value}: only for targets with place and route "
                                  f"(ecp5, ice40), not {tgt.name}")
-        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None}
+        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None}
+    if router is not None and router not in ROUTERS:
+        raise SynthError(f"--router = {router}: must be one of {', '.join(ROUTERS)}")
     freq = tgt.default_freq_mhz if freq_mhz is None else freq_mhz
     if not 0 < freq <= 1000:
         raise SynthError(f"--freq = {freq_mhz}: must be in (0, 1000] MHz")
@@ -228,7 +243,8 @@ def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz) -> di
     if dev.speed is not None:
         args += ["--speed", str(speed or dev.speed)]
     args.append("--lpf-allow-unconstrained" if tgt.name == "ecp5" else "--pcf-allow-unconstrained")
-    return {"nextpnr": args, "package": pkg, "speed": speed or dev.speed, "freq_mhz": freq}
+    return {"nextpnr": args, "package": pkg, "speed": speed or dev.speed, "freq_mhz": freq,
+            "router": router}
 
 
 def _yosys_script(tgt: Target, top: str, verilog: str, *, flatten: bool, netlist: bool) -> str:

@@ -56,6 +56,9 @@ CASES = [
     ("leaf-spine-ecmp", "hotspot", 0.2, 300, "fixed:2", VERILATOR),
     ("leaf-spine-adaptive", "uniform", 0.5, 400, "bimodal:1,4,0.5", VERILATOR),
     ("leaf-spine-adaptive", "permutation", 0.8, 300, "fixed:3", VERILATOR),
+    # The 64-router torus on Icarus too: it runs about 3 cycles/s, so short traces.
+    ("torus-dor", "uniform", 0.3, 120, "bimodal:1,4,0.5", ICARUS),
+    ("torus-dor", "tornado", 0.5, 120, "fixed:2", ICARUS),
     ("torus-2x2-dor", "uniform", 0.5, 300, "bimodal:1,4,0.5", ICARUS),
     ("torus-2x2-dor", "neighbour", 0.8, 300, "fixed:2", ICARUS),
     # Two inputs of a router choosing the same adaptive (output, VC) in a cycle.

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..topology import Topology
 from .report_data import ReportData, ReportKind, curve, latency
-from .report_plots import Plot, figure, legend, plain_log_ticks
+from .report_plots import Plot, figure, legend, plain_log_ticks, throughput_plot
 from .report_switch import (plot_ecn, plot_latency_cdf, plot_pfc, switch_match_summary,
                             switch_tables, switch_traffic)
 
@@ -51,24 +51,12 @@ def _bounds(data: ReportData) -> dict[str, float]:
 
 
 def _plot_throughput(data: ReportData) -> Plot | None:
-    series = data.series()
-    if not series:
-        return None
-    fig, (ax,) = figure()
-    top = max(1.0, max(m.point.load for m in data.measures))
-    ax.plot([0, top], [0, top], color="0.6", linewidth=1, label="ideal (accepted = offered)")
-    for label, bound in sorted(_bounds(data).items()):
-        if bound < top:
-            ax.axhline(bound, color="0.4", linestyle=":", linewidth=1.2,
-                       label=f"topology bound, {label}: {bound:.3f}")
-    for key in series:
-        ax.plot(*curve(data.of(key), lambda f: f.get("throughput")), **data.style(key))
-    ax.set(xlabel="offered load (flits per endpoint per cycle)",
-           ylabel="accepted throughput (flits per endpoint per cycle)",
-           title="Accepted throughput", xlim=(0, top * 1.02), ylim=(0, top * 1.02))
-    legend(fig, ax)
-    return Plot("throughput.png", "Accepted throughput", fig,
-                "Accepted throughput against offered load, mean over seeds; model dashed, RTL "
+    references = [(bound, f"topology bound, {label}: {bound:.3f}")
+                  for label, bound in sorted(_bounds(data).items())]
+    return throughput_plot(
+        data, references, unit_in="flits per endpoint per cycle",
+        unit_out="flits per endpoint per cycle",
+        caption="Accepted throughput against offered load, mean over seeds; model dashed, RTL "
                 "solid. The dotted lines are each topology's ideal throughput under uniform "
                 "traffic (docs/architecture.md 11.8): 8/k per router for a torus's largest ring "
                 "k, bisection-limited; S / (H (1 - 1/L)) for a leaf-spine.")

@@ -13,10 +13,10 @@ from typing import Callable
 
 import numpy as np
 
-from .report_data import ReportData
+from .report_data import ReportData, curve
 from .report_source import Point
 
-__all__ = ["Plot", "figure", "legend", "plain_log_ticks", "latency_cdf"]
+__all__ = ["Plot", "figure", "legend", "plain_log_ticks", "latency_cdf", "throughput_plot"]
 
 
 @dataclass
@@ -99,3 +99,25 @@ def latency_cdf(data: ReportData, latencies: Callable[[Point, str], np.ndarray |
                 f"Distribution of {what} latency at offered load {data.chosen_load:g}, the "
                 f"{population} of all seeds pooled ({runs} runs' {files}); model dashed, "
                 f"RTL solid.")
+
+
+def throughput_plot(data: ReportData, references: list[tuple[float, str]], *, unit_in: str,
+                    unit_out: str, caption: str) -> Plot | None:
+    """Accepted throughput against offered load, mean over seeds, one curve per series, the
+    ideal line, and ``references`` as dotted horizontal lines (value, legend label) where
+    they fall below the plot's top; ``unit_in``/``unit_out`` name the axes' units."""
+    series = data.series()
+    if not series:
+        return None
+    fig, (ax,) = figure()
+    top = max(1.0, max(m.point.load for m in data.measures))
+    ax.plot([0, top], [0, top], color="0.6", linewidth=1, label="ideal (accepted = offered)")
+    for value, label in references:
+        if value < top:
+            ax.axhline(value, color="0.4", linestyle=":", linewidth=1.2, label=label)
+    for key in series:
+        ax.plot(*curve(data.of(key), lambda f: f.get("throughput")), **data.style(key))
+    ax.set(xlabel=f"offered load ({unit_in})", ylabel=f"accepted throughput ({unit_out})",
+           title="Accepted throughput", xlim=(0, top * 1.02), ylim=(0, top * 1.02))
+    legend(fig, ax)
+    return Plot("throughput.png", "Accepted throughput", fig, caption)

@@ -20,7 +20,7 @@ from ..formats.packet import CE, ECT0, ECT1
 from .report_data import ReportData, ReportKind, curve, latency, same_load
 from .report_document import (compared_cells, failed_row, format_latency, format_throughput,
                               match_cell, row_head, sort_key)
-from .report_plots import Plot, figure, latency_cdf, legend, plain_log_ticks
+from .report_plots import Plot, figure, latency_cdf, legend, plain_log_ticks, throughput_plot
 from .report_source import Point, distinct
 
 __all__ = ["HOL_SATURATION", "ONE_FLIT_ZERO_LOAD_LATENCY", "PLOTS", "SWITCH", "TABLE_HEADER",
@@ -97,24 +97,14 @@ def _zero_load_latency(data: ReportData, ports: int) -> tuple[float, str] | None
 
 
 def _plot_throughput(data: ReportData) -> Plot | None:
-    series = data.series()
-    if not series:
-        return None
-    fig, (ax,) = figure()
-    top = max(1.0, max(m.point.load for m in data.measures))
-    ax.plot([0, top], [0, top], color="0.6", linewidth=1, label="ideal (accepted = offered)")
+    references = []
     for ports in _reference_ports(data):
         sat = hol_saturation(ports)
-        ax.axhline(sat, color="0.4", linestyle=":", linewidth=1.2,
-                   label=f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}")
-    for key in series:
-        ax.plot(*curve(data.of(key), lambda f: f.get("throughput")), **data.style(key))
-    ax.set(xlabel="offered load (flits per input per cycle)",
-           ylabel="accepted throughput (flits per output per cycle)",
-           title="Accepted throughput", xlim=(0, top * 1.02), ylim=(0, top * 1.02))
-    legend(fig, ax)
-    return Plot("throughput.png", "Accepted throughput", fig,
-                "Accepted throughput against offered load, mean over seeds. The grey line is "
+        references.append((sat, f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}"))
+    return throughput_plot(
+        data, references, unit_in="flits per input per cycle",
+        unit_out="flits per output per cycle",
+        caption="Accepted throughput against offered load, mean over seeds. The grey line is "
                 "ideal; the dotted line is the saturation throughput of one FIFO per input "
                 "under uniform traffic (head-of-line blocking, Karol et al. 1987).")
 

@@ -10,7 +10,7 @@ follows the same text.
 from types import SimpleNamespace
 
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
-from amaranth.lib import stream, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -30,8 +30,16 @@ __all__ = ["RdmaEngine", "read_buffer_depth"]
 
 PSN = wire.PSN_BITS
 
-# A data packet's receive decision, held from its RETH to its last flit.
-NONE, ACCEPT, DENIED, DUPLICATE, GAP, RENAK = range(6)
+
+class Verdict(enum.Enum, shape=3):
+    """A data packet's receive decision (section 10.6 step 5), held from its
+    RETH to its last flit; ``NONE`` for a corrupt or blocked packet, or none."""
+    NONE = 0
+    ACCEPT = 1
+    DENIED = 2
+    DUPLICATE = 3
+    GAP = 4
+    RENAK = 5
 
 
 def _memory_port(cfg: FabricConfig) -> wiring.Signature:
@@ -484,7 +492,7 @@ class RdmaEngine(wiring.Component):
         # The decision's context updates wait for the packet's last flit, so
         # that no acknowledgement covers a packet before its data is written.
         rx_x = Signal(range(NC))
-        rx_kind = Signal(range(6))
+        rx_kind = Signal(Verdict)
         rx_epoch = Signal(wire.EPOCH_BITS)
         rx_psn = Signal(PSN)
         rx_ack_req = Signal()
@@ -492,13 +500,24 @@ class RdmaEngine(wiring.Component):
             m.d.sync += [rx_write.eq(v_accept), rx_rkey.eq(rr.rkey), rx_va.eq(rr.raddr + rr.offset),
                          rx_rcpl.eq(wire_is_send_last(hb.opcode)), rx_dqp.eq(hb.dqp),
                          rx_mlen.eq(rr.mlen), rx_x.eq(x), rx_ack_req.eq(hb.ack_req),
-                         rx_epoch.eq(hb.epoch), rx_psn.eq(hb.psn),
-                         rx_kind.eq(Mux(v_accept, ACCEPT, Mux(v_denied, DENIED, Mux(v_dup, DUPLICATE,
-                                        Mux(v_gap, GAP, Mux(v_renak, RENAK, NONE))))))]
+                         rx_epoch.eq(hb.epoch), rx_psn.eq(hb.psn)]
+            # At most one of these holds; none: a corrupt or blocked packet.
+            with m.If(v_accept):
+                m.d.sync += rx_kind.eq(Verdict.ACCEPT)
+            with m.Elif(v_denied):
+                m.d.sync += rx_kind.eq(Verdict.DENIED)
+            with m.Elif(v_dup):
+                m.d.sync += rx_kind.eq(Verdict.DUPLICATE)
+            with m.Elif(v_gap):
+                m.d.sync += rx_kind.eq(Verdict.GAP)
+            with m.Elif(v_renak):
+                m.d.sync += rx_kind.eq(Verdict.RENAK)
+            with m.Else():
+                m.d.sync += rx_kind.eq(Verdict.NONE)
         packet_end = Signal()
         m.d.comb += packet_end.eq(self.rx.valid & ~rx.first & (rx_k >= 2) & rx.last)
         with m.If(packet_end):
-            m.d.sync += rx_kind.eq(NONE)
+            m.d.sync += rx_kind.eq(Verdict.NONE)
         writer = tables.lookup(m, rx_rkey, "dma_wr")
         payload_in = self.rx.valid & ~rx.first & (rx_k >= 2) & rx_write
         m.d.comb += [self.dma.wr_en.eq(payload_in), self.dma.wr_addr.eq(writer.translate(rx_va)),
@@ -594,7 +613,7 @@ class RdmaEngine(wiring.Component):
         rx_kind, rx_x, packet_end = rx.rx_kind, rx.rx_x, rx.packet_end
         for c in range(NC):
             picked = pick.ctrl & (pick.ctrl_x == c)
-            accepted = packet_end & (rx_kind == ACCEPT) & (rx_x == c)
+            accepted = packet_end & (rx_kind == Verdict.ACCEPT) & (rx_x == c)
             left = Mux(picked, 0, unacked[c])
             total = Signal(W.bit_length(), name=f"cx_unacked_next{c}")
             m.d.comb += total.eq(left + accepted)
@@ -610,23 +629,23 @@ class RdmaEngine(wiring.Component):
             with m.Else():
                 m.d.sync += ack_timer[c].eq(0)
             with m.If(packet_end & (rx_x == c)):
-                with m.If((rx_kind != NONE) & (rx_kind != RENAK)):
+                with m.If((rx_kind != Verdict.NONE) & (rx_kind != Verdict.RENAK)):
                     # A live packet: its epoch is the context's (a switch ends
                     # the wait); a denial starts the wait again.
                     m.d.sync += [awaiting[c].eq(0), r.cx_epoch[c].eq(rx.rx_epoch)]
                 with m.Switch(rx_kind):
-                    with m.Case(DENIED):
+                    with m.Case(Verdict.DENIED):
                         m.d.sync += [pend_acc[c].eq(1), epsn[c].eq(epsn[c] + 1), awaiting[c].eq(1),
                                      r.denied[c].eq(rx.rx_psn)]
-                    with m.Case(RENAK):
+                    with m.Case(Verdict.RENAK):
                         m.d.sync += pend_acc[c].eq(1)
-                    with m.Case(ACCEPT):
+                    with m.Case(Verdict.ACCEPT):
                         m.d.sync += [epsn[c].eq(epsn[c] + 1), nak_sent[c].eq(0)]
                         with m.If(rx.rx_ack_req | (total >= rd.ack_every)):
                             m.d.sync += pend_ack[c].eq(1)
-                    with m.Case(DUPLICATE):
+                    with m.Case(Verdict.DUPLICATE):
                         m.d.sync += pend_ack[c].eq(1)
-                    with m.Case(GAP):
+                    with m.Case(Verdict.GAP):
                         with m.If(~nak_sent[c]):
                             m.d.sync += [pend_seq[c].eq(1), nak_sent[c].eq(1)]
 

@@ -83,12 +83,28 @@ class RdmaEngine(wiring.Component):
     cnp_valid, cnp_context : with ``[dcqcn] enabled``, a CNP picked this cycle
         and the receive context it answers; rate, rate_changed: each channel's
         rate and whether it changed at the last edge (section 10.13).
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+        The fabric, with ``[rdma] enabled``.
+    endpoint : int
+        The engine's own endpoint, ``0 .. switch.ports - 1`` (its source
+        address on the fabric; a WR to it is a bad request).
     """
 
-    def __init__(self, cfg: FabricConfig, endpoint: int):
+    def __init__(self, cfg: FabricConfig, *, endpoint: int):
+        if not isinstance(cfg, FabricConfig):
+            raise TypeError(f"cfg must be a FabricConfig, not {cfg!r}")
+        if not cfg.rdma.enabled:
+            raise ValueError("rdma.enabled = false: the RDMA engine needs rdma.enabled = true")
+        ports = cfg.switch.ports
+        if isinstance(endpoint, bool) or not isinstance(endpoint, int) \
+                or not 0 <= endpoint < ports:
+            raise ValueError(f"endpoint must be an integer in 0..{ports - 1}, not {endpoint!r}")
         self._cfg = cfg
         self._me = endpoint
-        nc = self._nc = cfg.switch.ports * cfg.rdma.channels_per_peer
+        nc = self._nc = ports * cfg.rdma.channels_per_peer
         dcqcn = {}
         if cfg.dcqcn.enabled:
             dcqcn = {"cnp_valid": Out(1), "cnp_context": Out(range(nc)),

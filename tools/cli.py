@@ -273,15 +273,11 @@ def _synth(args) -> int:
 
 
 def _run(args) -> int:
-    from ..tools.run import SIMS, STIMULI, run_point
+    from ..tools.run import SIMS, STIMULI, run_failure, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
-    if not 0.0 <= args.sink_stall < 1.0:
-        raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
-    if not 0.0 <= args.pause_rate < 1.0:
-        raise UsageError(f"--pause-rate = {args.pause_rate}: must be in [0, 1)")
     cfg = _config(args)
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
@@ -299,14 +295,14 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
-        if res["stalled"]:
-            stuck = (res.get("fabric") or {}).get("stuck")
-            print(f"stalled at cycle {res['cycles']:,}" + (f": {stuck}" if stuck else ""))
         if "stimulus" in res:
             hw = res["stimulus"]
             print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "
                   f"{sum(hw['order_errors'])} order errors, {sum(hw['frame_errors'])} framing "
                   f"errors, {res['cycles']:,} cycles")
+    failure = run_failure(res)
+    if failure:
+        print(f"FAILED: {failure}")
     if res["match"] is not None:
         m = res["match"]
         report = Path(args.out) / "mismatch.txt"
@@ -314,7 +310,8 @@ def _run(args) -> int:
               f"first {json.dumps(m['first_mismatch'])}"
               + (f"; see {report}" if report.exists() else ""))
     print(f"results: {Path(args.out) / 'results.json'}")
-    return 0 if res["match"] is None or res["match"]["exact"] else 1
+    exact = res["match"] is None or res["match"]["exact"]
+    return 0 if exact and not failure else 1
 
 
 def _print_rdma(sim: str, res: dict) -> None:
@@ -342,8 +339,8 @@ def _print_rdma(sim: str, res: dict) -> None:
               f"resumes), {c['cnp']['sent']} CNPs, Jain's "
               f"index {jain} over {len(c['senders'])} senders"
               + (f", victim {c['victim']['share']:.0%} of its demand" if c["victim"] else ""))
-    if rd["stalled"]:
-        print(f"stalled: {rd['stuck']}")
+    if rd["stalled"] and rd["stuck"]:
+        print(f"stuck: {rd['stuck']}")
 
 
 def main(argv: list[str] | None = None) -> int:

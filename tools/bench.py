@@ -98,8 +98,8 @@ SUPERNODE = FABRIC + ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]
 def fabric_table() -> None:
     """Saturation throughput (accepted at offered load 1.0, uniform, 1-flit packets, 20,000
     cycles) of the fabrics beside their ideal bounds, and the 8x8x6 torus's speed."""
-    from ..sim.fabric_metrics import ideal_throughput
-    from ..topology import Topology
+    from ..sim.fabric.metrics import ideal_throughput
+    from ..network.topology import Topology
     print(f"{'fabric (model)':<36} {'saturation':>10} {'bound':>6} {'mean hops':>9} "
           f"{'cycles/s':>9}")
     for name, overrides in SATURATION:
@@ -254,8 +254,8 @@ REPEATS = 2
 
 def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
     """Run the plain harness ``exe`` on ``settings``; returns its statistics and run seconds."""
-    from ..sim.stimulus import StimulusStats
-    from ..stimulus import RegisterMap
+    from ..sim.stimulus.top import StimulusStats
+    from ..formats.stimulus import RegisterMap
     regmap = RegisterMap(cfg)
     names, reads = [], []
     for name, _, words in regmap.stats:
@@ -277,10 +277,10 @@ def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
 
 def stimulus_table(cycles: int) -> None:
     """The stimulus top, default 8x8, uniform 0.8: plain Verilator, cocotb, model."""
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.traffic_gen import stimulus_settings
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.traffic_gen import stimulus_settings
     from ..tb.runner import build, build_harness
-    from ..tb.stimulus_runner import run_stimulus_rtl
+    from ..tb.stimulus.runner import run_stimulus_rtl
 
     cfg = FabricConfig.load(preset="default")
     settings = stimulus_settings(cfg, "uniform", load=0.8, cycles=cycles, seed=1)
@@ -316,10 +316,10 @@ def fabric_stimulus_table() -> None:
     """The stimulus top around the fabrics of :data:`FABRIC_STIMULUS`, uniform traffic,
     1-flit packets: build times, then per load the model, plain Verilator and
     Verilator + cocotb, each run's statistics held against the model's."""
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.traffic_gen import stimulus_settings
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.traffic_gen import stimulus_settings
     from ..tb.runner import build, build_harness
-    from ..tb.stimulus_runner import run_stimulus_rtl
+    from ..tb.stimulus.runner import run_stimulus_rtl
 
     print(f"{'stimulus top around a fabric':<36} {'load':>5} {'runner':<20} {'cycles':>8} "
           f"{'cycles/s':>9} {'accepted':>8}  statistics")

@@ -18,11 +18,11 @@ import numpy as np
 from ..config import ConfigError, FabricConfig
 from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
-from ..sim.fabric_metrics import fabric_summary
+from ..sim.fabric.metrics import fabric_summary
 from ..sim.metrics import summarize
-from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
+from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
-from ..sim.fabric import DEFAULT_STALL_LIMIT, FabricModel
+from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, generate
 from ..sim.warmup import compile_kernels
 
@@ -68,8 +68,8 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise TrafficError(f"traffic.{name} = {value!r}: must be in [0, 1) ({doc})")
     if stimulus == "hardware":
-        from ..sim.traffic_gen import stimulus_settings
-        from ..stimulus import check_stimulus
+        from ..formats.stimulus import check_stimulus
+        from ..sim.stimulus.traffic_gen import stimulus_settings
         for name, value in (("pause_rate", pause_rate), ("bad_fraction", bad_fraction)):
             if value:
                 raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with --stimulus "
@@ -207,7 +207,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         records_path = out / "rtl_records.npz"
         records_path.unlink(missing_ok=True)      # a stale file must not pass for this run's
         t0 = time.perf_counter()
-        result = run_cocotb(cfg, "superfabric.tb.switch_tb", sim=sim, test_dir=out / "sim",
+        result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
                             top=top, waves=waves, seed=seed, params=params, build_root=build_root)
         wall = time.perf_counter() - t0
         if not records_path.exists():
@@ -247,8 +247,8 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                     sim=sim, bad_fraction=bad_fraction)
     # Imported here so that a switch run does not load the RDMA model.
-    from ..sim.rdma_fabric import RdmaFabricModel
-    from ..sim.rdma_metrics import rdma_summary
+    from ..sim.rdma.fabric import RdmaFabricModel
+    from ..sim.rdma.metrics import rdma_summary
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -264,7 +264,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                        model_summary, model.cycles, model_seconds, compile_seconds,
                        section="rdma")
     if sim != "model":
-        from ..tb.rdma_runner import run_rdma_rtl
+        from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
         rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
@@ -294,8 +294,8 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     ``settings``: the ones :func:`prepare_point` built from the same
     arguments, else built here.
     """
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.stimulus_metrics import stimulus_summary
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.metrics import stimulus_summary
 
     if settings is None:
         _, settings = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
@@ -320,7 +320,7 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     results = _opening(cfg, sim, traffic_section, model_summary, model.cycles, model_seconds,
                        compile_seconds)
     if sim != "model":
-        from ..tb.stimulus_runner import run_stimulus_rtl
+        from ..tb.stimulus.runner import run_stimulus_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "stimulus", waves, build_root)
         bar = _progress_bar(sim, cycles) if progress else None
         rtl, timing = run_stimulus_rtl(

@@ -239,7 +239,7 @@ def _check_points(points: list[dict]) -> None:
 
 def _check_traffic(traffic: list[str], *, packet_lengths: str, sink_stall: float) -> bool:
     """Check the patterns; True for RDMA traffic (``rdma-*``), False for switch traffic."""
-    from ..sim.rdma_traffic import RDMA_PATTERNS
+    from ..sim.rdma.traffic import RDMA_PATTERNS
     from ..sim.traffic import PATTERNS
     allowed = (*PATTERNS, *RDMA_PATTERNS)
     for pattern in traffic:

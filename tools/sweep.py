@@ -170,11 +170,6 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     if rdma and stimulus == "hardware":
         raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
                          f"{','.join(traffic)}")
-    set_keys = {parse_override(item)[0] + "." + parse_override(item)[1] for item in overrides}
-    for key, _ in _parse_vary(list(vary)):
-        if key in set_keys:
-            raise SweepError(f"--vary {key}: also given with --set; give it once (--set for one "
-                             f"value, --vary for several)")
     variants = config_variants(base, vary)
     count = len(variants) * len(traffic) * len(loads) * seeds * len(sims)
     if count > MAX_POINTS:

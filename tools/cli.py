@@ -40,8 +40,10 @@ class _Help(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if ("default" in text or action.default in (None, False, [], argparse.SUPPRESS)
-                or action.required or not action.option_strings):
+        # Identity, not equality: a default of 0.0 must be stated, and 0.0 == False.
+        if ("default" in text or any(action.default is none for none in (None, False,
+                                                                          argparse.SUPPRESS))
+                or action.default == [] or action.required or not action.option_strings):
             return text
         return f"{text} (default: %(default)s)"
 
@@ -212,8 +214,8 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--flatten", action="store_true",
                     help="optimise across the block's modules (no per-module breakdown)")
     sy.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
-                    help="one synthesis per value (repeatable; cartesian product), each in "
-                         "DIR/points/<id>")
+                    help="one synthesis per value (repeatable, each key once; cartesian product), "
+                         "each in DIR/points/<id> (default: none, one synthesis)")
     sy.add_argument("--workers", type=int, default=1,
                     help="points synthesised at once with --vary (default 1)")
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")

@@ -57,8 +57,9 @@ def pages() -> list[Path]:
 
 def _expected_status(text: str, start: int) -> int:
     """The exit status the sentence showing the command at ``start`` names, else 0."""
-    sentence_start = max(text.rfind(". ", 0, start), text.rfind("\n\n", 0, start), 0)
-    named = re.findall(r"exit status (\d)", text[sentence_start:start])
+    ends = [m.end() for m in re.finditer(r"[.!?]\s|\n\s*\n", text[:start])]
+    sentence = text[ends[-1] if ends else 0:start]
+    named = re.findall(r"exit status (\d)", sentence)
     return int(named[-1]) if named else 0
 
 
@@ -236,10 +237,10 @@ def test_extraction_reads_blocks_spans_and_synopses():
         (3, "superfabric run --preset tiny --cycles 300 -o DIR", 0),
         (7, "superfabric sweep --loads 0.1:1.0:0.1 -o s", 0),
         (10, "superfabric run --load 2", 2),
-        (12, "superfabric run --sim model|icarus -o DIR", 0),
         (12, "superfabric report", 0),
+        (12, "superfabric run --sim model|icarus -o DIR", 0),
     ]
-    assert is_synopsis(shlex.split(found[3][1])[1:])
+    assert is_synopsis(shlex.split(found[4][1])[1:])
     assert not is_synopsis(["run", "--set", "fabric.dims=[4,4,4]", "-o", "DIR"])
     assert transform(["sweep", "--loads", "0.1:1.0:0.1", "--seeds", "2", "--sim",
                       "model,verilator", "-o", "DIR"], "o") == [

@@ -203,8 +203,8 @@ def activity(what: str, stream=None, *, short: str | None = None, after: float =
             return
         shown.set()
         if isatty(stream):
-            bar.append(tqdm(total=None, file=stream, desc=what, leave=False,
-                            bar_format="{desc}: {elapsed}", dynamic_ncols=True))
+            bar.append(terminal_bar(stream, total=None, desc=what, leave=False,
+                                    bar_format="{desc}: {elapsed}"))
             while not done.wait(1.0):
                 bar[0].refresh()
             return
@@ -228,6 +228,18 @@ def activity(what: str, stream=None, *, short: str | None = None, after: float =
         if shown.is_set():
             stream.write(f"{what}: done in {time.monotonic() - start:.1f} s\n")
             stream.flush()
+
+
+def terminal_bar(stream, **options) -> tqdm:
+    """A tqdm bar on the terminal ``stream``, as wide as the terminal; 80 by 24 on one that
+    reports no size (a pseudo-terminal nobody sized), where tqdm would draw nothing."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    sizing = {"dynamic_ncols": True} if size.columns and size.lines else {"ncols": 80,
+                                                                            "nrows": 24}
+    return tqdm(file=stream, **sizing, **options)
 
 
 def isatty(stream) -> bool:

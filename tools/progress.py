@@ -11,9 +11,7 @@ from __future__ import annotations
 import sys
 import time
 
-from tqdm import tqdm
-
-from ..tb.runner import activity, isatty as _isatty
+from ..tb.runner import activity, isatty as _isatty, terminal_bar
 
 __all__ = ["Progress", "activity"]
 
@@ -33,8 +31,8 @@ class Progress:
         self.start = time.monotonic()
         self._last = float("-inf")
         self._ended = False
-        self._bar = tqdm(total=self.total, file=self.stream, unit=unit, dynamic_ncols=True,
-                         leave=True) if _isatty(self.stream) else None
+        self._bar = terminal_bar(self.stream, total=self.total, unit=unit, leave=True) \
+            if _isatty(self.stream) else None
 
     def show(self, done: int, status: str, line: str) -> None:
         """Show ``done`` of the total: the bar with ``status`` on a terminal, else ``line``."""

@@ -401,8 +401,11 @@ def _client(scheduler: str | None, workers: int | None, timeout: float):
     :func:`_check_scheduler`; no cluster), else on a local cluster of ``workers`` processes."""
     from distributed import Client, LocalCluster
     if not scheduler:
+        # The scheduler serves HTTP (health, metrics) even without a dashboard: on a port of
+        # its own choosing, so that another cluster on 8787 costs no warning.
         cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=None,
+                               scheduler_kwargs={"dashboard_address": ":0"})
         return Client(cluster), cluster
     try:
         return Client(scheduler, timeout=timeout), None

@@ -23,7 +23,7 @@ from ..sim.metrics import summarize
 from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
-from ..sim.traffic import Trace, TrafficError, generate
+from ..sim.traffic import Trace, TrafficError, check_traffic, generate
 from ..sim.warmup import compile_kernels
 
 __all__ = ["SIMS", "STIMULI", "prepare_point", "run_failure", "run_point", "run_rdma_point",
@@ -37,19 +37,24 @@ STIMULI = ("trace", "hardware")
 def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
                   sim: str, packet_lengths: str = "fixed:1", sink_stall: float = 0.0,
                   pause_rate: float = 0.0, bad_fraction: float = 0.0, stimulus: str = "trace",
-                  priority_weights: list[float] | None = None):
+                  priority_weights: list[float] | None = None, build: bool = True):
     """Check every setting of one point and build its stimulus, without running or writing.
 
     The one validation of a point: ``superfabric run`` goes through it, and
     ``superfabric sweep`` puts every point through it before the first one
     runs, so a value one refuses the other refuses too, in the same line.
+    With ``build`` false a switch trace is checked without drawing its
+    packets (:func:`~superfabric.sim.traffic.check_traffic`, every check
+    :func:`~superfabric.sim.traffic.generate` makes); an RDMA workload is
+    always drawn, since its limits (a request per QP in the window, the
+    memories) depend on the draw.
 
     Returns
     -------
     tuple of (str, object)
-        ``("trace", Trace)`` for switch traffic, ``("rdma", RdmaWorkload)``
-        for ``rdma-*`` patterns, ``("hardware", StimulusSettings)`` for
-        ``stimulus = "hardware"``.
+        ``("trace", Trace)`` for switch traffic (``None`` without
+        ``build``), ``("rdma", RdmaWorkload)`` for ``rdma-*`` patterns,
+        ``("hardware", StimulusSettings)`` for ``stimulus = "hardware"``.
 
     Raises
     ------
@@ -94,9 +99,12 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
     if bad_fraction:
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: only for "
                            f"{' and '.join(RDMA_PATTERNS)}")
-    return "trace", generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                             packet_lengths=packet_lengths, priority_weights=priority_weights,
-                             ect_fraction=cfg.ecn.ect_fraction)
+    options = dict(load=load, cycles=cycles, seed=seed, packet_lengths=packet_lengths,
+                   priority_weights=priority_weights, ect_fraction=cfg.ecn.ect_fraction)
+    if not build:
+        check_traffic(cfg, traffic, **options)
+        return "trace", None
+    return "trace", generate(cfg, traffic, **options)
 
 
 def run_failure(results: dict) -> str | None:

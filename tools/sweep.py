@@ -41,6 +41,7 @@ import socket
 import sys
 import time
 import traceback
+from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +83,7 @@ def parse_loads(spec: str) -> list[float]:
                          f"numbers") from None
     if not loads or any(not 0 < x <= 1 for x in loads):
         raise SweepError(f"--loads = {spec!r}: every load must be in (0, 1]")
-    twice = sorted({x for x in loads if loads.count(x) > 1})
+    twice = sorted(x for x, n in Counter(loads).items() if n > 1)
     if twice:
         raise SweepError(f"--loads = {spec!r}: {twice[0]!r} given twice; each load once")
     return loads
@@ -143,7 +144,10 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                stimulus: str = "trace", priority_weights: list[float] | None = None) -> SweepPlan:
     """Expand the cartesian product of varied keys, patterns, loads, seeds and simulators.
 
-    Every varied configuration is validated here, before anything runs.
+    Every varied configuration, and every point's traffic, is validated
+    here with :func:`~superfabric.tools.run.prepare_point` (the check
+    ``superfabric run`` makes), before anything runs; a plan has at most
+    :data:`MAX_POINTS` points, and no two points share a directory.
     ``rdma-*`` patterns need ``rdma.enabled`` in each, take no ``--lengths``
     or ``--sink-stall``, and cannot share a sweep with switch patterns;
     ``--bad-fraction`` is for them only (:class:`SweepError` naming the argument).
@@ -193,11 +197,10 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
                            "packet_lengths": packet_lengths, "sink_stall": sink_stall,
                            "bad_fraction": bad_fraction, "stimulus": stimulus,
                            "priority_weights": priority_weights})
-    ids = [p["id"] for p in points]
-    if len(set(ids)) < len(ids):
-        twice = next(i for i in ids if ids.count(i) > 1)
-        raise SweepError(f"two points would share the directory {twice!r} (values that differ "
-                         f"only in characters a directory name drops); give them apart")
+    shared = [pid for pid, n in Counter(p["id"] for p in points).items() if n > 1]
+    if shared:
+        raise SweepError(f"two points would share the directory {shared[0]!r} (values that "
+                         f"differ only in characters a directory name drops); give them apart")
     _check_points(points)
     spec = {"overrides": list(overrides), "traffic": traffic, "loads": loads, "seeds": seeds,
             "sims": sims, "cycles": cycles, "vary": list(vary), "packet_lengths": packet_lengths,
@@ -210,8 +213,9 @@ def _check_points(points: list[dict]) -> None:
     """Put every point through the check ``superfabric run`` makes, before any runs.
 
     Points that differ only in their simulator share their traffic, so each
-    traffic is built once. A refusal is the run's one line, naming the
-    varied keys of the point when there are any.
+    is checked once, and a switch trace without drawing its packets. A
+    refusal is the run's one line, naming the varied keys of the point when
+    there are any.
     """
     from .run import prepare_point
     seen = set()
@@ -226,7 +230,8 @@ def _check_points(points: list[dict]) -> None:
                           load=point["load"], cycles=point["cycles"], seed=point["seed"],
                           sim=point["sim"], packet_lengths=point["packet_lengths"],
                           sink_stall=point["sink_stall"], bad_fraction=point["bad_fraction"],
-                          stimulus=point["stimulus"], priority_weights=point["priority_weights"])
+                          stimulus=point["stimulus"], priority_weights=point["priority_weights"],
+                          build=False)
         except ValueError as e:
             where = ", ".join(f"{k}={v}" for k, v in point["vary"].items())
             raise type(e)(f"{e} (with {where})" if where else str(e)) from None

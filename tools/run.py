@@ -187,7 +187,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
 
     compile_seconds = _compile(progress)
     t0 = time.perf_counter()
-    with _model_activity(progress, f"{len(trace):,} packets", cycles):
+    with _activity(progress, "model", f"{len(trace):,} packets", cycles):
         model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                                      stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
@@ -215,8 +215,10 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         records_path = out / "rtl_records.npz"
         records_path.unlink(missing_ok=True)      # a stale file must not pass for this run's
         t0 = time.perf_counter()
-        result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
-                            top=top, waves=waves, seed=seed, params=params, build_root=build_root)
+        with _activity(progress, sim, f"{len(trace):,} packets", cycles):
+            result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
+                                top=top, waves=waves, seed=seed, params=params,
+                                build_root=build_root)
         wall = time.perf_counter() - t0
         if not records_path.exists():
             raise RuntimeError(f"the {sim} run wrote no records; see {result.test_dir / 'sim.log'}")
@@ -250,6 +252,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     and ``sim/``); the ``rdma`` section summarises the RTL's records for RTL
     runs, the model's otherwise. Needs ``rdma.enabled``. ``workload``: the
     one :func:`prepare_point` built from the same arguments, else built here.
+    ``progress`` shows signs of life on stderr, as :func:`run_point` does.
     """
     if workload is None:
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
@@ -263,7 +266,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     workload.save(out / "workload.npz")
     compile_seconds = _compile(progress)
     t0 = time.perf_counter()
-    with _model_activity(progress, f"{len(workload):,} work requests", cycles):
+    with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
         model = RdmaFabricModel(cfg).run(workload)
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
@@ -275,8 +278,9 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
-        rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
-                                  build_root=build_root)
+        with _activity(progress, sim, f"{len(workload):,} work requests", cycles):
+            rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model,
+                                      waves=waves, build_root=build_root)
         wall = time.perf_counter() - t0
         results["rdma"] = rdma_summary(cfg, workload, rtl)
         results["match"] = match
@@ -380,13 +384,14 @@ def _compile(progress: bool) -> float:
         return compile_kernels()
 
 
-def _model_activity(progress: bool, what: str, cycles: int):
-    """A sign of life while a long model run has no count to show (with ``progress``)."""
+def _activity(progress: bool, who: str, what: str, cycles: int):
+    """A sign of life while a long run of ``who`` (the model, a simulator) has no count to
+    show (with ``progress``)."""
     from contextlib import nullcontext
     if not progress:
         return nullcontext()
     from .progress import activity
-    return activity(f"model: {what} over a {cycles:,}-cycle window", short="model", after=3.0)
+    return activity(f"{who}: {what} over a {cycles:,}-cycle window", short=who, after=3.0)
 
 
 def _progress_bar(who: str, cycles: int):

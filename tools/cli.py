@@ -40,10 +40,10 @@ class _Help(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        # Identity, not equality: a default of 0.0 must be stated, and 0.0 == False.
-        if ("default" in text or any(action.default is none for none in (None, False,
-                                                                          argparse.SUPPRESS))
-                or action.default == [] or action.required or not action.option_strings):
+        # By identity: a default of 0.0 is stated, though 0.0 == False.
+        nothing = (action.default is None or action.default is False
+                   or action.default is argparse.SUPPRESS or action.default == [])
+        if "default" in text or nothing or action.required or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)"
 
@@ -51,7 +51,8 @@ class _Help(argparse.HelpFormatter):
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", choices=PRESETS, help="built-in configuration (default: default)")
-    src.add_argument("--config", metavar="FILE", help="TOML file, merged over the default preset (default: none)")
+    src.add_argument("--config", metavar="FILE",
+                     help="TOML file, merged over the default preset (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                    help="override one key (repeatable, each key once), e.g. --set switch.ports=16 "
                         "(default: none)")
@@ -110,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    g = sub.add_parser("generate", formatter_class=_Help, help="write synthesizable Verilog for a configuration")
+    g = sub.add_parser("generate", formatter_class=_Help,
+                       help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
     g.add_argument("--top", default=None,
                    help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
@@ -151,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
                         "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-    w = sub.add_parser("sweep", formatter_class=_Help, help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
+    w = sub.add_parser("sweep", formatter_class=_Help,
+                       help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
     _add_config_args(w)
     w.add_argument("--traffic", default="uniform", metavar="P[,P...]", help="traffic patterns")
     w.add_argument("--loads", default="0.1:1.0:0.1", metavar="START:STOP:STEP|L,L,...",
@@ -182,8 +185,9 @@ def _parser() -> argparse.ArgumentParser:
                         "such points stop the sweep before it starts)")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
-    f = sub.add_parser("fuzz", formatter_class=_Help, help="random valid configurations and traffic, RTL against the "
-                                    "model on each")
+    f = sub.add_parser("fuzz", formatter_class=_Help,
+                       help="random valid configurations and traffic, RTL against the model on "
+                            "each")
     f.add_argument("--configs", type=int, default=20, help="cases (configurations) to draw")
     f.add_argument("--seed", type=int, default=1, help="seed of the campaign: case k of a seed "
                                                        "is always the same")
@@ -194,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--out", required=True, metavar="DIR",
                    help="campaign directory: one case-NNN/ per case, summary.md, fuzz.json")
 
-    sy = sub.add_parser("synth", formatter_class=_Help, help="FPGA resources and Fmax with Yosys and nextpnr")
+    sy = sub.add_parser("synth", formatter_class=_Help,
+                        help="FPGA resources and Fmax with Yosys and nextpnr")
     _add_config_args(sy)
     sy.add_argument("--top", default="switch",
                     help="top-level block, as for generate (default: switch)")
@@ -220,7 +225,8 @@ def _parser() -> argparse.ArgumentParser:
                     help="points synthesised at once with --vary (default 1)")
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
-    rp = sub.add_parser("report", formatter_class=_Help, help="write Markdown/HTML/PNG reports of a run or a sweep")
+    rp = sub.add_parser("report", formatter_class=_Help,
+                        help="write Markdown/HTML/PNG reports of a run or a sweep")
     rp.add_argument("src", metavar="DIR", help="a run, sweep or synth directory")
     rp.add_argument("--cdf-load", type=float, default=None,
                     help="load of the latency CDF plot (default: highest <= 0.9)")

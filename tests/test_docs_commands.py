@@ -28,6 +28,9 @@ ways:
   the default of 10,000); ``--seeds`` is 1; a ``--loads START:STOP:STEP``
   range keeps its two ends; ``fuzz --configs`` is 2.
 - ``-o`` is added where an example leaves it out.
+- ``generate`` runs as written: its Verilog is what the example promises,
+  and no smaller configuration would check that (a fabric's stimulus top
+  takes a few minutes).
 - ``synth``, and a ``report`` of a directory only ``synth`` would write, are
   checked up to the point where the FPGA tools would start (arguments,
   configuration, top, target and device): a synthesis takes minutes per

@@ -31,12 +31,16 @@ class Progress:
         self.start = time.monotonic()
         self._last = float("-inf")
         self._ended = False
-        self._bar = terminal_bar(self.stream, total=self.total, unit=unit, leave=True) \
-            if _isatty(self.stream) else None
+        self.unit = unit
+        # Drawn at the first show: a sweep with nothing to run leaves no empty bar behind.
+        self._bar = None
 
     def show(self, done: int, status: str, line: str) -> None:
         """Show ``done`` of the total: the bar with ``status`` on a terminal, else ``line``."""
         done = min(done, self.total)
+        if self._bar is None and not self._ended and _isatty(self.stream):
+            self._bar = terminal_bar(self.stream, total=self.total, unit=self.unit, leave=True)
+            self._bar.start_t -= time.monotonic() - self.start     # its clock from our start
         if self._bar is not None:
             if not self._ended:
                 self._bar.set_postfix_str(status, refresh=False)

@@ -335,3 +335,26 @@ def test_sweep_on_a_real_dask_scheduler(tmp_path):
                     proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+def test_a_point_that_records_no_settings_is_not_taken_as_done(tmp_path):
+    """A results.json from before points recorded their settings cannot be checked: the
+    resume refuses it as changed rather than report it done."""
+    from superfabric.config import FabricConfig
+    from superfabric.tools.sweep import plan_sweep, run_sweep
+
+    out = tmp_path / "sweep"
+    plan = plan_sweep(base=FabricConfig.load(preset="tiny"), overrides=[], traffic=["uniform"],
+                      loads=[0.4], seeds=1, sims=["model"], cycles=200)
+    assert run_sweep(plan, out, workers=1, stream=io.StringIO())["ran"] == 1
+    (pid,) = _results(out)
+    path = out / "points" / pid / "results.json"
+    old = json.loads(path.read_text())
+    del old["sweep"]["point"]
+    path.write_text(json.dumps(old))
+    with pytest.raises(SweepError) as e:
+        run_sweep(plan, out, workers=1, stream=io.StringIO())
+    assert f"1 point ran with other settings (first {pid}: it records no settings" in str(e.value)
+    summary = run_sweep(plan, out, workers=1, stream=io.StringIO(), rerun_changed=True)
+    assert summary["ran"] == 1 and not summary["failed"]
+    assert "point" in json.loads(path.read_text())["sweep"]

@@ -441,7 +441,8 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = Non
         stale = [(pid, why) for pid, (state, why) in status.items() if state == "stale"]
         if stale and not rerun_changed:
             pid, why = stale[0]
-            raise SweepError(f"-o = {str(out)!r}: {len(stale)} points ran with other settings "
+            points = "1 point" if len(stale) == 1 else f"{len(stale)} points"
+            raise SweepError(f"-o = {str(out)!r}: {points} ran with other settings "
                              f"(first {pid}: {why}); add --rerun-changed to run them again, or "
                              f"use another directory")
         todo = [p for p in plan.points if status[p["id"]][0] != "done"]

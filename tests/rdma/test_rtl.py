@@ -6,8 +6,8 @@ build key), and the cases differ only in workload and faults; congestion
 control (PFC, ECN and DCQCN) is a second build, PFC alone a third (Verilator). Every run is also checked
 on its own by the scoreboard (each request completed once with the status it
 was generated for, per-QP order, memories, receive completions). The last
-section drives every channel of every engine, for the arms that the patterns
-alone leave idle (``make coverage``).
+section drives every channel of every engine, on each of the three builds, for
+the arms that the patterns alone leave idle (``make coverage``).
 """
 
 import numpy as np
@@ -172,6 +172,8 @@ def _incast_rounds(cfg, *, load, cycles, seed, bad_fraction):
 #: most channels.
 ROUNDS = {
     "faults": (HEAVY, 0.6, 500, 0.6),
+    "congestion-control": (CONGESTED + HEAVY, 0.6, 500, 0.6),
+    "pfc": (["pfc.enabled=true"] + HEAVY, 0.6, 500, 0.6),
 }
 
 
@@ -197,3 +199,7 @@ def test_every_channel_exact(name, tmp_path):
     # Every engine timed out, went back N, sent NAKs, saw duplicates and corrupt packets.
     for counter in ("timeouts", "retransmissions", "naks", "duplicates", "corrupt", "errors"):
         assert min(c[counter]) > 0, (counter, c[counter])
+    if cfg.dcqcn.enabled:
+        assert len(rtl.cnps) and len(rtl.rates)
+    if cfg.pfc.enabled:
+        assert len(rtl.pfc_frames)

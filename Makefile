@@ -55,7 +55,7 @@ bench: setup
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric
-	$(BIN)/python -m superfabric.tools.bench_synth
+	$(BIN)/python -m superfabric.tools.synth.bench
 
 # FUZZ_CONFIGS cases of seed FUZZ_SEED on FUZZ_SIM (model, icarus or verilator); every RTL
 # case is a build of its own, about a minute each on 2 cores.
@@ -68,7 +68,7 @@ fuzz: setup
 # The Verilator RTL tests of the switch and the RDMA fabric on coverage builds (a build key
 # of their own), then their data merged, annotated and counted per block in build/coverage.
 COVERAGE_TESTS := tests/test_switch_rtl.py tests/test_ecn.py tests/test_pfc.py \
-                  tests/test_skid_buffer.py tests/test_rdma_rtl.py tests/test_fuzz.py
+                  tests/test_skid_buffer.py tests/rdma/test_rtl.py tests/test_fuzz.py
 coverage: setup
 	rm -rf build/coverage
 	SUPERFABRIC_COVERAGE=$(CURDIR)/build/coverage/runs $(BIN)/pytest -q -k "not icarus" $(COVERAGE_TESTS)

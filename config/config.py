@@ -21,7 +21,7 @@ from typing import Any
 
 from .formats.dcqcn import LINE_RATE, DcqcnUnits, rate_units
 from .formats.pfc_frame import QUANTUM_BITS
-from .lfsr import lfsr_start
+from .formats.lfsr import lfsr_start
 
 __all__ = ["ConfigError", "SwitchConfig", "EcnConfig", "PfcConfig", "RdmaConfig", "DcqcnConfig",
            "FaultsConfig", "TopologyConfig", "StimulusConfig", "FabricConfig", "PRESETS",
@@ -156,7 +156,7 @@ class FabricConfig:
     @property
     def endpoints(self) -> int:
         """Endpoints (accelerators) of the fabric: the switch's ports, or the topology's."""
-        from .topology import Topology
+        from .network.topology import Topology
         return Topology.of(self).endpoints
 
     def to_json(self) -> str:
@@ -481,8 +481,8 @@ def _check_fabric(cfg: "FabricConfig") -> None:
     if f.vc_buffer_flits < sw.max_packet_flits:
         raise ConfigError(f"fabric.vc_buffer_flits = {f.vc_buffer_flits}: must be at least "
                           f"switch.max_packet_flits ({sw.max_packet_flits}) so a packet fits a VC")
-    from .deadlock import dependency_cycle, describe_cycle
-    from .topology import Topology
+    from .network.deadlock import dependency_cycle, describe_cycle
+    from .network.topology import Topology
     topo = Topology.of(cfg)
     if topo.endpoints > 1024:
         raise ConfigError(f"fabric.topology = {f.topology!r}: {topo.endpoints} endpoints, must "

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
-from ..lfsr import LFSR_BITS, lfsr_step
+from ..formats.lfsr import LFSR_BITS, lfsr_step
 
 __all__ = ["EcnMarker"]
 

@@ -1,7 +1,7 @@
 """The N x N packet switch: the router whose ports are all endpoints."""
 
 from ..config import FabricConfig
-from .router import SWITCH, Router
+from .fabric.router import SWITCH, Router
 
 __all__ = ["Switch"]
 

@@ -6,14 +6,14 @@ from pathlib import Path
 from amaranth.back import verilog
 
 from ..config import FabricConfig
-from ..topology import LEAF, SPINE, TORUS_ROUTER
-from .fabric import Fabric
+from ..network.topology import LEAF, SPINE, TORUS_ROUTER
+from .fabric.top import Fabric
 from .packet import packet_layout
-from .rdma_engine import RdmaEngine
-from .rdma_fabric import RdmaFabric
-from .router import Router
+from .rdma.engine import RdmaEngine
+from .rdma.fabric import RdmaFabric
+from .fabric.router import Router
 from .skid_buffer import SkidBuffer
-from .stimulus import Stimulus
+from .stimulus.top import Stimulus
 from .switch import Switch
 
 __all__ = ["TOPS", "tops", "default_top", "write_verilog", "verilator_build_args"]

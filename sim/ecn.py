@@ -12,12 +12,12 @@ of that cycle; it marks the packet CE only if the packet is ECN-capable.
 import numpy as np
 
 from ..config import EcnConfig
-from ..lfsr import lfsr_step as _lfsr_step
+from ..formats.lfsr import lfsr_step as _lfsr_step
 from .kernel import kernel
 
 __all__ = ["lfsr_step", "ecn_decide", "EcnMarker"]
 
-#: The one LFSR step of :mod:`superfabric.lfsr`, compiled for the kernels that call it.
+#: The one LFSR step of :mod:`superfabric.formats.lfsr`, compiled for the kernels that call it.
 lfsr_step = kernel(inline=True)(_lfsr_step)
 
 

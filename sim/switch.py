@@ -13,12 +13,12 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..formats.packet import CE, NOT_ECT
-from ..topology import Topology
+from ..network.topology import Topology
 from .backpressure import PauseSchedule
-from .fabric import DEFAULT_STALL_LIMIT, counters, grown_frames
+from .fabric.top import DEFAULT_STALL_LIMIT, counters, grown_frames
 from .kernel import specialise
 from .pfc import SinkPause, quanta_to_cycles
-from .router import (FRAMES, OUTSTANDING, PACKETS, PROGRESS, packet_arrays, router_busy,
+from .fabric.router import (FRAMES, OUTSTANDING, PACKETS, PROGRESS, packet_arrays, router_busy,
                      router_cycle, router_params, router_state)
 from .source import NONE
 

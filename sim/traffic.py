@@ -101,7 +101,7 @@ import numpy as np
 
 from ..config import FabricConfig
 from ..formats.packet import ECT0, NOT_ECT
-from ..topology import Topology
+from ..network.topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "PatternParam", "generate",
            "parse_lengths", "tornado", "parse_pattern", "read_npz", "bernoulli_arrivals",

@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from ..config import FabricConfig
-from .fabric import FabricModel
+from .fabric.top import FabricModel
 from .pfc import SinkPause
 from .switch import SwitchCore
 from .traffic import Trace

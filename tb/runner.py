@@ -143,13 +143,20 @@ def _point_at(sim: str) -> None:
 
 def _hdl_digest() -> str:
     """Digest of the HDL sources and the Amaranth version: a build is reused only
-    while the code that generates its Verilog is unchanged."""
+    while the code that generates its Verilog is unchanged. That code is ``hdl`` with
+    its sub-packages and the shared pieces it builds on (the package root's config,
+    ``formats`` and ``network``), since a layout or a routing rule there changes the
+    Verilog too."""
     import hashlib
     from importlib import metadata
-    from .. import hdl
+    from .. import hdl, formats, network
     h = hashlib.sha256(metadata.version("amaranth").encode())
-    for path in sorted(Path(hdl.__file__).parent.glob("*.py")):
-        h.update(path.name.encode() + path.read_bytes())
+    root = Path(hdl.__file__).parent
+    shared = Path(formats.__file__).parent.parent
+    sources = [*root.rglob("*.py"), *Path(formats.__file__).parent.glob("*.py"),
+               *Path(network.__file__).parent.glob("*.py"), *shared.glob("*.py")]
+    for path in sorted(sources):
+        h.update(str(path.relative_to(path.parents[1])).encode() + path.read_bytes())
     return h.hexdigest()[:10]
 
 

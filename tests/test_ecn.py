@@ -11,7 +11,7 @@ from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.packet import CE, ECT0, NOT_ECT
 from superfabric.hdl.ecn import EcnMarker as EcnMarkerRTL
 from superfabric.sim.ecn import EcnMarker
-from superfabric.sim.fabric import FabricModel
+from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 

@@ -8,7 +8,7 @@ from superfabric.formats.packet import FlitCodec, packet_fields
 from superfabric.formats.pfc_frame import PRIORITIES, TIME_MAX, pack_request, unpack_request
 from superfabric.hdl.packet import packet_layout
 from superfabric.hdl.pfc_frame import REQUEST_LAYOUT
-from superfabric.hdl.rdma_header import cpl_layout, key_entry_layout, rcpl_layout, wr_layout
+from superfabric.hdl.rdma.header import cpl_layout, key_entry_layout, rcpl_layout, wr_layout
 
 CONFIGS = [FabricConfig.load(preset=p) for p in ("tiny", "default", "large")] + [
     FabricConfig.load(overrides=["switch.ports=5", "switch.priorities=3", "switch.tag_width=9"])]

@@ -8,7 +8,7 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.tb.runner import find_simulator
-from superfabric.topology import Topology
+from superfabric.network.topology import Topology
 
 from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
 

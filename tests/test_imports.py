@@ -1,7 +1,7 @@
 """The package's layering, checked on the import statements of every module.
 
 docs/architecture.md section 1 gives the rules: the shared pieces (the
-package root's modules, ``superfabric.formats``) import the standard
+package root's modules, ``superfabric.formats``, ``superfabric.network``) import the standard
 library only (and networkx, for the deadlock check); the golden model never imports Amaranth, directly or through
 another module; the RTL never imports the model; the testbench never
 imports the command line, and its cocotb modules not Amaranth; and no
@@ -100,16 +100,19 @@ def _layer(prefix: str) -> list[str]:
     return [name for name in MODULES if _in(prefix, name)]
 
 
-#: The package root's own modules (the folder config/) and the formats.
+#: The package root's own modules (the folder config/), the formats and the network.
 SHARED = [name for name, path in MODULES.items()
-          if path.parent == MODULES["superfabric"].parent or _in("superfabric.formats", name)]
+          if path.parent == MODULES["superfabric"].parent or _in("superfabric.formats", name)
+          or _in("superfabric.network", name)]
 
 
 def test_every_package_has_modules():
     for package in _packages():
         assert any(_in(package, name) for name in MODULES), package
-    assert {"superfabric.formats.rdma_wire", "superfabric.lfsr", "superfabric.sim.switch",
-            "superfabric.hdl.switch", "superfabric.tb.switch_tb"} <= set(MODULES)
+    assert {"superfabric.formats.rdma_wire", "superfabric.formats.lfsr", "superfabric.sim.switch",
+            "superfabric.hdl.switch", "superfabric.tb.trace_tb", "superfabric.network.routing",
+            "superfabric.hdl.rdma.engine", "superfabric.sim.rdma.engine",
+            "superfabric.tb.rdma.testbench", "superfabric.tools.report.build"} <= set(MODULES)
 
 
 #: What the shared pieces may import besides the standard library (the deadlock check's graphs).
@@ -141,8 +144,8 @@ def test_rtl_never_imports_the_model(name):
         assert "cocotb" not in IMPORTS[module][1], " -> ".join(chain)
 
 
-@pytest.mark.parametrize("name", ["superfabric.tb.switch_tb", "superfabric.tb.rdma_tb",
-                                  "superfabric.tb.skid_buffer_tb"])
+@pytest.mark.parametrize("name", ["superfabric.tb.trace_tb", "superfabric.tb.rdma.testbench",
+                                  "superfabric.tb.skid_buffer_tb", "superfabric.tb.stimulus.testbench"])
 def test_cocotb_testbenches_do_not_load_amaranth(name):
     # They pack flits from superfabric.formats: a cocotb run starts without it.
     for module, chain in _reach(name).items():

@@ -6,7 +6,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from superfabric.config import FabricConfig
-from superfabric.lfsr import LFSR_BITS, lfsr_start, lfsr_step
+from superfabric.formats.lfsr import LFSR_BITS, lfsr_start, lfsr_step
 
 
 def test_lfsr_has_full_period():

@@ -19,9 +19,9 @@ from superfabric.config import FabricConfig
 from superfabric.formats.counters import DCQCN_COUNTERS
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.pfc import pause_sources
-from superfabric.sim.rdma_fabric import RdmaFabricModel
-from superfabric.sim.rdma_traffic import generate_rdma
-from superfabric.sim.fabric import FabricModel
+from superfabric.sim.rdma.fabric import RdmaFabricModel
+from superfabric.sim.rdma.traffic import generate_rdma
+from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.traffic import generate
 
 DIGESTS = Path(__file__).parent / "data" / "model_digests.json"

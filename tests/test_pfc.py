@@ -11,7 +11,7 @@ from superfabric.config import ConfigError, FabricConfig
 from superfabric.hdl.pfc import PfcEgress, PfcIngress
 from superfabric.sim.pfc import (SinkPause, lossless_classes, paused_cycles, pfc_egress_receive,
                                  pfc_ingress_step, size_thresholds)
-from superfabric.sim.fabric import FabricModel
+from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.traffic import generate
 from superfabric.tools.run import run_point
 

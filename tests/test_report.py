@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
-from superfabric.tools.report import (TABLE_HEADER, ReportError, format_latency,
+from superfabric.tools.report.build import (TABLE_HEADER, ReportError, format_latency,
                                       format_throughput, hol_saturation, oq_queueing_delay,
                                       write_report)
-from superfabric.sim.rdma_metrics import connection_state
-from superfabric.tools.report_rdma import CONGESTION_HEADER, CONNECTION_HEADER, RDMA_TABLE_HEADER
+from superfabric.sim.rdma.metrics import connection_state
+from superfabric.tools.report.rdma import CONGESTION_HEADER, CONNECTION_HEADER, RDMA_TABLE_HEADER
 from superfabric.tools.run import run_point
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

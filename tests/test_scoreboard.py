@@ -15,7 +15,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats.packet import CE, ECT0
 from superfabric.sim.backpressure import SinkReady
-from superfabric.sim.fabric import FabricModel
+from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.pfc import pause_sources
 from superfabric.sim.traffic import generate
 from superfabric.tb.scoreboard import compare

@@ -8,7 +8,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.metrics import summarize
-from superfabric.sim.fabric import FabricModel
+from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.switch import SwitchCore
 from superfabric.sim.traffic import Trace, generate
 

@@ -16,12 +16,12 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.hdl.verilog import write_verilog
-from superfabric.tools import eda_tool, synth_sweep
+from superfabric.tools.synth import eda_tool, sweep as synth_sweep
 from superfabric.tools.cli import main
-from superfabric.tools.fpga_device import DEVICES, TARGETS, find_device
-from superfabric.tools.report_synth import block_of
-from superfabric.tools.scan_wrapper import WRAPPER, scan_wrapper, top_ports
-from superfabric.tools.synth import count_resources, critical_path, fit_problems
+from superfabric.tools.synth.device import DEVICES, TARGETS, find_device
+from superfabric.tools.report.synth import block_of
+from superfabric.tools.synth.scan_wrapper import WRAPPER, scan_wrapper, top_ports
+from superfabric.tools.synth.flow import count_resources, critical_path, fit_problems
 
 from conftest import assert_lint_clean, require_simulator
 

@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from superfabric.topology import Topology
+from superfabric.network.topology import Topology
 from superfabric.config import FabricConfig
 from superfabric.sim.traffic import PATTERNS, Trace, TrafficError, generate, parse_lengths
 

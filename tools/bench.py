@@ -101,8 +101,8 @@ SUPERNODE = FABRIC + ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]
 def fabric_table() -> ResultsPage:
     """Saturation throughput (accepted at offered load 1.0, uniform, 1-flit packets, 20,000
     cycles) of the fabrics beside their ideal bounds, and the 8x8x6 torus's speed."""
-    from ..sim.fabric_metrics import ideal_throughput
-    from ..topology import Topology
+    from ..sim.fabric.metrics import ideal_throughput
+    from ..network.topology import Topology
     page = ResultsPage(
         "fabric", "Fabrics on the golden model", "make bench TABLES=fabric",
         "Saturation: accepted throughput (flits per endpoint per cycle) at offered load "
@@ -309,8 +309,8 @@ REPEATS = 2
 
 def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
     """Run the plain harness ``exe`` on ``settings``; returns its statistics and run seconds."""
-    from ..sim.stimulus import StimulusStats
-    from ..stimulus import RegisterMap
+    from ..sim.stimulus.top import StimulusStats
+    from ..formats.stimulus import RegisterMap
     regmap = RegisterMap(cfg)
     names, reads = [], []
     for name, _, words in regmap.stats:
@@ -332,10 +332,10 @@ def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
 
 def stimulus_table(cycles: int) -> ResultsPage:
     """The stimulus top, default 8x8, uniform 0.8: plain Verilator, cocotb, model."""
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.traffic_gen import stimulus_settings
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.traffic_gen import stimulus_settings
     from ..tb.runner import build, build_harness
-    from ..tb.stimulus_runner import run_stimulus_rtl
+    from ..tb.stimulus.runner import run_stimulus_rtl
 
     cfg = FabricConfig.load(preset="default")
     settings = stimulus_settings(cfg, "uniform", load=0.8, cycles=cycles, seed=1)
@@ -379,10 +379,10 @@ def fabric_stimulus_table() -> ResultsPage:
     """The stimulus top around the fabrics of :data:`FABRIC_STIMULUS`, uniform traffic,
     1-flit packets: build times, then per load the model, plain Verilator and
     Verilator + cocotb, each run's statistics held against the model's."""
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.traffic_gen import stimulus_settings
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.traffic_gen import stimulus_settings
     from ..tb.runner import build, build_harness
-    from ..tb.stimulus_runner import run_stimulus_rtl
+    from ..tb.stimulus.runner import run_stimulus_rtl
 
     page = ResultsPage(
         "fabric-stimulus", "Hardware stimulus around a fabric",

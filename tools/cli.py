@@ -220,11 +220,11 @@ def _fuzz(args) -> int:
 
 
 def _report(args) -> int:
-    from .report_synth import is_synth_source, write_synth_report
+    from .report.synth import is_synth_source, write_synth_report
     if is_synth_source(Path(args.src)):
         html = write_synth_report(Path(args.src), Path(args.out))
     else:
-        from .report import write_report
+        from .report.build import write_report
         html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
     print(f"report: {Path(args.out) / 'report.md'}, {html}")
     return 0
@@ -254,13 +254,13 @@ def _generate(args) -> int:
 
 
 def _synth(args) -> int:
-    from .synth import summary_line, synthesize
+    from .synth.flow import summary_line, synthesize
     cfg, top = _top_config(args)
     options = dict(target=args.target, device=args.device, package=args.package,
                    speed=args.speed, freq_mhz=args.freq, top=top, flatten=args.flatten,
                    seed=args.seed, router=args.router)
     if args.vary:
-        from .synth_sweep import plan_synth_sweep, run_synth_sweep
+        from .synth.sweep import plan_synth_sweep, run_synth_sweep
         if args.workers < 1:
             raise UsageError(f"--workers = {args.workers}: must be at least 1")
         plan = plan_synth_sweep(cfg, overrides=args.overrides, vary=args.vary, **options)
@@ -273,7 +273,7 @@ def _synth(args) -> int:
 
 
 def _run(args) -> int:
-    from ..tools.run import SIMS, STIMULI, run_point
+    from .run import SIMS, STIMULI, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
     if args.stimulus not in STIMULI:
@@ -350,10 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``superfabric`` console script."""
     from ..sim.traffic import TrafficError
     from ..tb.runner import SimulatorMissing
-    from .report import ReportError
+    from .report.build import ReportError
     from .sweep import SweepError
-    from .eda_tool import ToolFailed, ToolMissing
-    from .synth import SynthError
+    from .synth.eda_tool import ToolFailed, ToolMissing
+    from .synth.flow import SynthError
     try:
         args = _parser().parse_args(argv)
         _check_out(args.out)

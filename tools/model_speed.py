@@ -21,7 +21,7 @@ def _warm() -> None:
         from superfabric.sim.warmup import compile_kernels
     except ImportError:
         try:                   # a model from before the warm-up had its own module
-            from superfabric.sim.fabric import compile_kernels
+            from superfabric.sim.fabric.top import compile_kernels
         except ImportError:    # a model from before the compiled kernels
             return
     compile_kernels()
@@ -29,7 +29,7 @@ def _warm() -> None:
 
 def _model_class():
     try:
-        from superfabric.sim.fabric import FabricModel
+        from superfabric.sim.fabric.top import FabricModel
         return FabricModel
     except ImportError:        # a model from before the fabric
         from superfabric.sim.switch import SwitchModel
@@ -45,8 +45,8 @@ def measure(case: dict, repeats: int = 3) -> dict:
     from superfabric.config import FabricConfig
     cfg = FabricConfig.load(overrides=case["overrides"])
     if case["traffic"].startswith("rdma-"):
-        from superfabric.sim.rdma_fabric import RdmaFabricModel
-        from superfabric.sim.rdma_traffic import generate_rdma
+        from superfabric.sim.rdma.fabric import RdmaFabricModel
+        from superfabric.sim.rdma.traffic import generate_rdma
         work = generate_rdma(cfg, case["traffic"], load=case["load"], cycles=case["cycles"],
                              seed=1)
         run = lambda: RdmaFabricModel(cfg).run(work)            # noqa: E731

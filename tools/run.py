@@ -16,11 +16,11 @@ import numpy as np
 from ..config import ConfigError, FabricConfig
 from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
-from ..sim.fabric_metrics import fabric_summary
+from ..sim.fabric.metrics import fabric_summary
 from ..sim.metrics import summarize
-from ..sim.rdma_traffic import RDMA_PATTERNS, generate_rdma
+from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
-from ..sim.fabric import DEFAULT_STALL_LIMIT, FabricModel
+from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, generate
 from ..sim.warmup import compile_kernels
 
@@ -112,7 +112,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         records_path = out / "rtl_records.npz"
         records_path.unlink(missing_ok=True)      # a stale file must not pass for this run's
         t0 = time.perf_counter()
-        result = run_cocotb(cfg, "superfabric.tb.switch_tb", sim=sim, test_dir=out / "sim",
+        result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
                             top=top, waves=waves, seed=seed, params=params, build_root=build_root)
         wall = time.perf_counter() - t0
         if not records_path.exists():
@@ -150,8 +150,8 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
                           f"(add --set rdma.enabled=true)")
     # Imported here so that a switch run does not load the RDMA model.
-    from ..sim.rdma_fabric import RdmaFabricModel
-    from ..sim.rdma_metrics import rdma_summary
+    from ..sim.rdma.fabric import RdmaFabricModel
+    from ..sim.rdma.metrics import rdma_summary
 
     out = Path(out_dir)
     workload = generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
@@ -168,7 +168,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                        model_summary, model.cycles, model_seconds, compile_seconds,
                        section="rdma")
     if sim != "model":
-        from ..tb.rdma_runner import run_rdma_rtl
+        from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
         rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
@@ -195,10 +195,10 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     (RTL runs add ``rtl_stats.npz``, ``timing.json``, ``progress.jsonl``,
     ``sim/``, and ``mismatch.txt`` when they differ) into ``out_dir``.
     """
-    from ..sim.stimulus import StimulusModel, compare_stats
-    from ..sim.stimulus_metrics import stimulus_summary
-    from ..sim.traffic_gen import stimulus_settings
-    from ..stimulus import check_stimulus
+    from ..sim.stimulus.top import StimulusModel, compare_stats
+    from ..sim.stimulus.metrics import stimulus_summary
+    from ..sim.stimulus.traffic_gen import stimulus_settings
+    from ..formats.stimulus import check_stimulus
 
     check_stimulus(cfg)
     settings = stimulus_settings(cfg, traffic, load=load, cycles=cycles, seed=seed,
@@ -222,7 +222,7 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     results = _opening(cfg, sim, traffic_section, model_summary, model.cycles, model_seconds,
                        compile_seconds)
     if sim != "model":
-        from ..tb.stimulus_runner import run_stimulus_rtl
+        from ..tb.stimulus.runner import run_stimulus_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "stimulus", waves, build_root)
         bar = _progress_bar(sim, cycles) if progress else None
         rtl, timing = run_stimulus_rtl(

@@ -164,7 +164,7 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
 
 def _check_traffic(traffic: list[str], *, packet_lengths: str, sink_stall: float) -> bool:
     """Check the patterns; True for RDMA traffic (``rdma-*``), False for switch traffic."""
-    from ..sim.rdma_traffic import RDMA_PATTERNS
+    from ..sim.rdma.traffic import RDMA_PATTERNS
     from ..sim.traffic import PATTERNS
     allowed = (*PATTERNS, *RDMA_PATTERNS)
     for pattern in traffic:

@@ -5,9 +5,9 @@ Rates are fractions of the line rate (one flit per cycle) in units of
 units of ``2**-16``, :data:`ALPHA_ONE` being 1. Every rule of the reaction
 point and of the pacer (``docs/architecture.md`` section 10.13) is a
 function here, written with ``+``, ``-``, ``*``, shifts, comparisons, ``&``
-and ``^`` and without a branch, as :mod:`superfabric.lfsr` is: the same
+and ``^`` and without a branch, as :mod:`superfabric.formats.lfsr` is: the same
 function evaluates on Python integers (the model) and on Amaranth values
-(the logic, in ``superfabric.hdl.dcqcn``), so the two cannot drift apart.
+(the logic, in ``superfabric.hdl.rdma.dcqcn``), so the two cannot drift apart.
 An Amaranth result may be wider than its value; it is meant to be assigned
 to (truncated by) a signal of the widths given here.
 """

@@ -7,7 +7,7 @@ section 3 gives their meaning. The testbench packs and unpacks flits with
 """
 
 from ..config import FabricConfig
-from ..topology import Topology
+from ..network.topology import Topology
 
 __all__ = ["port_bits", "length_bits", "prio_bits", "vc_bits", "hops_bits", "ECN_BITS", "NOT_ECT",
            "ECT1", "ECT0", "CE", "packet_fields", "FlitCodec"]

@@ -1,6 +1,6 @@
 """The RDMA engine's formats: wire headers, work requests, completions, descriptors, keys.
 
-One source for the RTL (``superfabric.hdl.rdma_header`` builds its layouts
+One source for the RTL (``superfabric.hdl.rdma.header`` builds its layouts
 from these field lists), the golden model, the testbench and the
 connection-state arithmetic of the results. Bit layouts are in
 ``docs/architecture.md`` section 10.4. All fields are LSB first.

@@ -1,0 +1,142 @@
+"""The routing functions of the fabric (docs/architecture.md section 11.4), defined once.
+
+A router decides, when a packet's head flit enters its input buffer, the
+output port and the virtual channel the packet leaves by, from its own
+place in the topology, the packet's source and destination endpoints and
+class, and the credits it holds for its link outputs. These functions are
+that decision; the golden model compiles them (they use integers and
+arrays only), the deadlock check (``superfabric.network.deadlock``) walks them, and
+the RTL's routing logic is held against them block by block.
+
+``credits`` is this router's credit counters, indexed ``[port, prio, vc]``
+(endpoint ports' entries are never read).
+"""
+
+__all__ = ["torus_dor_hop", "class_vcs", "best_vc", "torus_escape", "torus_route", "ecmp_hash",
+           "fat_tree_route", "ESCAPE_VCS"]
+
+#: Under adaptive torus routing, VCs 0 (lower) and 1 (upper) form the escape network.
+ESCAPE_VCS = 2
+
+
+def torus_dor_hop(dims, m, r, s, t):
+    """The dimension-order hop at router ``r`` toward router ``t`` of a packet from router ``s``.
+
+    Returns ``(port, upper)``: the link port (``m + 2d`` plus, ``m + 2d + 1``
+    minus) and whether the hop is in the upper VC class (it crosses the
+    dimension's dateline now, or the packet crossed it already). ``r != t``.
+    """
+    stride = 1
+    for d in range(len(dims)):
+        k = dims[d]
+        x = r // stride % k
+        xt = t // stride % k
+        xs = s // stride % k
+        stride *= k
+        if x == xt:
+            continue
+        delta = (xt - x) % k
+        if delta <= k - delta:          # plus; a tie (delta = k/2) goes plus
+            upper = x == k - 1 or (xs > xt and x < xs)
+            return m + 2 * d, upper
+        upper = x == 0 or (xs < xt and x > xs)
+        return m + 2 * d + 1, upper
+    return -1, False
+
+
+def class_vcs(upper, vcs, adaptive):
+    """The VCs ``[lo, hi)`` of a dimension-order hop's class.
+
+    Dimension order splits the VCs in halves, lower and upper; under adaptive
+    routing the escape VCs are 0 (lower) and 1 (upper). With one VC both
+    classes are VC 0, which is what lets a ring deadlock.
+    """
+    if adaptive:
+        return (1, 2) if upper else (0, 1)
+    if vcs == 1:
+        return 0, 1
+    half = vcs // 2
+    return (half, vcs) if upper else (0, half)
+
+
+def best_vc(credits, port, prio, lo, hi):
+    """The VC in ``[lo, hi)`` with the most credits toward ``port`` (ties: the lowest),
+    and its credits."""
+    vc, most = lo, credits[port, prio, lo]
+    for v in range(lo + 1, hi):
+        if credits[port, prio, v] > most:
+            vc, most = v, credits[port, prio, v]
+    return vc, most
+
+
+def torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits):
+    """The dimension-order hop and its VC at torus router ``r`` (``r`` is not the
+    destination's router): under ``dor`` the route, under ``adaptive`` the escape."""
+    port, upper = torus_dor_hop(dims, m, r, src // m, dst // m)
+    lo, hi = class_vcs(upper, vcs, adaptive)
+    vc, _ = best_vc(credits, port, prio, lo, hi)
+    return port, vc
+
+
+def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
+    """Output port and VC at torus router ``r`` for a packet from endpoint ``src`` to ``dst``.
+
+    Under ``adaptive`` a VC ``>= ESCAPE_VCS`` is an adaptive choice: the
+    router reserves the packet's room in it at once (section 11.4).
+    """
+    t = dst // m
+    if r == t:
+        return dst % m, 0
+    if adaptive:
+        # Every minimal direction of every unfinished dimension, on the
+        # adaptive VCs: the one with the most credits, if it has room for
+        # the longest packet; else the escape (dimension order, dateline).
+        best_port, best_vc_, most = -1, 0, -1
+        stride = 1
+        for d in range(len(dims)):
+            k = dims[d]
+            x = r // stride % k
+            xt = t // stride % k
+            stride *= k
+            if x == xt:
+                continue
+            delta = (xt - x) % k
+            for minus in range(2):
+                if (minus == 0 and delta <= k - delta) or (minus == 1 and delta >= k - delta):
+                    cand = m + 2 * d + minus
+                    vc, c = best_vc(credits, cand, prio, ESCAPE_VCS, vcs)
+                    if c > most:
+                        best_port, best_vc_, most = cand, vc, c
+        if most >= max_packet:
+            return best_port, best_vc_
+    return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
+
+
+def ecmp_hash(src, dst, flow):
+    """The 16-bit hash that picks a fat-tree packet's spine under ``ecmp``."""
+    x = src | dst << 10 | flow << 20
+    x ^= x >> 7
+    x = x * 0x9E3779B1 & 0xFFFFFFFF
+    x ^= x >> 15
+    return x & 0xFFFF
+
+
+def fat_tree_route(leaves, spines, hosts, r, src, dst, prio, vcs, adaptive, credits):
+    """Output port and VC at fat-tree router ``r`` for a packet from ``src`` to ``dst``."""
+    t = dst // hosts
+    if r < leaves:
+        if t == r:
+            return dst % hosts, 0
+        if adaptive:
+            spine, most = 0, -1
+            for s in range(spines):
+                _, c = best_vc(credits, hosts + s, prio, 0, vcs)
+                if c > most:
+                    spine, most = s, c
+        else:
+            spine = ecmp_hash(src, dst, prio) % spines
+        port = hosts + spine
+    else:
+        port = t
+    vc, _ = best_vc(credits, port, prio, 0, vcs)
+    return port, vc

@@ -1,0 +1,251 @@
+"""The routing decision of a fabric router, as combinational logic (docs/architecture.md 11.4).
+
+:class:`Routing` is the RTL of the functions of :mod:`superfabric.network.routing`:
+from the router's index (an input, so that every router of a tier is the
+same module), the packet's source and destination endpoints and class, and
+the router's credit counters toward its link outputs, the output port and
+virtual channel the packet leaves by. The router holds one per input and
+asks it when a head flit is admitted. ``tests/fabric/test_routing.py`` holds it
+against :mod:`superfabric.network.routing`, every router, source and destination.
+"""
+
+from amaranth.hdl import Signal, Module, Mux, Array, Const, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ...config import FabricConfig
+from ...formats.packet import port_bits, prio_bits, vc_bits
+from ...network.routing import ESCAPE_VCS
+from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
+
+__all__ = ["Routing", "credit_bits", "tier_router"]
+
+
+def credit_bits(cfg: FabricConfig) -> int:
+    """Bits of a link output's credit counter, which holds 0..vc_buffer_flits."""
+    return cfg.fabric.vc_buffer_flits.bit_length()
+
+
+def tier_router(topo: Topology, kind: str) -> int:
+    """A router of the tier ``kind``: its ports stand for every router's of the tier."""
+    return topo.leaves if kind == SPINE else 0
+
+
+class Routing(wiring.Component):
+    """Output port and VC of a packet at a router of the tier ``kind`` of ``cfg``'s fabric.
+
+    ``kind`` is :data:`~superfabric.network.topology.TORUS_ROUTER`,
+    :data:`~superfabric.network.topology.LEAF` or :data:`~superfabric.network.topology.SPINE`.
+    Purely combinational.
+
+    Ports
+    -----
+    router_id : In, the router's index in the fabric (a constant per instance).
+    src, dst : In, the packet's source and destination endpoints.
+    prio : In, its class.
+    credits : In, ``credits[j][prio][vc]``, the credits of link output
+        ``j`` (router port ``endpoint ports + j``) as the router holds them
+        at the start of the cycle.
+    out, vc : Out, the output port and the VC (0 toward an endpoint).
+    escape_out, escape_vc : Out, on a torus, the dimension-order hop and its
+        VC: the route an adaptive decision falls back to when another input
+        booked its (output, VC) in the same cycle (section 11.4).
+    """
+
+    def __init__(self, cfg: FabricConfig, kind: str):
+        if kind not in (TORUS_ROUTER, LEAF, SPINE):
+            raise ValueError(f"kind = {kind!r}: must be {TORUS_ROUTER!r}, {LEAF!r} or {SPINE!r}")
+        topo = Topology.of(cfg)
+        if (topo.kind == "torus") != (kind == TORUS_ROUTER) or topo.kind == "switch":
+            raise ValueError(f"kind = {kind!r}: no such router in a {topo.kind!r} fabric")
+        self._cfg = cfg
+        self._topo = topo
+        self._kind = kind
+        r = tier_router(topo, kind)
+        self._ports = topo.ports(r)
+        self._m = topo.endpoint_ports(r)
+        sw, f = cfg.switch, cfg.fabric
+        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs))} \
+            if kind == TORUS_ROUTER else {}
+        super().__init__({
+            **escape,
+            "router_id": In(range(topo.routers)),
+            "src": In(port_bits(topo.endpoints)),
+            "dst": In(port_bits(topo.endpoints)),
+            "prio": In(prio_bits(sw.priorities)),
+            "credits": In(unsigned(credit_bits(cfg))).array(self._ports - self._m, sw.priorities,
+                                                            f.vcs),
+            "out": Out(range(self._ports)),
+            "vc": Out(vc_bits(f.vcs)),
+        })
+
+    def _credits(self, j):
+        """The credits of link output ``j`` for the packet's class, per VC."""
+        per_prio = self.credits[j]
+        return [Array(per_prio[p][v] for p in range(len(per_prio)))[self.prio]
+                for v in range(self._cfg.fabric.vcs)]
+
+    def elaborate(self, platform):
+        m = Module()
+        if self._kind == TORUS_ROUTER:
+            self._torus(m)
+        elif self._kind == LEAF:
+            self._leaf(m)
+        else:
+            self._spine(m)
+        return m
+
+    # -- the tiers -----------------------------------------------------------
+
+    def _torus(self, m):
+        topo, f = self._topo, self._cfg.fabric
+        dims, per = topo.dims, topo.endpoints_per_router
+        vcs, adaptive = f.vcs, f.routing == "adaptive"
+        here = _coords(m, self.router_id, dims, "x")
+        there = _coords(m, _div(self.dst, per), dims, "t")
+        source = _coords(m, _div(self.src, per), dims, "s")
+
+        # Per dimension: unfinished, the minimal directions, and the VC class
+        # of a hop each way (the dateline, superfabric.network.routing.torus_dor_hop).
+        differs, plus_ok, minus_ok, upper_plus, upper_minus = [], [], [], [], []
+        for d, k in enumerate(dims):
+            x, t, s = here[d], there[d], source[d]
+            delta = Signal(range(k), name=f"delta{d}")
+            m.d.comb += delta.eq(Mux(t >= x, t - x, t + k - x))
+            differs.append(x != t)
+            plus_ok.append(delta * 2 <= k)
+            minus_ok.append(delta * 2 >= k)
+            upper_plus.append((x == k - 1) | ((s > t) & (x < s)))
+            upper_minus.append((x == 0) | ((s < t) & (x > s)))
+
+        # Dimension order: the lowest unfinished dimension, plus on a tie.
+        dor_link = Signal(range(2 * len(dims)))
+        upper = Signal()
+        with m.If(differs[0]):
+            m.d.comb += [dor_link.eq(Mux(plus_ok[0], 0, 1)),
+                         upper.eq(Mux(plus_ok[0], upper_plus[0], upper_minus[0]))]
+        for d in range(1, len(dims)):
+            with m.Elif(differs[d]):
+                m.d.comb += [dor_link.eq(Mux(plus_ok[d], 2 * d, 2 * d + 1)),
+                             upper.eq(Mux(plus_ok[d], upper_plus[d], upper_minus[d]))]
+
+        credits = [self._credits(j) for j in range(2 * len(dims))]
+        if adaptive:
+            lower_vc, upper_vc = [Const(0, 1)] * len(credits), [Const(1, 1)] * len(credits)
+        elif vcs == 1:
+            lower_vc = upper_vc = [Const(0, 1)] * len(credits)
+        else:
+            lower_vc = [_best_vc(m, c, 0, vcs // 2, f"lower{j}")[0] for j, c in enumerate(credits)]
+            upper_vc = [_best_vc(m, c, vcs // 2, vcs, f"upper{j}")[0]
+                        for j, c in enumerate(credits)]
+        escape_vc = Mux(upper, Array(upper_vc)[dor_link], Array(lower_vc)[dor_link])
+        out, vc = Signal.like(self.out), Signal.like(self.vc)
+        m.d.comb += [out.eq(self._m + dor_link), vc.eq(escape_vc),
+                     self.escape_out.eq(self._m + dor_link), self.escape_vc.eq(escape_vc)]
+
+        if adaptive:
+            # Every minimal direction of every unfinished dimension on the
+            # adaptive VCs: the most credits, the lowest port on a tie.
+            found = Const(0, 1)
+            best_link, best_vc, most = Const(0, range(len(credits))), Const(0, vc_bits(vcs)), 0
+            for j, c in enumerate(credits):
+                d, minus = divmod(j, 2)
+                candidate = differs[d] & (minus_ok[d] if minus else plus_ok[d])
+                cand_vc, cand_most = _best_vc(m, c, ESCAPE_VCS, vcs, f"adaptive{j}")
+                take = Signal(name=f"take{j}")
+                m.d.comb += take.eq(candidate & (~found | (cand_most > most)))
+                found = found | candidate
+                best_link = Mux(take, j, best_link)
+                best_vc = Mux(take, cand_vc, best_vc)
+                most = Mux(take, cand_most, most)
+            with m.If(found & (most >= self._cfg.switch.max_packet_flits)):
+                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc)]
+
+        with m.If(_all_equal(here, there)):
+            m.d.comb += [self.out.eq(_mod(self.dst, per)), self.vc.eq(0)]
+        with m.Else():
+            m.d.comb += [self.out.eq(out), self.vc.eq(vc)]
+
+    def _leaf(self, m):
+        topo, f = self._topo, self._cfg.fabric
+        hosts, spines = topo.hosts_per_leaf, topo.spines
+        credits = [self._credits(s) for s in range(spines)]
+        if f.routing == "adaptive":
+            # The spine whose uplink has the most credits (its best VC), the
+            # lowest on a tie.
+            spine, most = Const(0, range(spines)), _best_vc(m, credits[0], 0, f.vcs, "up0")[1]
+            for s in range(1, spines):
+                most_s = _best_vc(m, credits[s], 0, f.vcs, f"up{s}")[1]
+                better = Signal(name=f"better{s}")
+                m.d.comb += better.eq(most_s > most)
+                spine, most = Mux(better, s, spine), Mux(better, most_s, most)
+        else:
+            spine = _ecmp_hash(m, self.src, self.dst, self.prio) % spines
+        up = Signal(range(spines))
+        m.d.comb += up.eq(spine)
+        up_vc = Array(_best_vc(m, c, 0, f.vcs, f"vc{s}")[0] for s, c in enumerate(credits))[up]
+        with m.If(_div(self.dst, hosts) == self.router_id):
+            m.d.comb += [self.out.eq(_mod(self.dst, hosts)), self.vc.eq(0)]
+        with m.Else():
+            m.d.comb += [self.out.eq(hosts + up), self.vc.eq(up_vc)]
+
+    def _spine(self, m):
+        f = self._cfg.fabric
+        down = Signal(range(self._ports))
+        m.d.comb += down.eq(_div(self.dst, self._topo.hosts_per_leaf))
+        vcs = Array(_best_vc(m, self._credits(leaf), 0, f.vcs, f"vc{leaf}")[0]
+                    for leaf in range(self._ports))
+        m.d.comb += [self.out.eq(down), self.vc.eq(vcs[down])]
+
+
+def _div(value, divisor):
+    """``value // divisor`` for a constant divisor (no logic when it is 1)."""
+    return value if divisor == 1 else value // divisor
+
+
+def _mod(value, divisor):
+    """``value % divisor`` for a constant divisor."""
+    return Const(0, 1) if divisor == 1 else value % divisor
+
+
+def _coords(m, router, dims, name):
+    """The torus coordinates of ``router``, dimension 0 fastest."""
+    out, stride = [], 1
+    for d, k in enumerate(dims):
+        x = Signal(range(k), name=f"{name}{d}")
+        digit = _div(router, stride)
+        m.d.comb += x.eq(digit if d == len(dims) - 1 else _mod(digit, k))
+        out.append(x)
+        stride *= k
+    return out
+
+
+def _all_equal(a, b):
+    same = Const(1, 1)
+    for x, y in zip(a, b):
+        same = same & (x == y)
+    return same
+
+
+def _best_vc(m, credits, lo, hi, name):
+    """The VC in ``[lo, hi)`` with the most ``credits`` (the lowest on a tie), and its
+    credits (superfabric.network.routing.best_vc)."""
+    vc, most = Const(lo, range(hi)), credits[lo]
+    for v in range(lo + 1, hi):
+        better = credits[v] > most
+        vc, most = Mux(better, v, vc), Mux(better, credits[v], most)
+    vc_sig = Signal(range(max(hi, 2)), name=f"{name}_vc")
+    most_sig = Signal.like(credits[lo], name=f"{name}_most")
+    m.d.comb += [vc_sig.eq(vc), most_sig.eq(most)]
+    return vc_sig, most_sig
+
+
+def _ecmp_hash(m, src, dst, flow):
+    """superfabric.network.routing.ecmp_hash in logic: 32-bit mix, the low 16 bits."""
+    x = Signal(32, name="ecmp_key")
+    mixed = Signal(32, name="ecmp_mixed")
+    h = Signal(16, name="ecmp_hash")
+    m.d.comb += [x.eq(src | (dst << 10) | (flow << 20)),
+                 mixed.eq((x ^ (x >> 7)) * 0x9E3779B1),
+                 h.eq(mixed ^ (mixed >> 15))]
+    return h

@@ -1,0 +1,194 @@
+"""The fabric top: every router of the topology and the links between them (docs/architecture.md 11.9)."""
+
+from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, Value, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ...config import FabricConfig
+from ...formats.counters import COUNTER_WIDTH
+from ...network.topology import Topology
+from ..packet import packet_layout
+from ..pfc_frame import REQUEST_LAYOUT
+from .router import Router, router_capacity, router_signature
+from .routing import credit_bits, tier_router
+
+__all__ = ["Fabric"]
+
+
+class Fabric(wiring.Component):
+    """All routers of the fabric of ``cfg``, wired as ``superfabric.network.topology`` says.
+
+    Each router is an instance of its tier's module (``router`` in a torus,
+    ``leaf_router`` and ``spine_router`` in a fat tree), with its index and
+    its outputs' ECN seeds tied to constants, so that the Verilog holds each
+    router once. A link is a pipeline of ``link_latency`` registers from an
+    output to its peer's input (valid and flit), and a reverse one of
+    ``link_latency - 1`` registers for the credits, which leave the router
+    already one cycle after their read (docs/architecture.md 11.3, 11.9).
+
+    With ``instances=False`` the routers are Amaranth submodules instead of
+    instances of separately written modules, for Amaranth's simulator; the
+    logic is the same.
+
+    Ports (named like the switch's, per endpoint ``e`` or global port ``g``)
+    -----
+    i, o : the endpoints' packet streams.
+    pause : bit ``e * priorities + prio`` stops new packets of that class
+        toward endpoint ``e``.
+    rx_packets, tx_packets, drops : per global port (router ``r``'s port
+        ``p`` is ``g = base(r) + p``, section 11.2).
+    link_flits : flits sent over each directed link, by link id.
+    router_peak : per router, the most flits its buffers held at the end of
+        a cycle.
+    link_credits : the credits of link ``k``'s output for pool ``prio * vcs
+        + vc``, at ``k * priorities * vcs + pool``; moved: some router moved
+        a flit in this cycle. For the testbench's stall detection and report.
+    pfc_* : with ``[pfc] enabled``, per endpoint (frames ``pfc_tx``,
+        ``pfc_rx`` and ``pfc_*_valid`` bit ``e``) and per ``e * priorities
+        + prio`` (counters).
+    ecn_marks : with ``[ecn] enabled``, per ``g * priorities + prio``;
+        ``ecn_decided`` bit ``e`` and ``ecn_backlog[e]``: the decisions of
+        the endpoint outputs.
+    """
+
+    def __init__(self, cfg: FabricConfig, *, instances: bool = True):
+        topo = Topology.of(cfg)
+        if topo.kind == "switch":
+            raise ValueError("fabric.topology = 'switch': the fabric top needs a torus or a "
+                             "fat_tree (the switch's top is Switch)")
+        sw = cfg.switch
+        self._cfg = cfg
+        self._topo = topo
+        self._instances = instances
+        self._kinds = [topo.router_kind(r) for r in range(topo.routers)]
+        #: The router modules, each once: (module name, its signature).
+        self.modules = {kind: router_signature(cfg, kind) for kind in self._kinds}
+        # The routers' ports, which are this top's wires: the components
+        # themselves, or interfaces bound to instances of their modules.
+        self._routers = [Router(cfg, kind) if not instances else
+                         self.modules[kind].create(path=(f"router{r}",))
+                         for r, kind in enumerate(self._kinds)]
+        nports = [topo.ports(r) for r in range(topo.routers)]
+        self._base = [sum(nports[:r]) for r in range(topo.routers)]
+        ports, e, np_ = sum(nports), topo.endpoints, sw.priorities
+        capacity = {kind: router_capacity(cfg, kind) for kind in self.modules}
+        edge = [kind for kind in self.modules if topo.endpoint_ports(tier_router(topo, kind))]
+        members = {
+            "i": In(stream.Signature(packet_layout(cfg))).array(e),
+            "o": Out(stream.Signature(packet_layout(cfg))).array(e),
+            "pause": In(unsigned(e * np_)),
+            "rx_packets": Out(COUNTER_WIDTH).array(ports),
+            "tx_packets": Out(COUNTER_WIDTH).array(ports),
+            "drops": Out(COUNTER_WIDTH).array(ports),
+            "link_flits": Out(COUNTER_WIDTH).array(len(topo.links)),
+            "router_peak": Out(range(max(capacity.values()) + 1)).array(topo.routers),
+            "link_credits": Out(credit_bits(cfg)).array(len(topo.links) * np_ * cfg.fabric.vcs),
+            "moved": Out(1),
+        }
+        if cfg.pfc.enabled:
+            members.update({
+                "pfc_tx_valid": Out(e),
+                "pfc_tx": Out(REQUEST_LAYOUT).array(e),
+                "pfc_rx_valid": In(e),
+                "pfc_rx": In(REQUEST_LAYOUT).array(e),
+                "pfc_tx_frames": Out(COUNTER_WIDTH).array(e * np_),
+                "pfc_rx_frames": Out(COUNTER_WIDTH).array(e * np_),
+                "pfc_paused_cycles": Out(COUNTER_WIDTH).array(e * np_),
+                "pfc_peak_occupancy": Out(sw.buffer_flits.bit_length()).array(e * np_),
+            })
+        if cfg.ecn.enabled:
+            members.update({
+                "ecn_marks": Out(COUNTER_WIDTH).array(ports * np_),
+                "ecn_decided": Out(e),
+                "ecn_backlog": Out(max(capacity[kind] for kind in edge).bit_length()).array(e),
+            })
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, topo = self._cfg, self._topo
+        np_ = cfg.switch.priorities
+        for r, router in enumerate(self._routers):
+            m.d.comb += router.router_id.eq(r)
+            base, n = self._base[r], topo.ports(r)
+            if cfg.ecn.enabled:
+                for o in range(n):
+                    m.d.comb += router.ecn_seed[o].eq(cfg.ecn.port_seed(base + o))
+                for q in range(n * np_):
+                    m.d.comb += self.ecn_marks[base * np_ + q].eq(router.ecn_marks[q])
+            for p in range(n):
+                m.d.comb += [self.rx_packets[base + p].eq(router.rx_packets[p]),
+                             self.tx_packets[base + p].eq(router.tx_packets[p]),
+                             self.drops[base + p].eq(router.drops[p])]
+            m.d.comb += self.router_peak[r].eq(router.router_peak)
+            if self._instances:
+                m.submodules[f"router{r}"] = _instance(self._kinds[r], self.modules[self._kinds[r]],
+                                                       router)
+            else:
+                m.submodules[f"router{r}"] = router
+        for e in range(topo.endpoints):
+            self._endpoint(m, e)
+        for k, link in enumerate(topo.links):
+            self._link(m, k, *link)
+        m.d.comb += self.moved.eq(Cat(router.moved for router in self._routers).any())
+        return m
+
+    def _endpoint(self, m, e):
+        """Endpoint ``e``'s ports onto its router's."""
+        cfg, topo = self._cfg, self._topo
+        np_ = cfg.switch.priorities
+        router, p = self._routers[topo.endpoint_router(e)], topo.endpoint_port(e)
+        wiring.connect(m, wiring.flipped(self.i[e]), router.i[p])
+        wiring.connect(m, router.o[p], wiring.flipped(self.o[e]))
+        classes = slice(e * np_, (e + 1) * np_)
+        local = slice(p * np_, (p + 1) * np_)
+        m.d.comb += router.pause[local].eq(self.pause[classes])
+        if cfg.pfc.enabled:
+            m.d.comb += [router.pfc_rx_valid[p].eq(self.pfc_rx_valid[e]),
+                         router.pfc_rx[p].eq(self.pfc_rx[e]),
+                         self.pfc_tx_valid[e].eq(router.pfc_tx_valid[p]),
+                         self.pfc_tx[e].eq(router.pfc_tx[p])]
+            for c in range(np_):
+                for name in ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles",
+                             "pfc_peak_occupancy"):
+                    m.d.comb += getattr(self, name)[e * np_ + c].eq(
+                        getattr(router, name)[p * np_ + c])
+        if cfg.ecn.enabled:
+            m.d.comb += [self.ecn_decided[e].eq(router.ecn_decided[p]),
+                         self.ecn_backlog[e].eq(router.ecn_backlog[p])]
+
+    def _link(self, m, k, r, port, peer, peer_port):
+        """Link ``k`` from output ``port`` of router ``r`` to input ``peer_port`` of ``peer``:
+        the flits forward, the credits back, ``link_latency`` cycles each way."""
+        topo, latency = self._topo, self._cfg.fabric.link_latency
+        j, jp = port - topo.endpoint_ports(r), peer_port - topo.endpoint_ports(peer)
+        sender, receiver = self._routers[r], self._routers[peer]
+        m.d.comb += self.link_flits[k].eq(sender.link_flits[j])
+        pools = self._cfg.switch.priorities * self._cfg.fabric.vcs
+        for pool in range(pools):
+            m.d.comb += self.link_credits[k * pools + pool].eq(sender.link_credits[j * pools + pool])
+        valid, flit = sender.link_o[j].valid, sender.link_o[j].payload
+        for s in range(latency):
+            # The flit registers need no reset: they are ignored while valid is low.
+            stage_valid = Signal(name=f"link{k}_valid{s}")
+            stage_flit = Signal.like(flit, name=f"link{k}_flit{s}", reset_less=True)
+            m.d.sync += [stage_valid.eq(valid), stage_flit.eq(flit)]
+            valid, flit = stage_valid, stage_flit
+        m.d.comb += [receiver.link_i[jp].valid.eq(valid), receiver.link_i[jp].payload.eq(flit)]
+        back, pool = receiver.credit_o[jp].valid, receiver.credit_o[jp].pool
+        for s in range(latency - 1):
+            stage_back = Signal(name=f"link{k}_credit{s}")
+            stage_pool = Signal.like(pool, name=f"link{k}_pool{s}", reset_less=True)
+            m.d.sync += [stage_back.eq(back), stage_pool.eq(pool)]
+            back, pool = stage_back, stage_pool
+        m.d.comb += [sender.credit_i[j].valid.eq(back), sender.credit_i[j].pool.eq(pool)]
+
+
+def _instance(module: str, signature: wiring.Signature, ports) -> Instance:
+    """An instance of the router module ``module``, its ports bound to the interface
+    ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
+    bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
+    for path, member, value in signature.flatten(ports):
+        name = "__".join(str(part) for part in path)
+        bound.append(("i" if member.flow == In else "o", name, Value.cast(value)))
+    return Instance(module, *bound)

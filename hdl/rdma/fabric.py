@@ -1,0 +1,185 @@
+"""The simulation top of an RDMA fabric: engines, host memories, fault injectors, switch.
+
+Endpoint ``e`` is an :class:`~.rdma_engine.RdmaEngine` with its host
+memory, whose uplink passes a :class:`~.fault_injector.FaultInjector` into
+switch input ``e`` and whose downlink is switch output ``e``. The host
+memories stand in for the hosts behind the DMA ports; the testbench loads
+and reads them through the ``mem_*`` port, and writes the registration
+tables through ``tbl_*``, before and after the run. Per-endpoint ports are
+packed into one vector each (endpoint ``e`` at ``[e*w : (e+1)*w]``) so that
+the testbench touches a handful of signals per cycle.
+
+With ``[pfc] enabled`` the switch's pause frames reach the engines, which
+obey them like any upstream device (a pause timer per class, loaded by a
+frame, section 4.11); the engines, as sinks, never pause the switch. The
+testbench observes the frames, the CNPs, the rate changes and each output's
+queue depth through ports that are zero when their feature is off, behind
+one ``events`` vector read every cycle.
+"""
+
+from amaranth.hdl import Module, Cat, Const, Signal
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ...config import FabricConfig
+from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ...formats.dcqcn import LINE_RATE, RATE_BITS
+from ...formats.packet import port_bits
+from ...formats.rdma_wire import free_slot_bits, queue_depth_bits
+from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_start
+from .fault_injector import FaultInjector
+from ..pfc import PfcEgress
+from ..pfc_frame import REQUEST_LAYOUT
+from .engine import RdmaEngine
+from .header import cpl_layout, rcpl_layout, wr_layout
+from .keys import table_width
+from ..switch import Switch
+
+__all__ = ["RdmaFabric"]
+
+
+class RdmaFabric(wiring.Component):
+    """``switch.ports`` RDMA endpoints on one switch, for simulation.
+
+    Observation ports: ``events`` (bit ``e`` input ``e`` sent a pause frame,
+    bit ``E + e`` engine ``e`` sent a CNP, bit ``2E + e`` a rate of engine
+    ``e`` changed at the last edge), ``pfc_tx`` (the frames), ``cnp_context``,
+    ``rate`` (every channel's rate), ``rate_changed`` (per channel),
+    ``queue_depth`` (per output, the flits taken at an input and not yet
+    handed to its sink) and ``free`` (per channel, free window slots).
+    """
+
+    def __init__(self, cfg: FabricConfig):
+        if not cfg.rdma.enabled:
+            raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
+        self._cfg = cfg
+        n = cfg.switch.ports
+        nc = n * cfg.rdma.channels_per_peer
+        free_bits = free_slot_bits(cfg.rdma.window)
+        super().__init__({
+            "wr_valid": In(n), "wr_ready": Out(n), "wr_data": In(n * wr_layout(cfg).size),
+            "cpl_valid": Out(n), "cpl_data": Out(n * cpl_layout().size),
+            "rcpl_valid": Out(n), "rcpl_data": Out(n * rcpl_layout(cfg).size),
+            "tbl_en": In(1), "tbl_ep": In(port_bits(n)), "tbl_sel": In(1), "tbl_index": In(16),
+            "tbl_data": In(table_width(cfg)),
+            "mem_we": In(1), "mem_addr": In(range(cfg.rdma.memory_words)),
+            "mem_wdata": In(n * 64), "mem_rdata": Out(n * 64),
+            "fault_thresholds": In(4 * DRAW_THRESHOLD_BITS), "fault_reorder_cycles": In(16),
+            "fault_seed": In(LFSR_BITS), "fault_load": In(1),
+            "counters": Out(n * len(RDMA_COUNTERS) * COUNTER_WIDTH),
+            "retired": Out(n),
+            "events": Out(3 * n),
+            "pfc_tx": Out(n * REQUEST_LAYOUT.size),
+            "cnp_context": Out(n * port_bits(nc)),
+            "rate": Out(n * nc * RATE_BITS), "rate_changed": Out(n * nc),
+            "queue_depth": Out(n * queue_depth_bits(cfg)),
+            "free": Out(n * nc * free_bits),
+        })
+
+    def elaborate(self, platform):
+        cfg = self._cfg
+        n = cfg.switch.ports
+        m = Module()
+        switch = m.submodules.switch = Switch(cfg)
+        wrw, cw, rw = wr_layout(cfg).size, cpl_layout().size, rcpl_layout(cfg).size
+        nc = n * cfg.rdma.channels_per_peer
+        if cfg.pfc.enabled:
+            # The engines' pause timers: per (endpoint, class), loaded by the
+            # frames of the switch input the engine sends into.
+            obey = m.submodules.obey = PfcEgress(cfg)
+            m.d.comb += [obey.rx_valid.eq(switch.pfc_tx_valid),
+                         self.pfc_tx.eq(Cat(*switch.pfc_tx))]
+            m.d.comb += [obey.rx[e].eq(switch.pfc_tx[e]) for e in range(n)]
+        counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
+        entering = []
+        for e in range(n):
+            engine = RdmaEngine(cfg, e)
+            inject = FaultInjector(cfg)
+            memory = Memory(shape=64, depth=cfg.rdma.memory_words, init=[])
+            m.submodules[f"engine{e}"] = engine
+            m.submodules[f"inject{e}"] = inject
+            m.submodules[f"host{e}"] = memory
+
+            wiring.connect(m, engine.tx, inject.i)
+            wiring.connect(m, inject.o, switch.i[e])
+            wiring.connect(m, switch.o[e], engine.rx)
+            entering.append((switch.i[e].valid & switch.i[e].ready, switch.i[e].payload.dst))
+            frees.extend(engine.free)
+            if cfg.pfc.enabled:
+                p = cfg.switch.priorities
+                m.d.comb += engine.paused.eq(Cat(obey.pause[e * p + cfg.rdma.data_priority],
+                                                 obey.pause[e * p + cfg.rdma.control_priority]))
+            if cfg.dcqcn.enabled:
+                rates.extend(engine.rate)
+                changed.append(engine.rate_changed)
+                contexts.append(engine.cnp_context)
+                cnps.append(engine.cnp_valid)
+            else:
+                rates.extend(Const(LINE_RATE, RATE_BITS) for _ in range(nc // n))
+                changed.append(Const(0, nc // n))
+                contexts.append(Const(0, port_bits(nc)))
+                cnps.append(Const(0, 1))
+            t = DRAW_THRESHOLD_BITS
+            m.d.comb += [
+                inject.thresholds[k].eq(self.fault_thresholds[t * k:t * (k + 1)]) for k in range(4)
+            ]
+            # FaultsConfig.link_seed, applied to the seed input.
+            m.d.comb += [inject.reorder_cycles.eq(self.fault_reorder_cycles),
+                         inject.seed.eq(lfsr_start(self.fault_seed, e)),
+                         inject.load.eq(self.fault_load)]
+
+            m.d.comb += [
+                engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),
+                engine.wr.payload.eq(self.wr_data[e * wrw:(e + 1) * wrw]),
+                self.cpl_valid[e].eq(engine.cpl_valid),
+                self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl),
+                self.rcpl_valid[e].eq(engine.rcpl_valid),
+                self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl),
+                engine.tables.en.eq(self.tbl_en & (self.tbl_ep == e)),
+                engine.tables.sel.eq(self.tbl_sel), engine.tables.index.eq(self.tbl_index),
+                engine.tables.data.eq(self.tbl_data),
+            ]
+            counters.extend(engine.counters)
+            m.d.comb += self.retired[e].eq(engine.retired)
+
+            # Host memory: the engine's DMA ports, and the testbench's port
+            # for loading and reading back, which wins while it writes.
+            dma_rd = memory.read_port(domain="comb")
+            tb_rd = memory.read_port(domain="comb")
+            wr = memory.write_port()
+            m.d.comb += [
+                dma_rd.addr.eq(engine.dma.rd_req_addr), engine.dma.rd_req_ready.eq(1),
+                tb_rd.addr.eq(self.mem_addr), self.mem_rdata[64 * e:64 * e + 64].eq(tb_rd.data),
+            ]
+            # The host answers every read request after dma_latency cycles, with
+            # the word as it was in the cycle of the request.
+            valid, data = engine.dma.rd_req_valid, dma_rd.data
+            for stage in range(cfg.rdma.dma_latency):
+                v = Signal(name=f"host{e}_rd_valid{stage}")
+                d = Signal(64, name=f"host{e}_rd_data{stage}")
+                m.d.sync += [v.eq(valid), d.eq(data)]
+                valid, data = v, d
+            m.d.comb += [engine.dma.rd_rsp_valid.eq(valid), engine.dma.rd_rsp_data.eq(data)]
+            with m.If(self.mem_we):
+                m.d.comb += [wr.en.eq(1), wr.addr.eq(self.mem_addr),
+                             wr.data.eq(self.mem_wdata[64 * e:64 * e + 64])]
+            with m.Else():
+                m.d.comb += [wr.en.eq(engine.dma.wr_en), wr.addr.eq(engine.dma.wr_addr),
+                             wr.data.eq(engine.dma.wr_data)]
+        m.d.comb += self.counters.eq(Cat(*counters))
+        m.d.comb += [self.free.eq(Cat(*frees)),
+                     self.rate.eq(Cat(*rates)), self.rate_changed.eq(Cat(*changed)),
+                     self.cnp_context.eq(Cat(*contexts))]
+        pfc_sent = switch.pfc_tx_valid if cfg.pfc.enabled else Const(0, n)
+        m.d.comb += self.events.eq(Cat(pfc_sent, *cnps, *(c.any() for c in changed)))
+
+        # Each output's queue: flits taken at the inputs toward it, less those handed over.
+        depth_bits = queue_depth_bits(cfg)
+        for o in range(n):
+            depth = Signal(depth_bits, name=f"queue_depth{o}")
+            arriving = sum(taken & (dst == o) for taken, dst in entering)
+            leaving = switch.o[o].valid & switch.o[o].ready
+            m.d.sync += depth.eq(depth + arriving - leaving)
+            m.d.comb += self.queue_depth[o * depth_bits:(o + 1) * depth_bits].eq(depth)
+        return m

@@ -1,0 +1,244 @@
+"""The stimulus top: the switch, or the fabric, with a traffic generator on every endpoint
+input and a statistics sink on every endpoint output.
+
+A run needs no testbench per cycle: after reset the host writes the run's
+settings (pattern, load, lengths, class weights, seed, run length) through
+the configuration port ``csr_*`` (addresses in
+``superfabric.formats.stimulus.RegisterMap``), writes ``control`` to start, waits
+for ``done`` and reads the statistics back through the same port. So one
+simulator build, or one FPGA bitstream, serves every point of a sweep. The
+model is ``sim/stimulus/top.py``; ``docs/architecture.md`` section 12.
+"""
+
+from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux,
+                          ResetSignal, Signal)
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ...config import FabricConfig
+from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK_KEY, TIMESTAMP_BITS,
+                        RegisterMap, check_stimulus, port_key)
+from ..fabric.top import Fabric
+from ..packet import packet_layout
+from ..switch import Switch
+from .traffic_gen import TrafficGenerator
+from .traffic_sink import TrafficSink
+
+__all__ = ["Stimulus"]
+
+_GENERATOR_STATS = ("generated", "generated_flits", "refused")
+_SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "hash",
+               "order_errors", "frame_errors", "ce_packets")
+
+
+def _total(values):
+    """The sum of ``values`` as a balanced adder tree: Python's ``sum`` would nest a fabric's
+    thousands of counters one addition deep each, past what Amaranth can recurse through."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
+def _seeded(seed, key: int):
+    """``superfabric.formats.stimulus.port_seed`` as logic."""
+    mixed = seed ^ key
+    return Mux(mixed == 0, key, mixed)
+
+
+class Stimulus(wiring.Component):
+    """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them).
+
+    With ``fabric.topology`` a torus or a fat tree the core is the fabric top
+    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules,
+    listed in :attr:`modules`), with a generator and a sink at every endpoint.
+
+    Ports
+    -----
+    clk, rst : the clock; a synchronous reset, registered on the way in.
+    csr_addr, csr_we, csr_wdata : registered on the way in; a write in a
+        cycle with ``csr_we`` takes effect at the next edge but one. Writing
+        bit 0 of ``control`` arms the run: it begins (cycle 0) in the first
+        cycle after that in which the sinks have cleared their memories
+        after reset. One run per reset: the switch's buffers start from
+        their initial contents.
+    csr_rdata : the word addressed two cycles before; ``control`` reads as
+        bit 0 done, bit 1 running, bit 2 armed.
+    done : the run is over: past its generation window, and every packet
+        generated was delivered or dropped. ``cycle`` then stays put.
+    running, cycle : started; the cycle of the run.
+    generated, delivered, dropped : packets so far, over all endpoints and
+        ports (the progress a host or testbench watches).
+    """
+
+    def __init__(self, cfg: FabricConfig):
+        check_stimulus(cfg)
+        self._cfg = cfg
+        self._map = RegisterMap(cfg)
+        self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
+        #: The router modules the core instantiates (none for the switch): (name, signature).
+        self.modules = getattr(self._core, "modules", {})
+        width = cfg.stimulus.counter_width
+        super().__init__({
+            "csr_addr": In(self._map.address_bits),
+            "csr_we": In(1),
+            "csr_wdata": In(CSR_DATA_BITS),
+            "csr_rdata": Out(CSR_DATA_BITS),
+            "done": Out(1),
+            "running": Out(1),
+            "cycle": Out(width),
+            "generated": Out(width),
+            "delivered": Out(width),
+            "dropped": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        # The reset is registered on the way in, like the configuration port:
+        # logic that depends combinationally on a top-level input is
+        # re-evaluated by a simulator at every clock edge, and through the
+        # reset of each register that would be all of it.
+        rst = Signal(init=1, reset_less=True)
+        m.d.sync += rst.eq(ResetSignal())
+        m.domains.fabric = fabric = ClockDomain(local=True)
+        m.d.comb += [fabric.clk.eq(ClockSignal()), fabric.rst.eq(rst)]
+        m.submodules.fabric = DomainRenamer("fabric")(self._fabric())
+        return m
+
+    def _fabric(self):
+        """Everything but the reset register, in the ``sync`` domain."""
+        m = Module()
+        cfg, regmap = self._cfg, self._map
+        sw, st = cfg.switch, cfg.stimulus
+        n, np_ = cfg.endpoints, sw.priorities
+        layout = packet_layout(cfg)
+
+        # The configuration port is registered on the way in, like the reset,
+        # and without reset: a write in the first cycle after reset, while
+        # the registered reset still holds the rest, must not be lost.
+        addr = Signal.like(self.csr_addr, reset_less=True)
+        we = Signal(reset_less=True)
+        wdata = Signal.like(self.csr_wdata, reset_less=True)
+        m.d.sync += [addr.eq(self.csr_addr), we.eq(self.csr_we), wdata.eq(self.csr_wdata)]
+
+        # Settings registers.
+        regs = {name: [Signal(width, name=f"{name}{k}" if words > 1 else name)
+                       for k in range(words)]
+                for name, width, words in regmap.settings}
+        with m.If(we):
+            with m.Switch(addr):
+                for name, _, words in regmap.settings:
+                    for k in range(words):
+                        with m.Case(regmap.address(name, k)):
+                            m.d.sync += regs[name][k].eq(wdata)
+        # A start arms the run; it begins once the sinks have cleared their
+        # memories after reset (at most a few hundred cycles).
+        armed = Signal()
+        with m.If(we & (addr == regmap.CONTROL) & wdata[0]):
+            m.d.sync += armed.eq(1)
+        cleared = Signal()
+        start = Signal()
+        m.d.comb += start.eq(armed & cleared & ~self.running)
+        with m.If(start):
+            m.d.sync += [self.running.eq(1), self.cycle.eq(0)]
+        with m.Elif(self.running & ~self.done):
+            m.d.sync += self.cycle.eq(self.cycle + 1)
+        (run_cycles,), (seed,) = regs["run_cycles"], regs["seed"]
+        window = Signal()
+        m.d.comb += window.eq(self.running & (self.cycle < run_cycles))
+        timestamp = self.cycle[:TIMESTAMP_BITS]
+
+        core = self._core
+        m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = core
+        m.d.comb += core.pause.eq(0)
+        gens, sinks = [], []
+        for k in range(n):
+            gen = TrafficGenerator(layout=layout, port=k, ports=n, priorities=np_,
+                                   queue_depth=st.source_queue, counter_width=st.counter_width)
+            m.submodules[f"gen{k}"] = gen
+            wiring.connect(m, gen.o, core.i[k])
+            for name, _ in gen.settings.shape():
+                if name == "prio_thresholds":
+                    for j, threshold in enumerate(regs[name]):
+                        m.d.comb += gen.settings.prio_thresholds[j].eq(threshold)
+                else:
+                    m.d.comb += getattr(gen.settings, name).eq(regs[name][0])
+            m.d.comb += [
+                gen.fixed_dst.eq(regs["fixed_dst"][k]),
+                gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
+                gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))), gen.start.eq(start),
+                gen.stepping.eq(window), gen.timestamp.eq(timestamp),
+            ]
+            gens.append(gen)
+
+            sink = TrafficSink(layout=layout, port=k, ports=n, priorities=np_,
+                               counter_width=st.counter_width, hist_buckets=st.hist_buckets,
+                               hist_sub_bits=st.hist_sub_bits,
+                               fault_packet=st.fault_packet if k == 0 else 0)
+            m.submodules[f"sink{k}"] = sink
+            wiring.connect(m, core.o[k], sink.i)
+            m.d.comb += [
+                sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
+                sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
+                sink.timestamp.eq(timestamp), sink.window.eq(window),
+                sink.hist_addr.eq(addr[:(regmap.hist_stride - 1).bit_length()]),
+            ]
+            sinks.append(sink)
+        m.d.comb += cleared.eq(Cat(s.cleared for s in sinks).all())
+
+        # Progress, and the end of the run: the generation window is over and
+        # every packet generated was delivered or dropped (modulo 2**32 is
+        # enough: fewer than 2**32 packets are ever in flight).
+        width = st.counter_width
+        m.d.comb += [
+            self.generated.eq(_total(g.generated for g in gens)[:width]),
+            self.delivered.eq(_total(p for s in sinks for p in s.packets)[:width]),
+            self.dropped.eq(_total(core.drops)[:32]),
+        ]
+        in_flight = (self.generated - self.delivered - self.dropped)[:32]
+        m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))
+
+        self._readout(m, addr, armed, regs, gens, sinks)
+        return m
+
+    def _readout(self, m, addr, armed, regs, gens, sinks):
+        """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""
+        regmap, np_ = self._map, self._cfg.switch.priorities
+        words = {"cycle": [self.cycle]}
+        for name in _GENERATOR_STATS:
+            words[name] = [getattr(g, name) for g in gens]
+        for name in ("packets", "flits"):
+            words[name] = [getattr(s, name)[p] for s in sinks for p in range(np_)]
+        for name in _SINK_STATS:
+            words[name] = [getattr(s, name) for s in sinks]
+        # The core's counters: per (global) port, per link, per router.
+        for name in ("rx_packets", "tx_packets", "drops", "ecn_marks", "link_flits",
+                     "router_peak"):
+            if hasattr(self._core, name):
+                words[name] = list(getattr(self._core, name))
+        # The histograms: hist_base is a power of two above every other
+        # address, so its bit marks the region; below it, sink and bucket.
+        hist_bits = (regmap.hist_stride - 1).bit_length()
+        region_bit = regmap.hist_base.bit_length() - 1
+        index = addr[hist_bits:region_bit]
+        valid = addr[region_bit]
+        if len(sinks) < 1 << len(index):
+            valid &= index < len(sinks)
+        if regmap.hist_buckets < regmap.hist_stride:
+            valid &= addr[:hist_bits] < regmap.hist_buckets
+        hist = Array(s.hist_data for s in sinks)
+        with m.Switch(addr):
+            with m.Case(regmap.CONTROL):
+                m.d.sync += self.csr_rdata.eq(Cat(self.done, self.running, armed))
+            for name, _, count in regmap.settings:
+                for k in range(count):
+                    with m.Case(regmap.address(name, k)):
+                        m.d.sync += self.csr_rdata.eq(regs[name][k])
+            for name, _, count in regmap.stats:
+                assert len(words[name]) == count, name
+                for k, value in enumerate(words[name]):
+                    with m.Case(regmap.address(name, k)):
+                        m.d.sync += self.csr_rdata.eq(value)
+            with m.Default():
+                m.d.sync += self.csr_rdata.eq(Mux(valid, hist[index], 0))

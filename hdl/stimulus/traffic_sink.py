@@ -1,0 +1,263 @@
+"""A synthesizable statistics sink: one per switch output of the stimulus top.
+
+It takes the output's flits (ready from a seeded draw against a stall
+threshold), counts packets and flits per class, sums latencies and keeps
+their minimum, maximum and a log-linear histogram, checks per (source,
+class) that sequence numbers only move forward, checks each flit against
+its packet's head (framing, route, header fields), and folds every
+delivered packet's record into a running CRC-32. The model is
+``sim/stimulus/traffic_sink.py``; ``docs/architecture.md`` section 12.3 the
+specification both follow.
+"""
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ...formats.stimulus import DRAW_BITS, TIMESTAMP_BITS, crc32_update, port_bytes, record_bits
+from .traffic_gen import xorshift64
+
+__all__ = ["TrafficSink", "crc32_network"]
+
+_CE = 3
+
+
+def crc32_network(m: Module, crc, record):
+    """``superfabric.formats.stimulus.crc32_update(crc, record, len(record))`` as logic, added to ``m``.
+
+    The update is linear: the result is a constant XOR one 32-bit column
+    per input bit set. The input bits (32 of state, 96 or 112 of record)
+    are cut into nibbles, and each nibble looks up the XOR of its four
+    columns in a 16-word ROM; the lookups are XORed together. In gates that
+    is a LUT level and an XOR tree, like the usual XOR network, but a
+    simulator evaluates it as table reads instead of gathering bits for
+    each of the 32 parities.
+    """
+    width = len(record)
+    const = crc32_update(0, 0, width)
+    bits = Cat(crc, record)
+    columns = [(crc32_update(1 << k, 0, width) if k < 32 else
+                crc32_update(0, 1 << (k - 32), width)) ^ const
+               for k in range(32 + width)]
+    result = Const(const, 32)
+    for nibble in range(len(columns) // 4):
+        table = []
+        for value in range(16):
+            word = 0
+            for b in range(4):
+                if value >> b & 1:
+                    word ^= columns[4 * nibble + b]
+            table.append(word)
+        rom = Memory(shape=32, depth=16, init=table)
+        m.submodules[f"crc_rom{nibble}"] = rom
+        lookup = rom.read_port(domain="comb")
+        m.d.comb += lookup.addr.eq(bits[4 * nibble:4 * nibble + 4])
+        result = result ^ lookup.data
+    return result
+
+
+def _bucket(latency, sub_bits: int, buckets: int):
+    """``superfabric.formats.stimulus.latency_bucket`` as logic: find the top bit, keep the
+    ``sub_bits`` below it, and saturate at the last bucket."""
+    size = 1 << sub_bits
+    width = len(latency)
+    top = Const(0, range(width))
+    for h in range(width):
+        top = Mux(latency[h], h, top)
+    shift = (top - sub_bits)[:len(top)]
+    log = Cat((latency >> shift)[:sub_bits], (top - sub_bits + 1)[:len(top) + 1])
+    index = Mux(latency < size, latency, log)
+    return Mux(index >= buckets - 1, buckets - 1, index)
+
+
+class TrafficSink(wiring.Component):
+    """The statistics sink of output ``port`` of a ``ports``-port switch.
+
+    Parameters
+    ----------
+    layout : data.StructLayout
+        The packet layout; ``data`` holds the generation cycle (low 32 bits).
+    port, ports, priorities : int
+        This output, the switch's ports and classes.
+    counter_width : int
+        Width of the packet, flit, latency-sum and histogram counters.
+    hist_buckets, hist_sub_bits : int
+        The latency histogram: ``hist_buckets`` buckets, ``2**hist_sub_bits``
+        per power of two.
+    fault_packet : int
+        0, or K: withhold ``ready`` for one cycle when the head of the K-th
+        packet arrives (a planted fault; the model does not have it).
+
+    Ports
+    -----
+    i : packet stream from the switch output.
+    seed, start : ``start`` loads the ready draw's state with ``seed``.
+    running : step the ready draw in this cycle.
+    stall_threshold : not ready when the 16-bit draw is below it (0: always ready).
+    timestamp : the cycle number (low 32 bits); latency = timestamp - data.
+    window : the cycle is inside the generation window.
+    packets, flits : per class. window_flits: flits of packets whose tail
+        came in the window. latency_sum, latency_min (all ones: none yet),
+        latency_max. hash: the running CRC-32. order_errors, frame_errors,
+        ce_packets (delivered marked CE).
+    hist_addr, hist_data : read a histogram bucket (combinational).
+    cleared : the memories are cleared, which takes ``max(hist_buckets, ports *
+        priorities)`` cycles after reset; the sink must not see a flit before.
+    """
+
+    def __init__(self, *, layout: data.StructLayout, port: int, ports: int, priorities: int,
+                 counter_width: int, hist_buckets: int, hist_sub_bits: int, fault_packet: int = 0):
+        if not isinstance(port, int) or not 0 <= port < ports:
+            raise ValueError(f"port must be an integer in 0..{ports - 1}, not {port!r}")
+        if not isinstance(hist_buckets, int) or hist_buckets < 2 << hist_sub_bits:
+            raise ValueError(f"hist_buckets must be an integer >= {2 << hist_sub_bits} "
+                             f"(2 * 2**hist_sub_bits), not {hist_buckets!r}")
+        self._layout = layout
+        self._port, self._ports, self._priorities = port, ports, priorities
+        self._width = counter_width
+        self._buckets, self._sub_bits = hist_buckets, hist_sub_bits
+        self._fault = fault_packet
+        super().__init__({
+            "i": In(stream.Signature(layout)),
+            "seed": In(64), "start": In(1), "running": In(1),
+            "stall_threshold": In(DRAW_BITS + 1),
+            "timestamp": In(TIMESTAMP_BITS),
+            "window": In(1),
+            "packets": Out(counter_width).array(priorities),
+            "flits": Out(counter_width).array(priorities),
+            "window_flits": Out(counter_width),
+            "latency_sum": Out(counter_width),
+            "latency_min": Out(TIMESTAMP_BITS, init=(1 << TIMESTAMP_BITS) - 1),
+            "latency_max": Out(TIMESTAMP_BITS),
+            "hash": Out(32),
+            "order_errors": Out(counter_width),
+            "frame_errors": Out(counter_width),
+            "ce_packets": Out(counter_width),
+            "hist_addr": In(range(hist_buckets)),
+            "hist_data": Out(counter_width),
+            "cleared": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, np_, width = self._ports, self._priorities, self._width
+        flit = self.i.payload
+
+        # The draw's state is loaded at start, before any draw: no reset needed.
+        state = Signal(64, init=1, reset_less=True)
+        draw = Signal(64)
+        m.d.comb += draw.eq(xorshift64(state))
+        with m.If(self.start):
+            m.d.sync += state.eq(self.seed)
+        with m.Elif(self.running):
+            m.d.sync += state.eq(draw)
+        ready = draw[:DRAW_BITS] >= self.stall_threshold
+        if self._fault:
+            # The planted fault: one cycle not ready at the K-th packet's head.
+            received = Signal(range(self._fault + 1))
+            faulted = Signal()
+            withhold = self.i.valid & flit.first & (received == self._fault - 1) & ~faulted
+            with m.If(withhold):
+                m.d.sync += faulted.eq(1)
+            ready = ready & ~withhold
+        m.d.comb += self.i.ready.eq(ready)
+        taken = self.i.valid & self.i.ready
+        tail = taken & flit.last
+        if self._fault:
+            with m.If(tail & (received != self._fault)):
+                m.d.sync += received.eq(received + 1)
+
+        # Framing: each flit against its packet's head flit.
+        head = Signal(self._layout)
+        index = Signal(range(max(2, 1 << self._layout["length"].shape.width)))
+        fields = ["src", "tag", "data", "prio", "length", "ecn"]
+        fabric = "vc" in self._layout.members
+        if fabric:
+            # A fabric's flits also carry the links crossed, the same on every
+            # flit of a packet, and leave toward an endpoint on VC 0.
+            fields.append("hops")
+        same = Cat(flit[name] == head[name] for name in fields).all()
+        bad = Mux(index == 0, ~flit.first, flit.first | ~same) | (flit.dst != self._port)
+        if fabric:
+            bad |= flit.vc != 0
+        with m.If(taken):
+            m.d.sync += index.eq(Mux(flit.last, 0, index + 1))
+            with m.If(index == 0):
+                m.d.sync += head.eq(flit)
+            with m.If(bad):
+                m.d.sync += self.frame_errors.eq(self.frame_errors + 1)
+            flits = Array(self.flits)
+            m.d.sync += flits[flit.prio].eq(flits[flit.prio] + 1)
+
+        latency = Signal(TIMESTAMP_BITS)
+        m.d.comb += latency.eq(self.timestamp - flit.data[:TIMESTAMP_BITS])
+
+        # After reset the sink clears its memories, a word per cycle, before
+        # it reports `cleared`: a reset then also clears the statistics.
+        flows = n * np_
+        words = max(self._buckets, flows)
+        clear_addr = Signal(range(words + 1))
+        clearing = clear_addr != words
+        with m.If(clearing):
+            m.d.sync += clear_addr.eq(clear_addr + 1)
+        m.d.comb += self.cleared.eq(~clearing)
+
+        # Histogram buckets in a memory, read, incremented and written back.
+        hist = Memory(shape=width, depth=self._buckets, init=[])
+        m.submodules.hist = hist
+        update = hist.read_port(domain="comb")
+        readout = hist.read_port(domain="comb")
+        write = hist.write_port()
+        bucket = Signal(range(self._buckets))
+        m.d.comb += [
+            bucket.eq(_bucket(latency, self._sub_bits, self._buckets)),
+            update.addr.eq(bucket),
+            write.addr.eq(Mux(clearing, clear_addr, bucket)),
+            write.data.eq(Mux(clearing, 0, update.data + 1)),
+            write.en.eq(tail | (clearing & (clear_addr < self._buckets))),
+            readout.addr.eq(self.hist_addr),
+            self.hist_data.eq(readout.data),
+        ]
+
+        # Order: per (source, class) flow, whether a tag was seen and the last one.
+        tag_bits = self._layout["tag"].shape.width
+        last_tag = Memory(shape=data.StructLayout({"tag": tag_bits, "seen": 1}), depth=flows,
+                          init=[])
+        m.submodules.last_tag = last_tag
+        flow = Signal(range(flows))
+        m.d.comb += flow.eq(flit.src * np_ + flit.prio)
+        seen_rd = last_tag.read_port(domain="comb")
+        seen_wr = last_tag.write_port()
+        ahead = Signal(tag_bits)
+        m.d.comb += [seen_rd.addr.eq(flow), ahead.eq(flit.tag - seen_rd.data.tag),
+                     seen_wr.addr.eq(Mux(clearing, clear_addr, flow)),
+                     seen_wr.data.tag.eq(flit.tag), seen_wr.data.seen.eq(~clearing),
+                     seen_wr.en.eq(tail | (clearing & (clear_addr < flows)))]
+        backwards = seen_rd.data.seen & ((ahead == 0) | ahead[-1])
+
+        # superfabric.formats.stimulus.delivery_record
+        w = 8 * port_bytes(n)
+        record = Signal(record_bits(n))
+        m.d.comb += record.eq(flit.tag | (self.timestamp << 32) | (flit.src << 64)
+                              | (self._port << (64 + w)) | (flit.ecn << (64 + 2 * w))
+                              | (flit.prio << (72 + 2 * w)))
+        hash_next = crc32_network(m, self.hash, record)
+        packets = Array(self.packets)
+        with m.If(tail):
+            m.d.sync += [
+                packets[flit.prio].eq(packets[flit.prio] + 1),
+                self.latency_sum.eq(self.latency_sum + latency),
+                self.hash.eq(hash_next),
+            ]
+            with m.If(latency < self.latency_min):
+                m.d.sync += self.latency_min.eq(latency)
+            with m.If(latency > self.latency_max):
+                m.d.sync += self.latency_max.eq(latency)
+            with m.If(self.window):
+                m.d.sync += self.window_flits.eq(self.window_flits + flit.length)
+            with m.If(flit.ecn == _CE):
+                m.d.sync += self.ce_packets.eq(self.ce_packets + 1)
+            with m.If(backwards):
+                m.d.sync += self.order_errors.eq(self.order_errors + 1)
+        return m

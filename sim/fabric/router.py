@@ -1,0 +1,647 @@
+"""Cycle-exact golden model of one router of the fabric, compiled (docs/architecture.md 5, 11).
+
+A router is the switch of section 4 with a routing decision at ingress,
+virtual channels and credit-based flow control on its link ports (section
+11). The state of every router of a fabric lives in one
+:class:`RouterState` of numpy arrays: per packet, per global port (router
+``r``'s ports are ``base[r] .. base[r] + ports[r] - 1``, its endpoint ports
+first), per (input, queue), per link. :func:`router_cycle` is one cycle of
+one router, sections 5.2 and 5.3 with the changes of 11.5 (and of 5.7 with
+``registered_grant``), its comments numbered like the steps; the fabric's
+run loop (:mod:`.fabric`) calls it for every router and moves the links. The
+switch is the fabric of one router whose ports are all endpoints.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba.extending import register_jitable
+
+from ...network import routing
+from ...config import EGRESS_DEPTH, FabricConfig
+from ...formats.packet import CE, ECT0, ECT1
+from ...network.topology import Topology
+from ..ecn import ecn_decide
+from ..islip import highest_class, islip_match
+from ..kernel import kernel
+from ..pfc import FRAME_COLUMNS, lossless_classes, pfc_egress_receive, pfc_ingress_step
+from ..records import Records
+from ..source import NONE
+from ..voq import frame_flit, voq_dequeue, voq_enqueue
+
+__all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
+           "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
+           "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
+           "FAT_TREE"]
+
+#: Indices of RouterState.scalars: packets outstanding, whether the last
+#: cycle moved a flit, pause frames recorded, packets registered, flits and
+#: credits in flight on links, a flit that arrived at a full link input (a
+#: broken credit invariant, which the caller reports), and the ids on the
+#: stack of free packet slots (with ``recycle``).
+OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW, FREE = range(7)
+
+#: RouterParams.topology.
+SWITCH, TORUS, FAT_TREE = range(3)
+
+# The routing functions are defined once, in superfabric.network.routing, as plain
+# Python; these make them callable from compiled code.
+for _rule in (routing.torus_dor_hop, routing.class_vcs, routing.best_vc, routing.ecmp_hash,
+              routing.torus_escape, routing.torus_route, routing.fat_tree_route):
+    register_jitable(_rule)
+
+#: The configuration as the kernels read it (all integers; flags are 0 or 1).
+RouterParams = namedtuple("RouterParams", [
+    "priorities", "islip", "drop", "iterations",
+    "ecn_on", "kmin", "kmax", "slope",
+    "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
+    "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
+    "per_router", "leaves", "spines", "links", "link_latency", "registered_grant",
+    "recycle"])   # a packet's id goes back to free_ids when it is delivered or dropped
+
+#: Everything the routers hold, as arrays; docs/architecture.md sections 5.1 and 11.
+RouterState = namedtuple("RouterState", [
+    # Per packet (indexed by id): what it is ...
+    "p_length", "p_prio", "p_src", "p_dst", "p_ecn_in",
+    # ... where it is queued (its queue and arriving pool at the router that holds it) ...
+    "p_req", "p_pool", "p_next",
+    # ... and what happens to it: delivery, links crossed.
+    "p_ecn_out", "p_ecn_backlog", "p_head", "p_tail", "p_out", "p_dropped", "p_hops", "p_path",
+    "scalars", "free_ids",
+    # Per router: its first global port and port count; per port of the
+    # topology: the endpoint it faces (-1: a link), its output and input links.
+    "base", "nports", "port_endpoint", "port_link", "in_link", "dims",
+    # Per link: the global output port feeding it and the input port it feeds;
+    # the flits and credits on it, a slot per cycle of latency.
+    "link_src", "link_dst", "fwd_pkt", "fwd_flit", "fwd_vc", "fwd_valid", "back_pool",
+    # Per input: skid buffer (oldest first), ingress framing, space per pool.
+    "skid_n", "skid_pkt", "skid_flit", "skid_vc",
+    "free", "in_packet", "left", "dropping", "waiting", "stored", "wr_ecn",
+    # Per (input, queue): the complete packets, oldest first; per [input,
+    # output * vcs + vc] the classes with a complete packet, as a bit mask.
+    "q_head", "q_tail", "q_count", "nonempty",
+    # Per input: read register and crossbar state.
+    "rd_valid", "rd_pkt", "rd_flit", "rd_last", "rd_out", "rd_pool", "rd_ecn", "active",
+    "cur_out", "cur_vc",
+    # Per output: the egress queue, a ring of EGRESS_DEPTH flits; credits per [class, vc].
+    "eg_n", "eg_first", "eg_pkt", "eg_flit", "eg_last", "eg_vc", "credits",
+    # Counters per port and per link; the routers' peak occupancy.
+    "rx", "tx", "drops", "link_flits", "peak_stored",
+    # iSLIP pointers per [global port, class] and scratch of one match; the
+    # grant register per input (registered_grant: output, -1 for none; class; VC).
+    "g_ptr", "a_ptr", "req", "grants", "match_out", "match_prio", "match_vc", "grant_to",
+    "grant_prio", "gr_out", "gr_prio", "gr_vc",
+    # ECN per (output, class) and per output.
+    "backlog", "lfsr", "marks",
+    # PFC ingress per [input, class] and per input * priorities + class.
+    "occupancy", "xoff_state", "refresh", "frames_sent", "peak",
+    # PFC egress per output * priorities + class: pause intervals and frames received.
+    "pause_start", "pause_until", "paused_before", "frames_received", "lossless",
+    # Pause frames sent: rows (cycle, endpoint, class_enable, eight times); this cycle's.
+    "frames", "tx_enable", "tx_times",
+    # Scratch of one cycle, per port.
+    "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
+    "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
+
+
+def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -> RouterParams:
+    """The kernels' view of ``cfg``; ``recycle`` for runs that reuse packet ids."""
+    sw, ecn, pfc, f = cfg.switch, cfg.ecn, cfg.pfc, cfg.fabric
+    kind = {"switch": SWITCH, "torus": TORUS, "fat_tree": FAT_TREE}[topo.kind]
+    return RouterParams(
+        priorities=sw.priorities, islip=int(sw.scheduler == "islip"),
+        drop=int(sw.ingress_full == "drop"), iterations=sw.islip_iterations,
+        ecn_on=int(ecn.enabled), kmin=ecn.kmin, kmax=ecn.kmax, slope=ecn.slope,
+        pfc_on=int(pfc.enabled), xoff=pfc.xoff, xon=pfc.xon, quanta=pfc.pause_quanta,
+        refresh_period=pfc.refresh_cycles(sw.data_width), data_width=sw.data_width,
+        topology=kind, routers=topo.routers, endpoints=topo.endpoints,
+        max_ports=max(topo.ports(r) for r in range(topo.routers)),
+        vcs=f.vcs if kind != SWITCH else 1, adaptive=int(f.routing == "adaptive"),
+        max_packet=sw.max_packet_flits,
+        per_router=(topo.endpoints_per_router if kind == TORUS else
+                    topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
+        leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
+        link_latency=f.link_latency, registered_grant=int(sw.registered_grant),
+        recycle=int(recycle))
+
+
+def packet_arrays(capacity: int, max_links: int) -> dict:
+    """Per-packet arrays for ``capacity`` packets, none registered; the dtypes are
+    those of :class:`~.traffic.Trace` and :class:`~.records.Records`."""
+    rec = Records.empty(capacity, max_links)
+    return {"p_length": np.zeros(capacity, np.int16), "p_prio": np.zeros(capacity, np.int8),
+            "p_src": np.zeros(capacity, np.int16), "p_dst": np.zeros(capacity, np.int16),
+            "p_ecn_in": np.zeros(capacity, np.int8), "p_req": np.zeros(capacity, np.int64),
+            "p_pool": np.zeros(capacity, np.int64), "p_next": np.full(capacity, NONE, np.int64),
+            "p_ecn_out": rec.ecn_out, "p_ecn_backlog": rec.ecn_backlog, "p_head": rec.head,
+            "p_tail": rec.tail, "p_out": rec.out_port, "p_dropped": rec.dropped,
+            "p_hops": rec.hops, "p_path": rec.path}
+
+
+def trace_packets(trace, rec: Records) -> dict:
+    """Per-packet arrays of a whole trace, its ids the trace's rows; the packets'
+    fates are written straight into ``rec``."""
+    n = len(trace)
+    rec.ecn_out[:] = trace.ecn
+    # Copies: the trace's arrays are read-only, which numba would compile apart.
+    return {"p_length": trace.length.copy(), "p_prio": trace.prio.copy(),
+            "p_src": trace.src.copy(), "p_dst": trace.dst.copy(), "p_ecn_in": trace.ecn.copy(),
+            "p_req": np.empty(n, np.int64), "p_pool": np.empty(n, np.int64),
+            "p_next": np.empty(n, np.int64), "p_ecn_out": rec.ecn_out,
+            "p_ecn_backlog": rec.ecn_backlog, "p_head": rec.head, "p_tail": rec.tail,
+            "p_out": rec.out_port, "p_dropped": rec.dropped, "p_hops": rec.hops,
+            "p_path": rec.path}
+
+
+def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterState:
+    """Every router just after reset, with the per-packet arrays ``packets``."""
+    sw, f = cfg.switch, cfg.fabric
+    prm = router_params(cfg, topo)
+    p, v, n = sw.priorities, prm.vcs, prm.max_ports
+    nports = np.array([topo.ports(r) for r in range(topo.routers)], np.int64)
+    base = np.concatenate([[0], np.cumsum(nports)[:-1]]).astype(np.int64)
+    ports = int(nports.sum())
+    queues = n * v * p if sw.scheduler == "islip" else 1
+    links = max(1, len(topo.links))
+    latency = f.link_latency
+
+    def ints(*shape, fill=0):
+        return np.full(shape, fill, np.int64)
+
+    def flags(*shape):
+        return np.zeros(shape, np.bool_)
+
+    port_endpoint, port_link, in_link = ints(ports, fill=-1), ints(ports, fill=-1), \
+        ints(ports, fill=-1)
+    link_src, link_dst = ints(links), ints(links)
+    free = ints(ports, p * v)
+    for e in range(topo.endpoints):
+        port_endpoint[base[topo.endpoint_router(e)] + topo.endpoint_port(e)] = e
+    for r in range(topo.routers):
+        m = topo.endpoint_ports(r)
+        free[base[r]:base[r] + m, 0] = sw.buffer_flits
+        free[base[r] + m:base[r] + nports[r], :] = f.vc_buffer_flits
+    for k, (r, port, peer, peer_port) in enumerate(topo.links):
+        link_src[k] = base[r] + port
+        link_dst[k] = base[peer] + peer_port
+        port_link[base[r] + port] = k
+        in_link[base[peer] + peer_port] = k
+    credits = np.zeros((ports, p, v), np.int64)
+    credits[port_link >= 0] = f.vc_buffer_flits
+    lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
+    return RouterState(
+        **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
+        base=base, nports=nports, port_endpoint=port_endpoint, port_link=port_link,
+        in_link=in_link, dims=np.array(list(topo.dims) or [1], np.int64),
+        link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
+        fwd_flit=ints(links, latency), fwd_vc=ints(links, latency),
+        fwd_valid=flags(links, latency), back_pool=ints(links, latency, fill=-1),
+        skid_n=ints(ports), skid_pkt=ints(ports, 2), skid_flit=ints(ports, 2),
+        skid_vc=ints(ports, 2),
+        free=free, in_packet=flags(ports), left=ints(ports), dropping=flags(ports),
+        waiting=ints(ports), stored=ints(ports), wr_ecn=ints(ports),
+        q_head=ints(ports, queues, fill=NONE), q_tail=ints(ports, queues, fill=NONE),
+        q_count=ints(ports, queues), nonempty=ints(ports, n * v),
+        rd_valid=flags(ports), rd_pkt=ints(ports), rd_flit=ints(ports), rd_last=flags(ports),
+        rd_out=ints(ports), rd_pool=ints(ports), rd_ecn=ints(ports), active=flags(ports),
+        cur_out=ints(ports), cur_vc=ints(ports),
+        eg_n=ints(ports), eg_first=ints(ports), eg_pkt=ints(ports, EGRESS_DEPTH),
+        eg_flit=ints(ports, EGRESS_DEPTH), eg_last=flags(ports, EGRESS_DEPTH),
+        eg_vc=ints(ports, EGRESS_DEPTH), credits=credits,
+        rx=ints(ports), tx=ints(ports), drops=ints(ports), link_flits=ints(links),
+        peak_stored=ints(topo.routers),
+        g_ptr=ints(ports, p), a_ptr=ints(ports, p), req=ints(ports, p), grants=ints(ports, p),
+        match_out=ints(ports), match_prio=ints(ports), match_vc=ints(ports),
+        grant_to=ints(ports), grant_prio=ints(ports), gr_out=ints(ports, fill=-1),
+        gr_prio=ints(ports), gr_vc=ints(ports),
+        backlog=ints(ports * p), lfsr=lfsr, marks=ints(ports * p),
+        occupancy=ints(ports, p), xoff_state=flags(ports, p), refresh=ints(ports, p),
+        frames_sent=ints(ports * p), peak=ints(ports * p),
+        pause_start=ints(ports * p), pause_until=ints(ports * p),
+        paused_before=ints(ports * p), frames_received=ints(ports * p),
+        lossless=lossless_classes(cfg),
+        frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
+        finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
+        out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
+        paused_classes=ints(ports), credit_ok=ints(ports, v), taken=flags(ports, v),
+        book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
+        book_len=ints(ports))
+
+
+@kernel(inline=True)
+def router_busy(st, prm, r):
+    """Anything inside router ``r``: flits or packets anywhere, or a pause in force upstream."""
+    base, n = st.base[r], st.nports[r]
+    for g in range(base, base + n):
+        if (st.rd_valid[g] or st.active[g] or st.skid_n[g] or st.waiting[g] or st.stored[g]
+                or st.in_packet[g] or st.eg_n[g]):
+            return True
+    if prm.pfc_on:
+        for g in range(base, base + n):
+            for p in range(prm.priorities):
+                if st.xoff_state[g, p]:
+                    return True
+    return False
+
+
+@kernel(inline=True)
+def _release(st, pkt):
+    """Packet ``pkt`` has left the fabric: its id can be reused."""
+    st.free_ids[st.scalars[FREE]] = pkt
+    st.scalars[FREE] += 1
+
+
+@kernel(inline=True)
+def _reserved(prm, v):
+    """VC ``v`` is adaptive on a torus: its room is reserved when a packet is routed to it."""
+    return prm.topology == TORUS and prm.adaptive and v >= routing.ESCAPE_VCS
+
+
+@kernel(inline=True)
+def _route(st, prm, r, base, n, pkt):
+    """Output port and VC of a packet whose head enters router ``r`` (section 11.4).
+
+    An adaptive choice books its (output, VC) for the cycle; a second input
+    choosing the same one in the same cycle takes its escape instead, so a
+    reservation never overdraws the credits.
+    """
+    if prm.topology == SWITCH:
+        return int(st.p_dst[pkt]), 0
+    credits = st.credits[base:base + n]
+    src, dst, prio = st.p_src[pkt], st.p_dst[pkt], st.p_prio[pkt]
+    if prm.topology == TORUS:
+        out, vc = routing.torus_route(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                      prm.adaptive, credits, prm.max_packet)
+        if _reserved(prm, vc):
+            if st.taken[base + out, vc]:
+                return routing.torus_escape(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
+                                            prm.adaptive, credits)
+            st.taken[base + out, vc] = True
+        return out, vc
+    return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, src, dst, prio,
+                                  prm.vcs, prm.adaptive, credits)
+
+
+@kernel(inline=True)
+def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
+                 sink_times, delivered):
+    """Simulate ``cycle`` of router ``r`` (docs/architecture.md 5.2, 11.5) and clock its edge (5.3).
+
+    Per global port ``g``: ``offer_pkt[g]`` is the packet whose flit
+    ``offer_flit[g]`` (on VC ``offer_vc[g]``, link inputs) is offered to the
+    input (NONE for none; a source offers only while the skid buffer holds
+    fewer than two flits, and then the flit is taken). Per endpoint ``e``:
+    ``ready[e]``, its sink is ready; ``paused[e * priorities + p]``, the pause
+    input's bit; ``sink_enable[e]`` and ``sink_times[e]``, the pause frame its
+    sink sends (enable 0: none). Writes the flits handed to endpoint sinks
+    into ``delivered`` as rows ``(endpoint, packet, flit, last)`` in output
+    order, link handovers into the links' slots of this cycle, and the
+    router's own pause frames into ``st.tx_enable`` and ``st.tx_times``.
+    Returns how many flits were delivered to endpoints and how many frames
+    sent.
+    """
+    npr, nvc = prm.priorities, prm.vcs
+    base, n = st.base[r], st.nports[r]
+    slot = cycle % prm.link_latency
+    outstanding = st.scalars[OUTSTANDING]
+
+    # 2-3. Read-side and output status; which (output, VC) pools downstream
+    # have room for the longest packet, per class (virtual cut-through).
+    for g in range(base, base + n):
+        st.finishing[g] = st.rd_valid[g] and st.rd_last[g]
+        st.arriving[g] = False
+    for g in range(base, base + n):
+        if st.rd_valid[g]:
+            st.arriving[base + st.rd_out[g]] = True
+    for g in range(base, base + n):
+        st.credit[g] = st.eg_n[g] + st.arriving[g] < EGRESS_DEPTH
+        st.out_free[g] = st.credit[g]
+        if st.port_link[g] < 0:
+            st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
+            continue
+        for v in range(nvc):
+            ok = 0
+            # An adaptive VC's packets had their room reserved at ingress.
+            for p in range(npr):
+                if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
+                    ok |= 1 << p
+            st.credit_ok[g, v] = ok
+            st.taken[g, v] = False
+    for g in range(base, base + n):
+        if st.active[g] and not st.finishing[g]:
+            st.out_free[base + st.cur_out[g]] = False
+        if st.gr_out[g] >= 0:
+            # A registered grant reserves its output until it starts.
+            st.out_free[base + st.gr_out[g]] = False
+
+    # PFC at the endpoint ingress ports: this cycle's frames, from the
+    # occupancy at its start.
+    frames_now = 0
+    if prm.pfc_on:
+        m = 0
+        while m < n and st.port_endpoint[base + m] >= 0:
+            m += 1
+        frames_now = pfc_ingress_step(
+            st.occupancy[base:base + m], st.xoff_state[base:base + m], st.refresh[base:base + m],
+            st.frames_sent[base * npr:(base + m) * npr], st.peak[base * npr:(base + m) * npr],
+            st.lossless, prm.xoff, prm.xon, prm.quanta, prm.refresh_period,
+            st.tx_enable[base:base + m], st.tx_times[base:base + m])
+        row = st.scalars[FRAMES]
+        for g in range(base, base + m):
+            if st.tx_enable[g]:
+                st.frames[row, 0] = cycle
+                st.frames[row, 1] = st.port_endpoint[g]
+                st.frames[row, 2] = st.tx_enable[g]
+                for j in range(8):
+                    st.frames[row, 3 + j] = st.tx_times[g, j]
+                row += 1
+        st.scalars[FRAMES] = row
+
+    # 4. Requests: the highest class per (input, output) with an eligible
+    # queue that is not paused, as bit masks of inputs per (output, class).
+    for g in range(base, base + n):
+        e = st.port_endpoint[g]
+        blocked = 0
+        for p in range(npr):
+            st.req[g, p] = 0
+            if e >= 0 and (paused[e * npr + p]
+                           or (prm.pfc_on and st.pause_until[g * npr + p] > cycle)):
+                blocked |= 1 << p
+        st.paused_classes[g] = blocked
+    any_request = False
+    for i in range(n):
+        g = base + i
+        if (st.waiting[g] == 0 or (st.active[g] and not st.finishing[g])
+                or st.gr_out[g] >= 0):
+            continue
+        if prm.islip:
+            for o in range(n):
+                go = base + o
+                if not st.out_free[go]:
+                    continue
+                classes = 0
+                for v in range(nvc):
+                    classes |= st.nonempty[g, o * nvc + v] & st.credit_ok[go, v]
+                p = highest_class(classes & ~st.paused_classes[go])
+                if p >= 0:
+                    st.req[go, p] |= 1 << i
+                    any_request = True
+        else:
+            q = st.p_req[st.q_head[g, 0]]
+            ov = q // npr
+            p = q - ov * npr
+            o = ov // nvc
+            go = base + o
+            if (st.out_free[go] and st.credit_ok[go, ov - o * nvc] >> p & 1
+                    and not st.paused_classes[go] >> p & 1):
+                st.req[go, p] |= 1 << i
+                any_request = True
+
+    # 5. Match, then the VC each matched input starts: the lowest eligible.
+    if any_request:
+        islip_match(st.req[base:base + n], st.g_ptr[base:base + n], st.a_ptr[base:base + n],
+                    prm.iterations, st.match_out[base:base + n], st.match_prio[base:base + n],
+                    st.grant_to[base:base + n], st.grant_prio[base:base + n],
+                    st.grants[base:base + n])
+        for g in range(base, base + n):
+            o = st.match_out[g]
+            if o < 0:
+                continue
+            if prm.islip:
+                p, go = st.match_prio[g], base + o
+                for v in range(nvc):
+                    if (st.nonempty[g, o * nvc + v] & st.credit_ok[go, v]) >> p & 1:
+                        st.match_vc[g] = v
+                        break
+            else:
+                st.match_vc[g] = st.p_req[st.q_head[g, 0]] // npr - o * nvc
+    else:
+        for g in range(base, base + n):
+            st.match_out[g] = -1
+    if prm.registered_grant:
+        # The grant register: this cycle starts last cycle's matches, and
+        # holds this cycle's until the next.
+        for g in range(base, base + n):
+            o, p, v = st.match_out[g], st.match_prio[g], st.match_vc[g]
+            st.match_out[g] = st.gr_out[g]
+            st.match_prio[g] = st.gr_prio[g]
+            st.match_vc[g] = st.gr_vc[g]
+            st.gr_out[g] = o
+            st.gr_prio[g] = p
+            st.gr_vc[g] = v
+
+    # ECN: decide from the backlog at the start of the cycle, before this
+    # cycle's writes and reads change it, in input order (section 5.6).
+    if prm.ecn_on:
+        for g in range(base, base + n):
+            o = st.match_out[g]
+            if o < 0:
+                continue
+            p = st.match_prio[g]
+            q = (o * nvc + st.match_vc[g]) * npr + p
+            pkt = st.q_head[g, q if prm.islip else 0]
+            decision = (base + o) * npr + p
+            mark, seen = ecn_decide(st.backlog, st.lfsr, prm.kmin, prm.kmax, prm.slope, base + o,
+                                    decision)
+            st.p_ecn_backlog[pkt] = seen
+            # ECN-capable as it arrives here: a packet marked CE upstream is
+            # not marked (or counted) again.
+            if mark and (st.p_ecn_out[pkt] == ECT0 or st.p_ecn_out[pkt] == ECT1):
+                st.p_ecn_out[pkt] = CE
+                st.marks[decision] += 1
+
+    # 6. Egress handshakes (a link output is always ready), then the flits
+    # arriving from the read registers.
+    handed = 0
+    progress = False
+    for go in range(base, base + n):
+        link = st.port_link[go]
+        e = st.port_endpoint[go]
+        if st.eg_n[go] == 0 or (link < 0 and not ready[e]):
+            continue
+        j = st.eg_first[go]
+        pkt, k, last = st.eg_pkt[go, j], st.eg_flit[go, j], st.eg_last[go, j]
+        st.eg_first[go] = j + 1 if j + 1 < EGRESS_DEPTH else 0
+        st.eg_n[go] -= 1
+        progress = True
+        if last:
+            st.tx[go] += 1
+        if link >= 0:
+            st.fwd_pkt[link, slot] = pkt
+            st.fwd_flit[link, slot] = k
+            st.fwd_vc[link, slot] = st.eg_vc[go, j]
+            st.fwd_valid[link, slot] = True
+            st.scalars[IN_FLIGHT] += 1
+            st.link_flits[link] += 1
+            if k == 0:
+                st.p_path[pkt, st.p_hops[pkt]] = link
+                st.p_hops[pkt] += 1
+            continue
+        delivered[handed, 0] = e
+        delivered[handed, 1] = pkt
+        delivered[handed, 2] = k
+        delivered[handed, 3] = last
+        handed += 1
+        if k == 0:
+            st.p_head[pkt] = cycle
+            st.p_out[pkt] = e
+        if last:
+            st.p_tail[pkt] = cycle
+            outstanding -= 1
+            if prm.recycle:
+                _release(st, pkt)
+    for g in range(base, base + n):
+        if st.rd_valid[g]:
+            go = base + st.rd_out[g]
+            j = st.eg_first[go] + st.eg_n[go]
+            if j >= EGRESS_DEPTH:
+                j -= EGRESS_DEPTH
+            st.eg_pkt[go, j] = st.rd_pkt[g]
+            st.eg_flit[go, j] = st.rd_flit[g]
+            st.eg_last[go, j] = st.rd_last[g]
+            st.eg_vc[go, j] = st.cur_vc[g]
+            st.eg_n[go] += 1
+
+    # 7. Ingress: skid buffer into the input buffer (the routing decision is
+    # taken as a head flit is admitted), the source or link into the skid buffer.
+    stored = 0
+    for g in range(base, base + n):
+        st.reserve[g] = 0
+        popped = False
+        if st.skid_n[g]:
+            pkt = st.skid_pkt[g, 0]
+            keep = last = False
+            if not st.in_packet[g]:
+                size = st.p_length[pkt]
+                pool = 0 if st.in_link[g] < 0 else st.p_prio[pkt] * nvc + st.skid_vc[g, 0]
+                fits = st.free[g, pool] >= size
+                if fits or prm.drop:
+                    popped = True
+                    if fits:
+                        st.reserve[g] = size
+                        st.reserve_pool[g] = pool
+                        st.rx[g] += 1
+                        out, vc = _route(st, prm, r, base, n, pkt)
+                        if _reserved(prm, vc):
+                            st.book_port[g] = base + out
+                            st.book_vc[g] = vc
+                            st.book_prio[g] = st.p_prio[pkt]
+                            st.book_len[g] = size
+                        st.p_req[pkt] = (out * nvc + vc) * npr + st.p_prio[pkt]
+                        st.p_pool[pkt] = pool
+                        st.wr_ecn[g] = (base + out) * npr + st.p_prio[pkt]
+                    else:
+                        st.drops[g] += 1
+                        st.p_dropped[pkt] = True
+                        outstanding -= 1
+                    keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, size, fits)
+            else:
+                popped = True
+                keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, 0, False)
+            if popped and not keep and last and prm.recycle:
+                _release(st, pkt)           # the dropped packet's last flit is gone
+            if popped and keep:
+                st.stored[g] += 1
+                if prm.pfc_on:
+                    st.occupancy[g, st.p_prio[pkt]] += 1
+                if prm.ecn_on:
+                    st.backlog[st.wr_ecn[g]] += 1
+                if last:
+                    # Complete: it joins the tail of its queue.
+                    q = st.p_req[pkt] if prm.islip else 0
+                    voq_enqueue(st.q_head, st.q_tail, st.q_count, st.p_next, g, q, pkt)
+                    st.waiting[g] += 1
+                    if prm.islip:
+                        ov = q // npr
+                        st.nonempty[g, ov] |= 1 << (q - ov * npr)
+        pushed = offer_pkt[g] >= 0
+        if popped or pushed:
+            progress = True
+        if popped:
+            st.skid_pkt[g, 0] = st.skid_pkt[g, 1]
+            st.skid_flit[g, 0] = st.skid_flit[g, 1]
+            st.skid_vc[g, 0] = st.skid_vc[g, 1]
+            st.skid_n[g] -= 1
+        if pushed:
+            if st.skid_n[g] == 2:
+                st.scalars[OVERFLOW] = g + 1
+            else:
+                st.skid_pkt[g, st.skid_n[g]] = offer_pkt[g]
+                st.skid_flit[g, st.skid_n[g]] = offer_flit[g]
+                st.skid_vc[g, st.skid_n[g]] = offer_vc[g]
+                st.skid_n[g] += 1
+
+    # 8. Reads: a new packet for matched inputs (taking its length from the
+    # credits of a link output), the next flit otherwise; every read from a
+    # link input returns a credit upstream.
+    for i in range(n):
+        g = base + i
+        o = st.match_out[g]
+        read = False
+        if o >= 0:
+            p, v = st.match_prio[g], st.match_vc[g]
+            q = (o * nvc + v) * npr + p if prm.islip else 0
+            pkt = voq_dequeue(st.q_head, st.q_count, st.p_next, g, q)
+            st.waiting[g] -= 1
+            if prm.islip and st.q_count[g, q] == 0:
+                st.nonempty[g, o * nvc + v] &= ~(1 << p)
+            go = base + o
+            if st.port_link[go] >= 0 and not _reserved(prm, v):
+                st.credits[go, p, v] -= st.p_length[pkt]
+            st.rd_valid[g] = True
+            st.rd_pkt[g] = pkt
+            st.rd_flit[g] = 0
+            st.rd_last[g] = st.p_length[pkt] == 1
+            st.active[g] = True
+            st.cur_out[g] = o
+            st.rd_out[g] = o
+            st.cur_vc[g] = v
+            st.rd_pool[g] = st.p_pool[pkt]
+            st.rd_ecn[g] = go * npr + p
+            read = True
+        elif st.active[g] and not st.finishing[g] and st.credit[base + st.cur_out[g]]:
+            k = st.rd_flit[g] + 1
+            st.rd_valid[g] = True
+            st.rd_flit[g] = k
+            st.rd_last[g] = k + 1 == st.p_length[st.rd_pkt[g]]
+            st.rd_out[g] = st.cur_out[g]
+            read = True
+        else:
+            st.rd_valid[g] = False
+            st.rd_out[g] = st.cur_out[g]
+            st.active[g] = st.active[g] and not st.finishing[g]
+        if read:
+            pkt = st.rd_pkt[g]
+            if prm.ecn_on:
+                st.backlog[st.rd_ecn[g]] -= 1
+            if prm.pfc_on:
+                st.occupancy[g, st.p_prio[pkt]] -= 1
+            st.free[g, st.rd_pool[g]] += 1
+            link = st.in_link[g]
+            if link >= 0:
+                st.back_pool[link, slot] = st.rd_pool[g]
+                st.scalars[IN_FLIGHT] += 1
+        if st.reserve[g]:
+            st.free[g, st.reserve_pool[g]] -= st.reserve[g]
+        if st.book_port[g] >= 0:
+            # The room reserved by an adaptive routing decision, at the edge.
+            st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
+            st.book_port[g] = -1
+        st.stored[g] -= read
+        stored += st.stored[g]
+    if stored > st.peak_stored[r]:
+        st.peak_stored[r] = stored
+
+    # The sinks' frames take effect at egress from the next cycle; the
+    # router's own frames pause the sources, which is the caller's part.
+    if prm.pfc_on:
+        for g in range(base, base + n):
+            e = st.port_endpoint[g]
+            if e >= 0 and sink_enable[e]:
+                pfc_egress_receive(st.pause_start, st.pause_until, st.paused_before,
+                                   st.frames_received, npr, prm.data_width, cycle, g,
+                                   sink_enable[e], sink_times[e])
+
+    st.scalars[OUTSTANDING] = outstanding
+    st.scalars[PROGRESS] = st.scalars[PROGRESS] or progress
+    return handed, frames_now

@@ -1,0 +1,261 @@
+"""Cycle-exact golden model of :class:`superfabric.hdl.rdma.fabric.RdmaFabric`.
+
+``switch.ports`` endpoints, each an RDMA engine (:mod:`.rdma_engine`) with
+its host memory and a fault injector (:mod:`.fault_injector`) on its
+uplink, attached to the switch model (:class:`~.switch.SwitchCore`).
+Endpoint ``e`` offers its WRs from per-QP send queues (:mod:`.rdma_host`):
+in cycle ``c`` the oldest posted WR at the head of a send queue whose
+channel has room for it. The rules are docs/architecture.md section 10.
+
+Every decision of a cycle is made from the state at its start: the
+engines' offered flits, then the injectors' (which pass or replace them),
+then the switch's cycle (which takes the injectors' flits and delivers
+flits to the engines), then the injectors' and engines' updates.
+"""
+
+import numpy as np
+
+from ...config import FabricConfig
+from ...formats.packet import ECT0, NOT_ECT
+from .fault_injector import FaultInjector
+from .engine import KeyTable, RdmaEngine
+from .host import SendQueues
+from .records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
+                           event_rows)
+from ..switch import SwitchCore
+
+__all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
+
+#: The workload's WR columns, in the order the engine takes a WR.
+_WR_FIELDS = ("qp", "dst", "opcode", "lkey", "laddr", "rkey", "raddr", "length", "tag")
+
+
+def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:
+    """The traffic class and ECN codepoint of an RDMA packet of ``length`` flits (section 10.4):
+    one-flit packets (ACKs, NAKs, CNPs) are control, the others data, ECN-capable with DCQCN."""
+    rd = cfg.rdma
+    if length == 1:
+        return rd.control_priority, NOT_ECT
+    return rd.data_priority, ECT0 if cfg.dcqcn.enabled else NOT_ECT
+
+
+def default_stall_limit(cfg: FabricConfig) -> int:
+    """Cycles without a WR taken or a completion given that end a run as stalled."""
+    return 8 * cfg.rdma.retransmit_timeout + 10_000
+
+
+class _Uplinks:
+    """The injectors' side of the switch inputs, as :meth:`SwitchCore.step` expects a source.
+
+    With PFC the switch's pause frames land here (:meth:`pause`); the
+    engines obey them, a paused class starting no packet.
+    """
+
+    def __init__(self, ports: int, priorities: int):
+        self.packet = [-1] * ports   # switch id of the packet offered, -1 for none
+        self.flit = [0] * ports
+        self.sent = [False] * ports
+        self._from = [[0] * priorities for _ in range(ports)]
+        self._until = [[0] * priorities for _ in range(ports)]
+
+    def offer(self, port: int, cycle: int) -> int:
+        return self.packet[port]
+
+    def accept(self, port: int) -> None:
+        self.sent[port] = True
+
+    def pause(self, port: int, prio: int, start: int, cycles: int) -> None:
+        """A frame pauses class ``prio`` of ``port`` for ``cycles`` from ``start`` (0: resume)."""
+        self._from[port][prio] = start
+        self._until[port][prio] = start + cycles
+
+    def paused(self, port: int, prio: int, cycle: int) -> bool:
+        """Class ``prio`` of ``port`` is paused in ``cycle``."""
+        return self._from[port][prio] <= cycle < self._until[port][prio]
+
+
+class RdmaFabricModel:
+    """Run a workload of work requests through the RDMA fabric, cycle by cycle."""
+
+    def __init__(self, cfg: FabricConfig):
+        if not cfg.rdma.enabled:
+            raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
+        self._cfg = cfg
+
+    def _check(self, workload) -> None:
+        """Refuse tables or memories whose shape does not match the configuration."""
+        cfg = self._cfg
+        E, rd = cfg.switch.ports, cfg.rdma
+        for name, shape in (("keys", (E, rd.keys, 7)), ("page_table", (E, rd.pages)),
+                            ("memory", (E, rd.memory_words))):
+            got = np.shape(getattr(workload, name))
+            if got != shape:
+                raise ValueError(f"workload.{name}: shape {got}, must be {shape}")
+        missing = [c for c in ("post", "src") + _WR_FIELDS if c not in workload.wr]
+        if missing:
+            raise ValueError(f"workload.wr: column {missing[0]!r} missing")
+        tags = np.asarray(workload.wr["tag"])
+        wrong = np.flatnonzero(tags != np.arange(len(tags)))
+        if wrong.size:
+            i = int(wrong[0])
+            raise ValueError(f"workload.wr['tag'][{i}] = {int(tags[i])}: must be the row index {i} "
+                             f"(a completion names its WR by tag)")
+
+    def run(self, workload, *, stall_limit: int | None = None) -> RdmaRecords:
+        """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
+
+        The run ends after the cycle in which the last completion is given,
+        or as stalled when no WR is taken and no completion given for
+        ``stall_limit`` cycles (default :func:`default_stall_limit`).
+        """
+        self._check(workload)
+        cfg = self._cfg
+        E = cfg.switch.ports
+        stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
+        wr = workload.wr
+        n = len(wr["post"])
+        columns = [np.asarray(wr[c]).tolist() for c in _WR_FIELDS]
+        rows = [(i, *fields) for i, fields in enumerate(zip(*columns))]
+        host = SendQueues(cfg, workload)
+        data_class, control_class = cfg.rdma.data_priority, cfg.rdma.control_priority
+        kinds = {length: packet_class(cfg, length)
+                 for length in range(1, cfg.switch.max_packet_flits + 1)}
+
+        memories = [m.tolist() for m in np.asarray(workload.memory, np.uint64)]
+        engines = [RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg),
+                              memories[e]) for e in range(E)]
+        injectors = [FaultInjector(cfg.faults, e) for e in range(E)]
+        switch = SwitchCore(cfg)
+        uplinks = _Uplinks(E, cfg.switch.priorities)
+        all_ready = (1 << E) - 1
+        words = {}                   # switch packet id -> data words as they entered the switch
+        origin = {}                  # switch packet id -> source endpoint
+        current = [-1] * E           # packet id of the injector's packet under way
+        depth = [0] * E              # flits inside the switch per output
+        depth_rows = np.zeros((1024, E), np.int32)
+
+        rec = RdmaRecords.empty(n, E, cfg.rdma.memory_words)
+        taken_at, done_at, status, count, order = [-1] * n, [-1] * n, [-1] * n, [0] * n, [-1] * n
+        given = [0] * E
+        rx_completions = []
+
+        def offers(cycle):
+            return [rows[r] if r >= 0 else None
+                    for r in (host.offer(e, cycle, engines[e].free_slots) for e in range(E))]
+
+        outstanding = n
+        cycle = 0
+        last_progress = 0
+        stalled = False
+        while outstanding:
+            offered = offers(cycle)
+            if not switch.busy() and all(inj.quiet() for inj in injectors):
+                # Nothing in the switch or the injectors: jump to the first
+                # cycle in which an engine acts, a WR is due or a timer fires.
+                nxt = min(min(eng.next_event(cycle, w) for eng, w in zip(engines, offered)),
+                          min(host.next_post(e, cycle) for e in range(E)))
+                if nxt > cycle:
+                    cycle = int(min(nxt, last_progress + stall_limit))
+                    offered = offers(cycle)
+            if cycle - last_progress >= stall_limit:
+                stalled = True
+                break
+            if cycle >= len(depth_rows):
+                grown = np.zeros((max(2 * len(depth_rows), cycle + 1), E), np.int32)
+                grown[:len(depth_rows)] = depth_rows
+                depth_rows = grown
+            depth_rows[cycle] = depth
+            # The classes the switch's pause frames hold in this cycle, before
+            # this cycle's frames (which hold from the next).
+            paused = [(uplinks.paused(e, data_class, cycle), uplinks.paused(e, control_class, cycle))
+                      for e in range(E)]
+
+            flits = [eng.offer() for eng in engines]
+            outs = [inj.prepare(flit) for inj, flit in zip(injectors, flits)]
+            for e, out in enumerate(outs):
+                uplinks.sent[e] = False
+                if out is None:
+                    uplinks.packet[e] = -1
+                    continue
+                k, word, dst, length = out
+                if current[e] < 0:
+                    prio, ecn = kinds[length]
+                    current[e] = switch.add_packet(dst, prio, length, ecn)
+                    words[current[e]] = []
+                    origin[current[e]] = e
+                uplinks.packet[e] = current[e]
+                uplinks.flit[e] = k
+            delivered = switch.step(cycle, uplinks, all_ready)
+            rx = [None] * E
+            if delivered:
+                ecn_out = switch.ecn_out
+                for o, pkt, k, last in delivered:
+                    rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
+                    depth[o] -= 1
+                    if last:
+                        del words[pkt], origin[pkt]
+            progress = False
+            for e in range(E):
+                if uplinks.sent[e]:
+                    pkt = current[e]
+                    k, word, dst, length = outs[e]
+                    words[pkt].append(word)
+                    depth[dst] += 1
+                    if k == length - 1:
+                        current[e] = -1
+                tx_taken = injectors[e].commit(uplinks.sent[e], flits[e])
+                taken, completion, rx_completion = engines[e].step(cycle, offered[e], tx_taken,
+                                                                   rx[e], paused[e])
+                if taken:
+                    taken_at[offered[e][0]] = cycle
+                    host.taken(e)
+                    progress = True
+                if completion is not None:
+                    i = completion[1]            # the tag: the WR's row
+                    if count[i] == 0:
+                        outstanding -= 1
+                    count[i] += 1
+                    done_at[i], status[i], order[i] = cycle, completion[2], given[e]
+                    given[e] += 1
+                    progress = True
+                if rx_completion is not None:
+                    rx_completions.append((cycle, e, *rx_completion))
+                # A packet retired is progress too: a long message completes
+                # only at its last packet.
+                progress = progress or engines[e].retired
+            if progress:
+                last_progress = cycle + 1
+            cycle += 1
+
+        rec.taken[:], rec.done[:], rec.status[:] = taken_at, done_at, status
+        rec.completions[:], rec.order[:] = count, order
+        rec.rx_completions = np.array(rx_completions, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
+        rec.memory = np.array(memories, np.uint64).reshape(E, cfg.rdma.memory_words)
+        rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
+        rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
+                              CNP_COLUMNS)
+        rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines) if eng.rp
+                                for c, ch, r in eng.rp.changes], RATE_COLUMNS)
+        rec.pfc_frames = switch.pfc_frames
+        rec.queue_depth = depth_rows[:cycle].copy()
+        rec.cycles = cycle
+        rec.stalled = stalled
+        if stalled:
+            rec.stuck = _stuck(engines, host, count)
+        return rec
+
+
+def _stuck(engines, host, count) -> str:
+    """One line on the first endpoint that still owes completions."""
+    src = host.source
+    for e, eng in enumerate(engines):
+        owed = sum(1 for i, s in enumerate(src) if s == e and count[i] == 0)
+        if not owed:
+            continue
+        busy = eng.busy_channels()
+        if busy:
+            where = eng.describe_channel(busy[0])
+        else:
+            where = f"endpoint {e}: WR stream blocked at row {host.owed(e)}"
+        return f"{where}; {owed} WR(s) of endpoint {e} without completion"
+    return ""

@@ -1,0 +1,3 @@
+"""Golden model of the hardware stimulus: generators, sinks, the stimulus top and its
+statistics.
+"""

@@ -1,0 +1,2 @@
+"""cocotb testbench, runner and scoreboard of the RDMA fabric.
+"""

@@ -1,0 +1,292 @@
+"""cocotb testbench of the RDMA fabric: post work requests, record completions.
+
+Parameters (``superfabric.tb.params``): ``workload`` (an ``.npz`` from
+``RdmaWorkload.save``), ``rtl_records`` (where to write the RTL's
+records) and ``stall_limit``. The scoreboard checks the records, and holds
+them against the golden model's, in the caller
+(``superfabric.tb.rdma.runner``), once, outside the simulator.
+
+The testbench plays the hosts: before cycle 0 it writes every endpoint's
+registration and page tables and loads the host memories (one address of
+all endpoints per cycle) and the fault injectors' seeds; from cycle 0 it
+offers each endpoint's WRs from its send queues (``superfabric.sim.rdma.host``,
+with the engines' free window slots read from the RTL), and records every
+completion, pause frame, CNP, rate change and each output's queue depth;
+after the last completion it reads the counters and reads the host
+memories back. All per-endpoint signals are packed vectors, so a cycle
+costs a handful of signal accesses whatever the endpoint count.
+"""
+
+import numpy as np
+
+import cocotb
+from cocotb.triggers import FallingEdge, ReadOnly
+
+from ...formats import rdma_wire as wire
+from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
+from ...formats.dcqcn import RATE_BITS
+from ...formats.packet import port_bits
+from ...formats.pfc_frame import PRIORITIES, TIME_BITS, unpack_request
+from ...formats.lfsr import DRAW_THRESHOLD_BITS
+from ...sim.rdma.host import SendQueues
+from ...sim.rdma.records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
+                                event_rows)
+from ...sim.rdma.traffic import KEY_COLUMNS, RdmaWorkload
+from ...sim.rdma.fabric import default_stall_limit
+from .. import params as tb_params
+from ..reset import reset
+
+__all__ = ["RdmaTB"]
+
+#: Bits of one pause request on the ``pfc_tx`` port.
+_REQUEST_BITS = PRIORITIES + TIME_BITS * PRIORITIES
+
+#: The fabric's inputs, quiet during reset.
+_INPUTS = ("wr_valid", "wr_data", "tbl_en", "tbl_ep", "tbl_sel", "tbl_index", "tbl_data", "mem_we",
+           "mem_addr", "mem_wdata", "fault_thresholds", "fault_reorder_cycles", "fault_seed",
+           "fault_load")
+
+
+class RdmaTB:
+    """Clock, reset, host side and fault settings of one RDMA fabric instance."""
+
+    def __init__(self, dut, cfg):
+        self.dut = dut
+        self.cfg = cfg
+        self.n = cfg.switch.ports
+        self.wr_fields = wire.wr_fields(self.n)
+        self.wr_width = sum(w for _, w in self.wr_fields)
+        self.cpl_fields = wire.CPL_FIELDS
+        self.cpl_width = sum(w for _, w in self.cpl_fields)
+        self.rcpl_fields = wire.rcpl_fields(self.n)
+        self.rcpl_width = sum(w for _, w in self.rcpl_fields)
+        self.entry_fields = wire.key_entry_fields(cfg)
+        self.channels = self.n * cfg.rdma.channels_per_peer       # per engine
+        self.free_bits = wire.free_slot_bits(cfg.rdma.window)
+        self.context_bits = port_bits(self.channels)
+        self.depth_bits = wire.queue_depth_bits(cfg)
+
+    async def reset(self):
+        """Start the clock and hold reset for a few cycles with every input quiet."""
+        await reset(self.dut, [getattr(self.dut, name) for name in _INPUTS])
+
+    async def load(self, workload: RdmaWorkload):
+        """Tables, host memories and fault settings, one write per cycle, before cycle 0."""
+        dut, n = self.dut, self.n
+        dut.tbl_en.value = 1
+        for e in range(n):
+            dut.tbl_ep.value = e
+            dut.tbl_sel.value = 0
+            for index, row in enumerate(workload.keys[e].tolist()):
+                dut.tbl_index.value = index
+                dut.tbl_data.value = wire.pack(self.entry_fields, **dict(zip(KEY_COLUMNS, row)))
+                await FallingEdge(dut.clk)
+            dut.tbl_sel.value = 1
+            for index, ppn in enumerate(workload.page_table[e].tolist()):
+                dut.tbl_index.value = index
+                dut.tbl_data.value = ppn
+                await FallingEdge(dut.clk)
+        dut.tbl_en.value = 0
+        # The memories start as zeros: only addresses with data are written.
+        memory = workload.memory
+        dut.mem_we.value = 1
+        for addr in np.flatnonzero(memory.any(axis=0)).tolist():
+            dut.mem_addr.value = addr
+            dut.mem_wdata.value = sum(int(memory[e, addr]) << (64 * e) for e in range(n))
+            await FallingEdge(dut.clk)
+        dut.mem_we.value = 0
+        faults = self.cfg.faults
+        dut.fault_thresholds.value = sum(t << (DRAW_THRESHOLD_BITS * k)
+                                         for k, t in enumerate(faults.thresholds()))
+        dut.fault_reorder_cycles.value = faults.reorder_cycles
+        dut.fault_seed.value = faults.seed
+        dut.fault_load.value = 1
+        await FallingEdge(dut.clk)
+        dut.fault_load.value = 0
+
+    async def run(self, workload: RdmaWorkload, stall_limit: int) -> RdmaRecords:
+        """Post the WRs from cycle 0 (the cycle after loading) until every one completed."""
+        dut, n, cfg = self.dut, self.n, self.cfg
+        wr = workload.wr
+        rows = len(workload)
+        rec = RdmaRecords.empty(rows, n, cfg.rdma.memory_words)
+        host = SendQueues(cfg, workload)
+        packed = [wire.pack(self.wr_fields, **{k: int(wr[k][i]) for k, _ in self.wr_fields})
+                  for i in range(rows)]
+        taken, done, status, count, order = ([-1] * rows, [-1] * rows, [-1] * rows, [0] * rows,
+                                             [-1] * rows)
+        given = [0] * n
+        rx, cnps, rates, frames, depths = [], [], [], [], []
+        cw, rw, ww = self.cpl_width, self.rcpl_width, self.wr_width
+        nc, fb = self.channels, self.free_bits
+        db, dmask = self.depth_bits, (1 << self.depth_bits) - 1
+        valid_driven, data_driven = 0, 0
+        completed = 0
+        cycle = 0
+        last_progress = 0
+        stalled = False
+        while completed < rows:
+            # Drive phase (after the falling edge): the WR each endpoint offers,
+            # chosen with the window slots free at the start of this cycle.
+            free_bits = None
+
+            def free(ch):
+                nonlocal free_bits
+                if free_bits is None:
+                    free_bits = int(dut.free.value)
+                return (free_bits >> (fb * ch)) & ((1 << fb) - 1)
+
+            valid, data = 0, data_driven
+            for e in range(n):
+                row = host.offer(e, cycle, lambda c, e=e: free(e * nc + c))
+                if row >= 0:
+                    valid |= 1 << e
+                    data = (data & ~(((1 << ww) - 1) << (ww * e))) | (packed[row] << (ww * e))
+            if valid != valid_driven:
+                dut.wr_valid.value = valid
+                valid_driven = valid
+            if data != data_driven:
+                dut.wr_data.value = data
+                data_driven = data
+            await ReadOnly()
+            progress = False
+            if valid:
+                accepted = valid & int(dut.wr_ready.value)
+                for e in range(n):
+                    if accepted >> e & 1:
+                        taken[host.offered[e]] = cycle
+                        host.taken(e)
+                        progress = True
+            for e, c in self._given(dut.cpl_valid, dut.cpl_data, self.cpl_fields, cw):
+                i = c["tag"]
+                if 0 <= i < rows and wr["src"][i] == e:
+                    if count[i] == 0:
+                        done[i], status[i], order[i] = cycle, c["status"], given[e]
+                        completed += 1
+                    count[i] += 1
+                given[e] += 1
+                progress = True
+            for e, c in self._given(dut.rcpl_valid, dut.rcpl_data, self.rcpl_fields, rw):
+                rx.append((cycle, e, c["src"], c["qp"], c["length"]))
+            depth = int(dut.queue_depth.value)
+            depths.append([(depth >> (db * o)) & dmask for o in range(n)])
+            self._events(cycle, frames, cnps, rates)
+            # A packet retired is progress too: a long message completes only
+            # at its last packet.
+            progress = progress or bool(int(dut.retired.value))
+            if progress:
+                last_progress = cycle
+            elif cycle - last_progress >= stall_limit:
+                stalled = True
+                await FallingEdge(dut.clk)
+                cycle += 1
+                break
+            await FallingEdge(dut.clk)
+            cycle += 1
+        # Now in cycle `cycle`, one after the last completion: the counters
+        # hold every event up to it, as the model's do, and the rates show
+        # the changes at its last edge.
+        await ReadOnly()
+        self._rate_changes(cycle, rates, int(dut.events.value))
+        bits = int(dut.counters.value)
+        mask = (1 << COUNTER_WIDTH) - 1
+        for e in range(n):
+            for k, name in enumerate(RDMA_COUNTERS):
+                rec.counters[name][e] = (bits >> (COUNTER_WIDTH * (e * len(RDMA_COUNTERS) + k))) & mask
+        rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
+        rec.completions[:], rec.order[:] = count, order
+        rec.rx_completions = np.array(rx, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
+        rec.cnps = event_rows(cnps, CNP_COLUMNS)
+        rec.rates = event_rows(rates, RATE_COLUMNS)
+        rec.pfc_frames = np.array(frames, np.int64).reshape(-1, 3 + PRIORITIES)
+        rec.queue_depth = np.array(depths, np.int32).reshape(-1, n)
+        rec.cycles = cycle
+        rec.stalled = stalled
+        if stalled:
+            rec.stuck = _owing(workload, rec, cfg)
+        await FallingEdge(dut.clk)
+        await self.read_back(rec)
+        return rec
+
+    def _events(self, cycle: int, frames: list, cnps: list, rates: list) -> None:
+        """This cycle's pause frames and CNPs, and the rate changes of the last edge."""
+        events = int(self.dut.events.value)
+        if not events:
+            return
+        n = self.n
+        sent = events & ((1 << n) - 1)
+        if sent:
+            bits = int(self.dut.pfc_tx.value)
+            for port in range(n):
+                if sent >> port & 1:
+                    enable, times = unpack_request((bits >> (_REQUEST_BITS * port))
+                                                   & ((1 << _REQUEST_BITS) - 1))
+                    frames.append([cycle, port, enable, *times])
+        cnp = (events >> n) & ((1 << n) - 1)
+        if cnp:
+            bits, cb = int(self.dut.cnp_context.value), self.context_bits
+            for e in range(n):
+                if cnp >> e & 1:
+                    cnps.append((cycle, e, (bits >> (cb * e)) & ((1 << cb) - 1)))
+        self._rate_changes(cycle, rates, events)
+
+    def _rate_changes(self, cycle: int, rates: list, events: int) -> None:
+        """The rates that changed at the edge before ``cycle``, recorded for the cycle before."""
+        n = self.n
+        if not events >> (2 * n):
+            return
+        changed, bits = int(self.dut.rate_changed.value), int(self.dut.rate.value)
+        mask = (1 << RATE_BITS) - 1
+        nc = self.channels
+        for k in range(n * nc):
+            if changed >> k & 1:
+                rates.append((cycle - 1, k // nc, k % nc, (bits >> (RATE_BITS * k)) & mask))
+
+    def _given(self, valid, data, fields, width):
+        """``(endpoint, fields)`` of each endpoint whose ``valid`` bit is set this cycle."""
+        bits = int(valid.value)
+        if not bits:
+            return []
+        packed = int(data.value)
+        mask = (1 << width) - 1
+        return [(e, wire.unpack(fields, (packed >> (width * e)) & mask))
+                for e in range(self.n) if bits >> e & 1]
+
+    async def read_back(self, rec: RdmaRecords):
+        """Every word of every host memory, one address of all endpoints per cycle."""
+        dut, n = self.dut, self.n
+        words = self.cfg.rdma.memory_words
+        out = np.zeros((n, words), np.uint64)
+        mask = (1 << 64) - 1
+        for addr in range(words):
+            dut.mem_addr.value = addr
+            await ReadOnly()
+            bits = int(dut.mem_rdata.value)
+            for e in range(n):
+                out[e, addr] = (bits >> (64 * e)) & mask
+            await FallingEdge(dut.clk)
+        rec.memory = out
+
+
+def _owing(workload, rec, cfg) -> str:
+    """One line naming the endpoint and channel of the oldest WR still owed a completion."""
+    wr = workload.wr
+    open_rows = np.flatnonzero(rec.completions == 0)
+    i = int(open_rows[np.argmin(wr["post"][open_rows])])
+    e, qp, dst = int(wr["src"][i]), int(wr["qp"][i]), int(wr["dst"][i])
+    ch = dst * cfg.rdma.channels_per_peer + qp % cfg.rdma.channels_per_peer
+    return (f"endpoint {e} channel {ch} (peer {dst}): WR {i} (qp {qp}) "
+            f"{'taken at cycle ' + str(rec.taken[i]) if rec.taken[i] >= 0 else 'never taken'}, "
+            f"{int(len(open_rows))} completions owed")
+
+
+@cocotb.test()
+async def rdma_workload(dut):
+    """Run a workload and write the RTL's records."""
+    cfg, p = tb_params.read()
+    workload = RdmaWorkload.load(p["workload"])
+    tb = RdmaTB(dut, cfg)
+    await tb.reset()
+    await tb.load(workload)
+    rtl = await tb.run(workload, int(p.get("stall_limit") or default_stall_limit(cfg)))
+    rtl.save(p["rtl_records"])

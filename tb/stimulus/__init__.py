@@ -1,0 +1,2 @@
+"""cocotb testbench and runner of the hardware-stimulus top.
+"""

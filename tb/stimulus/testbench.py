@@ -1,0 +1,179 @@
+"""cocotb testbench of the stimulus top: configure, start, let the simulator run, read back.
+
+No Python runs per cycle while the traffic flows. After reset the testbench
+writes the run's settings through the configuration port, starts the run,
+then waits in chunks of many cycles on one ``Timer`` of the chunk's length
+(cocotb 2.1's ``ClockCycles`` awaits every single edge in Python, so it
+would cost as much as a per-cycle testbench) or the rise of ``done``,
+whichever comes first. Between chunks it reads the progress ports
+(``cycle``, ``generated``, ``delivered``, ``dropped``): they feed the
+progress file and the stall detector. The clock is cocotb's C++ (GPI)
+clock: its Python implementation would also wake Python at every edge.
+At the end it reads every statistic back through the configuration port.
+The comparison with the model happens in the parent process.
+
+Parameters (``superfabric.tb.params``): ``settings`` (a
+``StimulusSettings.to_dict()``), ``rtl_stats`` (where the statistics go),
+``timing`` (a JSON file of the run's wall times), ``progress`` (a file of
+one JSON line per chunk, optional), ``stall_limit``.
+"""
+
+import json
+import time
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
+
+from ...sim.stimulus.top import StimulusStats
+from ...sim.switch import DEFAULT_STALL_LIMIT
+from ...formats.stimulus import RegisterMap, StimulusSettings, latency_bucket
+from .. import params as tb_params
+
+__all__ = ["StimulusTB", "PERIOD_NS"]
+
+#: Clock period, in ns.
+PERIOD_NS = 10
+#: The first chunk, in cycles; later ones are sized to take about CHUNK_SECONDS.
+FIRST_CHUNK = 1024
+CHUNK_SECONDS = 1.0
+MAX_CHUNK = 1 << 22
+
+
+class StimulusTB:
+    """Clock, reset and configuration port of one stimulus top."""
+
+    def __init__(self, dut, cfg):
+        self.dut = dut
+        self.cfg = cfg
+        self.regmap = RegisterMap(cfg)
+
+    async def reset(self):
+        """Start the clock, hold reset for three cycles, release it after a falling edge."""
+        dut = self.dut
+        Clock(dut.clk, PERIOD_NS, unit="ns", impl="gpi").start()
+        dut.rst.value = 1
+        dut.csr_we.value = 0
+        dut.csr_addr.value = 0
+        dut.csr_wdata.value = 0
+        for _ in range(3):
+            await FallingEdge(dut.clk)
+        dut.rst.value = 0
+
+    async def write(self, address: int, value: int):
+        """One register write: driven after a falling edge, taken at the next rising edge."""
+        dut = self.dut
+        dut.csr_addr.value = address
+        dut.csr_wdata.value = value
+        dut.csr_we.value = 1
+        await FallingEdge(dut.clk)
+        dut.csr_we.value = 0
+
+    async def start(self, settings: StimulusSettings):
+        """Write every setting, then arm the run: it begins (cycle 0) once the sinks have
+        cleared their memories."""
+        for address, value in self.regmap.writes(settings):
+            await self.write(address, value)
+        await self.write(self.regmap.CONTROL, 1)
+
+    def _progress(self):
+        dut = self.dut
+        return (int(dut.cycle.value), int(dut.generated.value), int(dut.delivered.value),
+                int(dut.dropped.value))
+
+    async def run(self, settings: StimulusSettings, *, stall_limit: int, progress_path=None):
+        """Wait, chunk by chunk, until ``done``; returns ``(stalled, chunks)``.
+
+        Stalled: packets are in flight and none was generated, delivered or
+        dropped for at least ``stall_limit`` cycles, as seen between chunks.
+        """
+        dut = self.dut
+        chunk = FIRST_CHUNK
+        chunks = 0
+        seen = self._progress()
+        since = 0
+        t0 = time.perf_counter()
+        log = open(progress_path, "a") if progress_path else None
+        try:
+            while True:
+                t_chunk = time.perf_counter()
+                await First(Timer(chunk * PERIOD_NS, unit="ns"), RisingEdge(dut.done))
+                await ReadOnly()
+                chunks += 1
+                now = self._progress()
+                done = bool(dut.done.value)
+                if log is not None:
+                    log.write(json.dumps({"cycle": now[0], "run_cycles": settings.run_cycles,
+                                          "generated": now[1], "delivered": now[2],
+                                          "dropped": now[3], "done": done,
+                                          "seconds": time.perf_counter() - t0}) + "\n")
+                    log.flush()
+                if done:
+                    return False, chunks
+                if now[1:] != seen[1:] or now[1] == now[2] + now[3]:
+                    since = now[0]
+                elif now[0] - since >= stall_limit:
+                    return True, chunks
+                seen = now
+                wall = time.perf_counter() - t_chunk
+                chunk = int(min(MAX_CHUNK, max(FIRST_CHUNK, chunk * CHUNK_SECONDS / max(wall, 1e-3))))
+        finally:
+            if log is not None:
+                log.close()
+
+    async def read(self, addresses):
+        """The words at ``addresses``, one per cycle (``csr_rdata`` lags its address by two)."""
+        dut = self.dut
+        out = []
+        await FallingEdge(dut.clk)
+        for k, address in enumerate([*addresses, 0]):
+            dut.csr_addr.value = address
+            await FallingEdge(dut.clk)
+            if k:
+                out.append(int(dut.csr_rdata.value))
+        return out
+
+    async def read_stats(self, stalled: bool) -> StimulusStats:
+        """Every statistic; histogram buckets above the one of the largest latency are zero
+        by construction (a bucket counts only latencies it holds) and not read."""
+        regmap, st = self.regmap, self.cfg.stimulus
+        addresses, names = [], []
+        for name, _, words in regmap.stats:
+            addresses += [regmap.address(name, k) for k in range(words)]
+            names += [name] * words
+        values = await self.read(addresses)
+        words = {}
+        for name, value in zip(names, values):
+            words.setdefault(name, []).append(value)
+        histogram = []
+        np_ = self.cfg.switch.priorities
+        for port, top in enumerate(words["latency_max"]):
+            delivered = any(words["packets"][port * np_:(port + 1) * np_])
+            used = latency_bucket(top, st.hist_sub_bits, st.hist_buckets) + 1 if delivered else 0
+            row = await self.read([regmap.hist_address(port, b) for b in range(used)])
+            histogram += row + [0] * (st.hist_buckets - used)
+        words["histogram"] = histogram
+        return StimulusStats.from_words(self.cfg, words, stalled=stalled)
+
+
+@cocotb.test()
+async def stimulus_run(dut):
+    """Configure, start and run the stimulus top; save its statistics and timing."""
+    cfg, p = tb_params.read()
+    settings = StimulusSettings.from_dict(p["settings"])
+    tb = StimulusTB(dut, cfg)
+    await tb.reset()
+    await tb.start(settings)
+    t0 = time.perf_counter()
+    stalled, chunks = await tb.run(settings, stall_limit=p.get("stall_limit", DEFAULT_STALL_LIMIT),
+                                   progress_path=p.get("progress"))
+    run_seconds = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    stats = await tb.read_stats(stalled)
+    stats.save(p["rtl_stats"])
+    Path(p["timing"]).write_text(json.dumps({
+        "run_seconds": run_seconds, "readout_seconds": time.perf_counter() - t1,
+        "cycles": stats.cycles, "chunks": chunks}) + "\n")
+    dut._log.info(f"{stats.cycles} cycles in {run_seconds:.2f} s "
+                  f"({stats.cycles / max(run_seconds, 1e-9):,.0f} cycles/s), {chunks} chunks")

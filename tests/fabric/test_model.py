@@ -1,0 +1,129 @@
+"""The golden model of a fabric of routers (docs/architecture.md section 11)."""
+
+import numpy as np
+import pytest
+
+from superfabric.config import FabricConfig
+from superfabric.formats.packet import CE
+from superfabric.sim.fabric.top import FabricModel
+from superfabric.sim.metrics import summarize
+from superfabric.sim.traffic import Trace, generate
+from superfabric.network.topology import Topology
+
+TORUS = ["fabric.topology=torus", "switch.priorities=2"]
+FABRICS = {
+    "torus-dor": TORUS,
+    "torus-adaptive": TORUS + ["fabric.routing=adaptive", "fabric.vcs=3"],
+    "torus-2x3-m2-4vc": TORUS + ["fabric.dims=[2, 3]", "fabric.endpoints_per_router=2",
+                                 "fabric.vcs=4", "fabric.link_latency=3"],
+    "fat-tree-ecmp": ["fabric.topology=fat_tree", "fabric.routing=ecmp"],
+    "fat-tree-adaptive": ["fabric.topology=fat_tree", "fabric.routing=adaptive", "fabric.vcs=2"],
+}
+
+
+def _one(cfg, src, dst, length, gen=10):
+    return Trace(gen=np.array([gen], np.int64), src=np.array([src], np.int16),
+                 dst=np.array([dst], np.int16), prio=np.zeros(1, np.int8),
+                 length=np.full(1, length, np.int16), tag=np.zeros(1, np.int64), pattern="one",
+                 load=0.01, seed=0, cycles=gen + 1, packet_lengths=f"fixed:{length}")
+
+
+@pytest.mark.parametrize("latency", [1, 2, 5])
+@pytest.mark.parametrize("length", [1, 4])
+def test_zero_load_latency_per_hop(latency, length):
+    # docs 11.8: the switch's 2L + 2 plus, per link, its latency and the
+    # next router's store-and-forward pipeline, L + 3.
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[8]",
+                                       f"fabric.link_latency={latency}"])
+    for hops in range(5):
+        rec = FabricModel(cfg).run(_one(cfg, 0, hops, length))
+        assert rec.hops[0] == hops
+        assert rec.tail[0] - 10 == 2 * length + 2 + hops * (latency + length + 3)
+        assert rec.tail[0] - rec.head[0] == length - 1
+
+
+@pytest.mark.parametrize("name", sorted(FABRICS))
+def test_every_packet_arrives_once_along_a_connected_path(name):
+    cfg = FabricConfig.load(overrides=FABRICS[name])
+    topo = Topology.of(cfg)
+    trace = generate(cfg, "uniform", load=0.3, cycles=1500, seed=2,
+                     packet_lengths="bimodal:1,4,0.7")
+    model = FabricModel(cfg)
+    rec = model.run(trace)
+    assert not rec.stalled and (rec.tail >= 0).all() and (rec.out_port == trace.dst).all()
+    for pkt in range(len(trace)):
+        path = rec.path[pkt, :rec.hops[pkt]].tolist()
+        assert (rec.path[pkt, rec.hops[pkt]:] == -1).all()
+        router = topo.endpoint_router(int(trace.src[pkt]))
+        for link in path:
+            r, _, peer, _ = topo.links[link]
+            assert r == router
+            router = peer
+        assert router == topo.endpoint_router(int(trace.dst[pkt]))
+    # Every credit is home or on its way back: the buffers downstream are empty.
+    st = model.state
+    credits = st.credits.copy()
+    for k in range(len(topo.links)):
+        for pool in st.back_pool[k][st.back_pool[k] >= 0].tolist():
+            credits[st.link_src[k], pool // cfg.fabric.vcs, pool % cfg.fabric.vcs] += 1
+    assert (credits[st.port_link >= 0] == cfg.fabric.vc_buffer_flits).all()
+    # The link counters count every flit of every packet whose path crossed them.
+    flits = np.zeros(len(topo.links), np.int64)
+    crossed = rec.path >= 0
+    np.add.at(flits, rec.path[crossed], np.broadcast_to(trace.length[:, None],
+                                                       rec.path.shape)[crossed])
+    assert rec.counters["link_flits"] == flits.tolist()
+
+
+def test_dimension_order_is_minimal_on_the_torus():
+    cfg = FabricConfig.load(overrides=TORUS + ["fabric.dims=[5, 4]"])
+    topo = Topology.of(cfg)
+    trace = generate(cfg, "uniform", load=0.2, cycles=800, seed=3)
+    rec = FabricModel(cfg).run(trace)
+    for s, d, h in zip(trace.src.tolist(), trace.dst.tolist(), rec.hops.tolist()):
+        xs, xd = topo.coords(s), topo.coords(d)
+        assert h == sum(min((b - a) % k, (a - b) % k) for a, b, k in zip(xs, xd, topo.dims))
+
+
+def test_below_saturation_the_fabric_carries_the_offered_load():
+    for name in ("torus-dor", "fat-tree-ecmp"):
+        cfg = FabricConfig.load(overrides=FABRICS[name])
+        trace = generate(cfg, "uniform", load=0.3, cycles=3000, seed=4)
+        s = summarize(trace, FabricModel(cfg).run(trace), cfg.endpoints)
+        assert abs(s["throughput"] - 0.3) < 0.02, (name, s["throughput"])
+
+
+def test_a_one_vc_torus_deadlocks_and_the_dateline_prevents_it():
+    # Tornado traffic on rings of 8 loads every link one way: with one VC
+    # and little buffer the rings fill and wait on each other for ever.
+    base = ["fabric.topology=torus", "fabric.dims=[8, 8]", "switch.priorities=1",
+            "fabric.vc_buffer_flits=16", "fabric.allow_deadlock=true"]
+    cfg = FabricConfig.load(overrides=base + ["fabric.vcs=1"])
+    trace = generate(cfg, "tornado", load=1.0, cycles=2000, seed=5, packet_lengths="fixed:8")
+    stuck = FabricModel(cfg).run(trace, stall_limit=500)
+    assert stuck.stalled and (stuck.tail < 0).any()
+    # The report names a ring of channels of one dimension waiting on each other.
+    assert stuck.stuck.startswith("deadlock: router ") and stuck.stuck.count(" -> ") >= 8
+    free = FabricModel(FabricConfig.load(overrides=base + ["fabric.vcs=2"])).run(
+        trace, stall_limit=500)
+    assert not free.stalled and (free.tail >= 0).all()
+
+
+def test_the_switch_topology_is_the_switch():
+    # One router whose ports are all endpoints: no links, no hops, no paths.
+    cfg = FabricConfig.load()
+    trace = generate(cfg, "uniform", load=0.5, cycles=500, seed=6)
+    rec = FabricModel(cfg).run(trace)
+    assert (rec.hops == 0).all() and rec.path.shape == (len(trace), 0)
+    assert "link_flits" not in rec.counters
+
+
+def test_a_packet_is_marked_and_counted_once_along_its_path():
+    # A packet marked CE at one router is no longer ECN-capable at the next.
+    cfg = FabricConfig.load(overrides=FABRICS["fat-tree-ecmp"] + [
+        "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=40", "ecn.pmax=0.5"])
+    trace = generate(cfg, "uniform", load=0.9, cycles=2000, seed=7, ect_fraction=1.0)
+    rec = FabricModel(cfg).run(trace)
+    marked = int((rec.ecn_out == CE).sum())
+    assert 0 < marked < len(trace) and (rec.hops == 2).sum() > marked
+    assert sum(rec.counters["ecn_marks"]) == marked

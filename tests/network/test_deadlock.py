@@ -1,0 +1,69 @@
+"""Deadlock freedom checked on the escape channel dependency graph (docs/architecture.md 11.6)."""
+
+import pytest
+
+from superfabric.config import ConfigError, FabricConfig
+from superfabric.network.deadlock import dependency_cycle, escape_dependencies
+from superfabric.network.topology import Topology
+
+
+def test_one_vc_ring_has_the_cycle_around_the_ring():
+    topo = Topology("torus", dims=(6,), endpoints_per_router=1)
+    cycle = dependency_cycle(topo, "dor", 1)
+    assert cycle is not None and len(cycle) == 6
+    ports = {topo.links[link][1] for link, _ in cycle}
+    assert len(ports) == 1 and {vc for _, vc in cycle} == {0}
+
+
+@pytest.mark.parametrize("dims, routing, vcs", [((4, 4, 4), "dor", 2), ((5, 3), "dor", 4),
+                                                ((4, 4, 4), "adaptive", 3), ((8, 8), "dor", 2),
+                                                ((3, 3, 3), "adaptive", 5)])
+def test_dateline_and_escape_vcs_are_acyclic(dims, routing, vcs):
+    topo = Topology("torus", dims=dims, endpoints_per_router=1)
+    assert dependency_cycle(topo, routing, vcs) is None
+
+
+def test_rings_of_two_cannot_deadlock_even_with_one_vc():
+    topo = Topology("torus", dims=(2, 2), endpoints_per_router=1)
+    assert dependency_cycle(topo, "dor", 1) is None
+
+
+def test_fat_tree_up_down_is_acyclic():
+    topo = Topology("fat_tree", leaves=4, spines=2, hosts_per_leaf=2)
+    edges = escape_dependencies(topo, "ecmp", 1)
+    # Every dependency is an uplink waiting on a downlink.
+    assert edges and all(topo.links[a][0] < 4 <= topo.links[b][0] for (a, _), (b, _) in edges)
+    assert dependency_cycle(topo, "ecmp", 1) is None
+
+
+def test_one_vc_torus_is_refused_in_one_line_naming_the_cycle():
+    with pytest.raises(ConfigError) as info:
+        FabricConfig.load(overrides=["fabric.topology=torus", "fabric.vcs=1"])
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith("fabric.vcs = 1: the torus's channel dependency graph has a cycle")
+    assert "router" in message and " -> " in message and "allow_deadlock" in message
+
+
+def test_the_override_lets_a_deadlocking_configuration_load():
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.vcs=1",
+                                       "fabric.allow_deadlock=true"])
+    assert cfg.fabric.vcs == 1 and cfg.endpoints == 64
+
+
+@pytest.mark.parametrize("overrides, fragment", [
+    (["fabric.topology=fat_tree"], "fabric.routing = 'dor': must be 'ecmp' or 'adaptive'"),
+    (["fabric.topology=torus", "fabric.routing=adaptive"], "fabric.vcs = 2: must be at least 3"),
+    (["fabric.topology=torus", "fabric.vc_buffer_flits=8"],
+     "fabric.vc_buffer_flits = 8: must be at least switch.max_packet_flits (16)"),
+    (["fabric.topology=torus", "fabric.dims=[4, 17]"], "fabric.dims = [4, 17]: must be a list"),
+    (["fabric.topology=torus", "fabric.dims=[]"], "fabric.dims = []"),
+    (["fabric.link_latency=0"], "fabric.link_latency = 0"),
+    (["fabric.topology=torus", "fabric.dims=[16, 16, 8]"], "2048 endpoints, must be at most 1024"),
+    (["fabric.topology=mesh"], "fabric.topology = 'mesh'"),
+    (["fabric.topology=torus", "rdma.enabled=true"], "must be 'switch' with rdma.enabled"),
+])
+def test_bad_fabric_values_are_one_line(overrides, fragment):
+    with pytest.raises(ConfigError) as info:
+        FabricConfig.load(overrides=overrides)
+    assert "\n" not in str(info.value) and fragment in str(info.value), str(info.value)

@@ -1,0 +1,115 @@
+"""The routing functions (superfabric.network.routing, docs/architecture.md 11.4)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from superfabric.network.routing import ecmp_hash, fat_tree_route, torus_dor_hop, torus_route
+from superfabric.network.topology import Topology
+
+
+def _walk(topo, src, dst, *, vcs=2, adaptive=False, credits=None, max_packet=16):
+    """The (router, port, vc) hops of a packet from endpoint ``src`` to ``dst``."""
+    m = topo.endpoints_per_router
+    r, hops = topo.endpoint_router(src), []
+    while True:
+        c = credits(r) if credits else np.full((topo.ports(r), 1, vcs), 32)
+        port, vc = torus_route(topo.dims, m, r, src, dst, 0, vcs, adaptive, c, max_packet)
+        hops.append((r, port, vc))
+        if port < m:
+            assert r * m + port == dst
+            return hops
+        assert len(hops) <= topo.max_hops, hops
+        r = topo.peer(r, port)[0]
+
+
+def _ring_distance(a, b, k):
+    return min((b - a) % k, (a - b) % k)
+
+
+@pytest.mark.parametrize("dims", [(4, 4, 4), (5, 3), (2, 6)])
+def test_dor_is_minimal_and_dimension_ordered(dims):
+    topo = Topology("torus", dims=dims, endpoints_per_router=1)
+    for src, dst in itertools.product(range(topo.endpoints), repeat=2):
+        hops = _walk(topo, src, dst)
+        xs, xt = topo.coords(src), topo.coords(dst)
+        assert len(hops) - 1 == sum(_ring_distance(a, b, k) for a, b, k in zip(xs, xt, dims))
+        order = [(port - 1) // 2 for _, port, _ in hops[:-1]]
+        assert order == sorted(order)
+
+
+def test_dor_tie_goes_plus_and_the_dateline_moves_to_the_upper_vc():
+    topo = Topology("torus", dims=(4,), endpoints_per_router=1)
+    # 0 -> 2 is a tie: plus, 0 -> 1 -> 2, never across the wrap: lower VC.
+    assert _walk(topo, 0, 2) == [(0, 1, 0), (1, 1, 0), (2, 0, 0)]
+    # 3 -> 1 goes plus across the wrap 3 -> 0: upper from that hop on.
+    assert _walk(topo, 3, 1) == [(3, 1, 1), (0, 1, 1), (1, 0, 0)]
+    # 1 -> 3 is a tie as well: plus, 1 -> 2 -> 3 below the dateline.
+    assert _walk(topo, 1, 3) == [(1, 1, 0), (2, 1, 0), (3, 0, 0)]
+    # 1 -> 0 goes minus; 0 -> 3 goes minus across the wrap 0 -> 3.
+    assert _walk(topo, 1, 0) == [(1, 2, 0), (0, 0, 0)]
+    assert _walk(topo, 0, 3) == [(0, 2, 1), (3, 0, 0)]
+
+
+def test_dor_upper_class_after_crossing():
+    # On a ring of 8, from 6 to 1 plus: 6 -> 7 lower, 7 -> 0 crosses, 0 -> 1 stays upper.
+    topo = Topology("torus", dims=(8,), endpoints_per_router=1)
+    _, upper = torus_dor_hop((8,), 1, 6, 6, 1)
+    assert not upper
+    assert torus_dor_hop((8,), 1, 7, 6, 1) == (1, True)
+    assert torus_dor_hop((8,), 1, 0, 6, 1) == (1, True)
+    assert [vc for _, _, vc in _walk(topo, 6, 1, vcs=4)] == [0, 2, 2, 0]
+
+
+def test_adaptive_takes_the_most_credited_minimal_direction_else_the_escape():
+    topo = Topology("torus", dims=(4, 4), endpoints_per_router=1)
+    m, vcs = 1, 3
+    src, dst = topo.router_at((0, 0)), topo.router_at((1, 1))
+    credits = np.full((5, 1, vcs), 32)
+    # Both dimensions are productive (plus in each): equal credits, the lower port.
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
+    credits[3, 0, 2] = 40          # more room toward plus in dimension 1
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
+    credits[:, 0, 2] = 8           # no adaptive VC has room for a 16-flit packet
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
+
+
+def test_adaptive_paths_are_minimal():
+    topo = Topology("torus", dims=(4, 4), endpoints_per_router=1)
+    rng = np.random.default_rng(5)
+    for src, dst in itertools.product(range(16), repeat=2):
+        hops = _walk(topo, src, dst, vcs=4, adaptive=True,
+                     credits=lambda r: rng.integers(0, 40, (topo.ports(r), 1, 4)))
+        xs, xt = topo.coords(src), topo.coords(dst)
+        assert len(hops) - 1 == sum(_ring_distance(a, b, 4) for a, b in zip(xs, xt))
+
+
+def test_fat_tree_paths_go_up_once_and_down():
+    topo = Topology("fat_tree", leaves=8, spines=4, hosts_per_leaf=8)
+    credits = np.full((12, 1, 2), 32)
+    spines_used = set()
+    for src, dst in itertools.product(range(64), repeat=2):
+        leaf = src // 8
+        port, vc = fat_tree_route(8, 4, 8, leaf, src, dst, 0, 2, False, credits)
+        if dst // 8 == leaf:
+            assert (port, vc) == (dst % 8, 0)
+            continue
+        spine = 8 + port - 8
+        spines_used.add(spine)
+        assert port - 8 == ecmp_hash(src, dst, 0) % 4
+        down, _ = fat_tree_route(8, 4, 8, spine, src, dst, 0, 2, False, credits)
+        assert topo.peer(spine, down) == (dst // 8, 8 + port - 8)
+    assert spines_used == {8, 9, 10, 11}
+
+
+def test_fat_tree_adaptive_picks_the_uplink_with_most_credits():
+    credits = np.full((12, 1, 2), 32)
+    credits[10, 0, 1] = 33
+    assert fat_tree_route(8, 4, 8, 0, 0, 63, 0, 2, True, credits) == (10, 1)
+
+
+def test_ecmp_hash_is_a_function_of_the_flow():
+    assert ecmp_hash(3, 40, 1) == ecmp_hash(3, 40, 1)
+    values = {ecmp_hash(s, d, f) for s in range(64) for d in range(64) for f in range(4)}
+    assert len(values) > 10_000

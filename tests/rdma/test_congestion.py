@@ -1,0 +1,168 @@
+"""Congestion control end to end on the golden model: the engines obey PFC, DCQCN's CNPs
+and rate cuts follow the rules of docs/architecture.md 10.13, the hosts' send queues let a
+slowed channel not block the others, and DCQCN cuts the pause frames and frees the victim."""
+
+import functools
+
+import numpy as np
+
+from superfabric.config import FabricConfig
+from superfabric.formats import rdma_wire as wire
+from superfabric.formats.dcqcn import LINE_RATE
+from superfabric.formats.packet import ECT0, NOT_ECT
+from superfabric.sim.rdma.engine import KeyTable, RdmaEngine
+from superfabric.sim.rdma.fabric import RdmaFabricModel, packet_class
+from superfabric.sim.rdma.host import SendQueues
+from superfabric.sim.rdma.metrics import rdma_summary
+from superfabric.sim.rdma.traffic import generate_rdma
+from superfabric.tb.rdma.scoreboard import verify
+
+#: Four endpoints, one channel per peer, room for an incast's data, PFC and ECN in packets.
+SMALL_INCAST = ["rdma.enabled=true", "rdma.qps=8", "rdma.channels_per_peer=1",
+                "rdma.memory_words=8192", "rdma.page_words=64", "rdma.pages=128",
+                "pfc.enabled=true", "ecn.enabled=true", "ecn.kmin=32", "ecn.kmax=128",
+                "ecn.pmax=0.5"]
+DCQCN = ["dcqcn.enabled=true"]
+
+
+@functools.cache
+def _run(pattern: str, dcqcn: bool, *extra: str):
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST + (DCQCN if dcqcn else [])
+                            + list(extra))
+    workload = generate_rdma(cfg, pattern, load=0.6, cycles=2000, seed=1)
+    records = RdmaFabricModel(cfg).run(workload)
+    return cfg, workload, records, rdma_summary(cfg, workload, records)
+
+
+# -- classes and codepoints -----------------------------------------------------------
+
+
+def test_data_is_ect_with_dcqcn_and_control_travels_in_its_own_class():
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
+    assert packet_class(cfg, 1) == (1, NOT_ECT) and packet_class(cfg, 16) == (0, NOT_ECT)
+    on = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST + DCQCN)
+    assert packet_class(on, 1) == (1, NOT_ECT) and packet_class(on, 3) == (0, ECT0)
+
+
+def test_without_dcqcn_nothing_is_marked_and_no_rate_moves():
+    cfg, workload, rec, summary = _run("rdma-incast", False)
+    assert summary["congestion"]["pause_frames"]["pauses"] > 0
+    assert sum(rec.counters["ecn_marked"]) == sum(rec.counters["cnp_sent"]) == 0
+    assert len(rec.cnps) == len(rec.rates) == 0
+    assert verify(cfg, workload, rec) == []
+
+
+# -- the engines obey pause frames ------------------------------------------------------
+
+
+def _engine(cfg):
+    """Endpoint 0 of the small fabric, its regions registered, its memory zeros."""
+    rd = cfg.rdma
+    keys = np.zeros((rd.keys, 7), np.int64)
+    keys[1] = (1, 1, 0, rd.memory_words // 2, 0, wire.ACCESS_LOCAL_READ, 0)
+    page_table = np.arange(rd.pages, dtype=np.int64) % (rd.memory_words // rd.page_words)
+    return RdmaEngine(cfg, 0, KeyTable(keys, page_table, cfg), [0] * rd.memory_words)
+
+
+def test_a_paused_data_class_starts_no_packet_and_a_paused_control_class_no_ack():
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
+    engine = _engine(cfg)
+    wr = (0, 0, 2, wire.OP_WRITE, 1, 8, 5, 100, 20, 0)      # 20 words to endpoint 2
+    taken, _, _ = engine.step(0, wr, False, None, (True, False))
+    assert not taken                                        # two packets: taken at the second
+    engine.step(1, wr, False, None, (True, False))
+    for cycle in range(2, 10):
+        engine.step(cycle, None, False, None, (True, False))
+        assert engine.offer() is None, cycle               # data paused: nothing latched
+    engine.step(10, None, False, None, (False, True))
+    assert engine.offer()[0] == 0                          # the BTH of the first packet
+
+
+def test_engines_obey_the_switch_and_every_request_completes_once():
+    for dcqcn in (False, True):
+        cfg, workload, rec, summary = _run("rdma-incast", dcqcn)
+        assert verify(cfg, workload, rec) == [], dcqcn
+        assert summary["congestion"]["pause_frames"]["pauses"] > 0
+
+
+# -- DCQCN's rules ----------------------------------------------------------------------
+
+
+def test_cnps_are_spaced_per_context_and_every_first_cut_halves_the_line_rate():
+    cfg, workload, rec, _ = _run("rdma-incast", True, "dcqcn.cnp_interval=40",
+                                 "dcqcn.alpha_timer=220")
+    C = cfg.rdma.channels_per_peer
+    assert len(rec.cnps) > 5
+    for (e, x) in {(int(e), int(x)) for _, e, x in rec.cnps}:
+        cycles = rec.cnps[(rec.cnps[:, 1] == e) & (rec.cnps[:, 2] == x), 0]
+        assert (np.diff(cycles) >= 40).all(), (e, x)
+    for (e, ch) in {(int(e), int(ch)) for _, e, ch, _ in rec.rates}:
+        mine = rec.rates[(rec.rates[:, 1] == e) & (rec.rates[:, 2] == ch)]
+        assert mine[0, 3] == LINE_RATE // 2
+        # A CNP of that channel's peer context, sent before.
+        sent = rec.cnps[(rec.cnps[:, 1] == ch // C) & (rec.cnps[:, 2] == e * C + ch % C), 0]
+        assert len(sent) and sent[0] < mine[0, 0]
+        assert (mine[:, 3] >= cfg.dcqcn.units.min_rate).all()
+
+
+def test_dcqcn_cuts_the_pause_frames_and_keeps_the_queue_under_kmax():
+    _, _, _, pfc = _run("rdma-incast", False)
+    _, _, _, both = _run("rdma-incast", True)
+    p, d = pfc["congestion"], both["congestion"]
+    assert d["cnp"]["sent"] > 0 and d["rate_changes"] > 0
+    assert 10 * d["pause_frames"]["pauses"] <= p["pause_frames"]["pauses"]
+    assert d["queue"]["p99"] <= d["queue"]["kmax"] < p["queue"]["max"]
+    assert d["jain"] >= 0.95
+
+
+def test_the_victim_keeps_its_demand_under_dcqcn():
+    cfg, workload, rec, summary = _run("rdma-victim:side_load=0.3", True)
+    assert verify(cfg, workload, rec) == []
+    assert summary["congestion"]["victim"]["share"] >= 0.8
+
+
+# -- the hosts' send queues ------------------------------------------------------------
+
+
+def test_a_full_channel_does_not_hold_back_the_other_channels():
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
+    workload = generate_rdma(cfg, "rdma-victim:side_load=0.3", load=0.6, cycles=2000, seed=1)
+    host = SendQueues(cfg, workload)
+    wr = workload.wr
+    mine = np.flatnonzero(wr["src"] == 1)
+    to_target = [int(i) for i in mine if wr["dst"][i] == 0]
+    aside = [int(i) for i in mine if wr["dst"][i] == 3]
+    oldest, other = sorted((to_target[0], aside[0]))
+    full = host.channel[oldest]
+    assert full != host.channel[other]
+    W = cfg.rdma.window
+    # The oldest request's channel is full: the other channel's oldest goes first.
+    assert host.offer(1, 10**9, lambda ch: 0 if ch == full else W) == other
+    # Offered, it stays offered whatever the windows do, until taken.
+    assert host.offer(1, 10**9, lambda ch: W) == other
+    host.taken(1)
+    assert host.offer(1, 10**9, lambda ch: W) == oldest
+
+
+def test_without_room_nothing_is_offered_and_posting_order_holds_per_qp():
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
+    workload = generate_rdma(cfg, "rdma-incast", load=0.6, cycles=2000, seed=1)
+    host = SendQueues(cfg, workload)
+    assert host.offer(1, 10**9, lambda ch: 0) == -1
+    wr = workload.wr
+    order = []
+    while (row := host.offer(1, 10**9, lambda ch: cfg.rdma.window)) >= 0:
+        order.append(row)
+        host.taken(1)
+    assert sorted(order) == order == [int(i) for i in np.flatnonzero(wr["src"] == 1)]
+
+
+def test_the_queue_depth_has_a_row_per_cycle_across_idle_jumps():
+    cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
+    workload = generate_rdma(cfg, "rdma-allreduce", load=0.02, cycles=30_000, seed=1)
+    rec = RdmaFabricModel(cfg).run(workload)
+    depth = rec.queue_depth
+    assert depth.shape == (rec.cycles, cfg.switch.ports) and depth.max() > 0
+    idle = np.flatnonzero(depth.sum(axis=1) == 0)
+    runs = np.split(idle, np.flatnonzero(np.diff(idle) != 1) + 1)
+    assert max(len(r) for r in runs) > 2048      # the model skipped a long idle stretch

@@ -1,0 +1,2 @@
+"""``superfabric report``: reports of runs, sweeps and syntheses (Markdown, HTML, PNG).
+"""

@@ -1,0 +1,2 @@
+"""``superfabric synth``: the FPGA flow (Yosys, nextpnr), its devices, sweeps and bench.
+"""

@@ -1,0 +1,440 @@
+"""``superfabric synth``: FPGA resources and Fmax of a configuration with Yosys and nextpnr.
+
+The flow, in ``DIR``:
+
+1. ``generate``: the block's Verilog (:func:`superfabric.hdl.verilog.write_verilog`,
+   the file ``superfabric generate`` writes) and the :mod:`scan wrapper
+   <superfabric.tools.synth.scan_wrapper>` that gives it registers on every port bit.
+2. ``yosys`` (``yosys.log``): the target's synthesis command with module
+   boundaries kept, then ``stat -json`` (``stat.json``): the cells of every
+   module, so the per-module breakdown costs no second run. The block is
+   synthesised apart from the wrapper (``keep_hierarchy``), so its counts
+   are its own. ``--flatten`` optimises across the block's modules instead,
+   as a flat vendor flow does, and gives no breakdown.
+3. ``nextpnr`` (ECP5, iCE40; ``nextpnr.log``, ``report.json``): place and
+   route of the flattened netlist with a clock constraint (``--freq``),
+   timing allowed to fail so that Fmax is measured either way.
+
+``DIR/synth.json`` then holds the block's resources by category and by
+module, the device's capacities and whether it fits, the wrapper's cells,
+nextpnr's utilisation, Fmax against the constraint, the critical path (its
+start and end cells, their modules, the modules it crosses, its logic
+levels and delays), tool versions and the wall time of every step. A design
+that does not fit the device is a result too: ``synth.json`` with ``fits``
+false, the one-line ``error`` and what the design needs, and no timing. It
+is written last, so a directory with it is finished (sweeps skip it).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ...config import FabricConfig
+from .eda_tool import ToolFailed, find_tool, run_tool, tool_version
+from .device import CATEGORIES, TARGETS, Device, Target, find_device
+from .scan_wrapper import WRAPPER, scan_wrapper
+
+__all__ = ["SCHEMA", "SynthError", "synthesize", "count_resources", "fit_problems",
+           "critical_path", "summary_line"]
+
+#: ``schema`` of synth.json.
+SCHEMA = "superfabric-synth/1"
+
+#: The wrapper's instance name of the block, the first part of every block
+#: cell's name after flattening (``core.voq0.mem.0.1``).
+CORE_INSTANCE = "core"
+
+
+class SynthError(ValueError):
+    """Bad synth input (target, device, frequency) or a design that does not fit; one line."""
+
+
+def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: str | None = None,
+               package: str | None = None, speed: int | None = None,
+               freq_mhz: float | None = None, top: str = "switch", flatten: bool = False,
+               seed: int = 1, router: str | None = None, stream=sys.stderr,
+               quiet: bool = False) -> dict:
+    """Synthesise ``top`` of ``cfg`` for ``target``, place and route it where the target has
+    nextpnr, and write ``out_dir/synth.json``.
+
+    Parameters
+    ----------
+    target : str
+        ``ecp5``, ``ice40`` or ``xilinx``.
+    device, package, speed : optional
+        The part (default: the target's, :data:`~.fpga_device.DEVICES`), its
+        package and speed grade (defaults: the device's).
+    freq_mhz : float, optional
+        Clock constraint of place and route (default: the target's).
+    flatten : bool
+        Optimise across module boundaries; no per-module breakdown.
+    seed : int
+        nextpnr's placement seed (results move a little with it).
+    router : str, optional
+        nextpnr's router, ``router1`` (nextpnr's default) or ``router2``, which
+        finishes congested designs that ``router1`` does not (the 8-port
+        switch on the LFE5UM-85F: routed in 10 minutes, against more than 100).
+    stream, quiet
+        Progress lines go to ``stream``, or nowhere when ``quiet``.
+
+    Returns
+    -------
+    dict
+        The content of ``synth.json``.
+
+    Raises
+    ------
+    SynthError
+        Unknown target or device, a bad frequency, package or speed, or a
+        design that does not fit the device (``synth.json`` is written then,
+        with ``fits`` false, the ``error`` and the resources it needs).
+    superfabric.tools.synth.eda_tool.ToolMissing
+        A tool of the flow is not installed.
+    superfabric.tools.synth.eda_tool.ToolFailed
+        A tool failed for another reason (its first error line and log).
+    """
+    from ...hdl.verilog import write_verilog
+    try:
+        dev = find_device(target, device)
+    except ValueError as e:
+        raise SynthError(str(e)) from None
+    tgt = TARGETS[target]
+    options = _device_options(tgt, dev, package=package, speed=speed, freq_mhz=freq_mhz,
+                               router=router)
+    # Before minutes of work, the tools must be there.
+    for tool in ("yosys", tgt.nextpnr):
+        if tool:
+            find_tool(tool)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "synth.json").unlink(missing_ok=True)
+    say = (lambda text: None) if quiet else (lambda text: (stream.write(text), stream.flush()))
+    steps = []
+    wall = time.monotonic()
+
+    t0 = time.monotonic()
+    say(f"generate: {top}, {_describe(cfg, top)}\n")
+    verilog = write_verilog(cfg, out, top=top)
+    (out / f"{WRAPPER}.v").write_text(scan_wrapper(verilog.read_text(), top))
+    steps.append({"step": "generate", "seconds": round(time.monotonic() - t0, 2)})
+
+    script = _yosys_script(tgt, top, verilog.name, flatten=flatten,
+                           netlist=tgt.nextpnr is not None)
+    (out / "synth.ys").write_text(script)
+    result = run_tool("yosys", ["-s", "synth.ys"], log=out / "yosys.log", cwd=out,
+                      what=f"{tgt.synth.split()[0]} of {top} ({_describe(cfg, top)})",
+                      stream=stream, quiet=quiet)
+    steps.append(_step("yosys", result))
+    if result.returncode:
+        raise ToolFailed(f"yosys failed: {result.first_error() or 'no ERROR line'}; "
+                         f"see {result.log}")
+    stat = json.loads((out / "stat.json").read_text())
+    resources = count_resources(stat, tgt, top)
+    versions = {"yosys": tool_version("yosys")}
+    if tgt.nextpnr:
+        versions["nextpnr"] = tool_version(tgt.nextpnr)
+
+    def record(*, error: str | None = None, timing=None, utilization=None) -> dict:
+        """Write synth.json: resources always; Fmax when placed and routed."""
+        synth = {
+            "schema": SCHEMA,
+            "target": target,
+            "device": {"name": dev.name, "package": options["package"],
+                       "speed": options["speed"], "capacity": dev.capacity},
+            "top": top,
+            "flatten": flatten,
+            "config": cfg.to_dict(),
+            "build_key": cfg.build_key,
+            "resources": resources["core"]["resources"],
+            "cells": resources["core"]["cells"],
+            "fits": error is None,
+            "error": error,
+            "use": _use(resources["core"]["cells"], tgt, dev),
+            "modules": resources["modules"],
+            "wrapper": resources["wrapper"],
+            "utilization": utilization,
+            "timing": timing,
+            "seed": seed if tgt.nextpnr else None,
+            "router": options["router"],
+            "tools": versions,
+            "steps": steps,
+            "wall_seconds": round(time.monotonic() - wall, 2),
+        }
+        tmp = out / "synth.json.tmp"
+        tmp.write_text(json.dumps(synth, indent=2) + "\n")
+        tmp.replace(out / "synth.json")
+        return synth
+
+    # A design that does not fit is a result too: synth.json says what it needs.
+    problems = fit_problems(resources["core"]["cells"], tgt, dev)
+    if problems:
+        message = f"--device = {dev.name}: the design does not fit: {'; '.join(problems)}"
+        record(error=message)
+        raise SynthError(message)
+    if not tgt.nextpnr:
+        return record()
+    args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
+            "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
+            *(["--router", options["router"]] if options["router"] else []),
+            "--report", "report.json"]
+    result = run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
+                      what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
+                      stream=stream, quiet=quiet)
+    steps.append(_step(tgt.nextpnr, result))
+    if result.returncode:
+        failure = _nextpnr_failure(result, dev)
+        if isinstance(failure, SynthError):
+            record(error=str(failure))
+        raise failure
+    report = json.loads((out / "report.json").read_text())
+    return record(timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])),
+                  utilization=report.get("utilization", {}))
+
+
+def summary_line(synth: dict) -> str:
+    """One line of a synth.json: resources, Fmax and the critical path's ends."""
+    res = synth["resources"]
+    line = (f"{synth['target']} {synth['device']['name']}: {res['lut']:,} LUTs, {res['ff']:,} FFs, "
+            f"{res['bram']} block RAMs, {res['dsp']} DSPs, {res['lutram']:,} LUT RAMs")
+    timing = synth["timing"]
+    if timing:
+        path = timing["critical_path"]
+        line += (f"; Fmax {timing['fmax_mhz']:.1f} MHz ({'meets' if timing['met'] else 'misses'} "
+                 f"{timing['constraint_mhz']:g} MHz)")
+        if path:
+            line += f", critical path {path['from']['module']} -> {path['to']['module']}"
+    return line
+
+
+def _describe(cfg: FabricConfig, top: str) -> str:
+    sw = cfg.switch
+    what = f"{sw.ports} ports x {sw.data_width} bits, {sw.priorities} priorities"
+    return what if top != "rdma_engine" else f"{what}, {cfg.rdma.qps} QPs"
+
+
+#: nextpnr's routers (``--router``).
+ROUTERS = ("router1", "router2")
+
+
+def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router) -> dict:
+    """nextpnr's package and speed options, the router, and the clock constraint; checked."""
+    if tgt.nextpnr is None:
+        for name, value in (("--package", package), ("--speed", speed), ("--freq", freq_mhz),
+                            ("--router", router)):
+            if value is not None:
+                raise SynthError(f"{name} = {value}: only for targets with place and route "
+                                 f"(ecp5, ice40), not {tgt.name}")
+        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None}
+    if router is not None and router not in ROUTERS:
+        raise SynthError(f"--router = {router}: must be one of {', '.join(ROUTERS)}")
+    freq = tgt.default_freq_mhz if freq_mhz is None else freq_mhz
+    if not 0 < freq <= 1000:
+        raise SynthError(f"--freq = {freq_mhz}: must be in (0, 1000] MHz")
+    if speed is not None and (dev.speed is None or speed not in (6, 7, 8)):
+        allowed = "6, 7 or 8" if dev.speed is not None else f"none for {dev.name}"
+        raise SynthError(f"--speed = {speed}: must be {allowed}")
+    pkg = package or dev.package
+    args = ["--package", pkg]
+    if dev.speed is not None:
+        args += ["--speed", str(speed or dev.speed)]
+    args.append("--lpf-allow-unconstrained" if tgt.name == "ecp5" else "--pcf-allow-unconstrained")
+    return {"nextpnr": args, "package": pkg, "speed": speed or dev.speed, "freq_mhz": freq,
+            "router": router}
+
+
+def _yosys_script(tgt: Target, top: str, verilog: str, *, flatten: bool, netlist: bool) -> str:
+    """The Yosys script: map, count every module, then flatten for place and route."""
+    option = tgt.flatten if flatten else tgt.keep_hierarchy
+    lines = [f"read_verilog {verilog} {WRAPPER}.v",
+             "hierarchy -check -top " + WRAPPER,
+             # The block stays a module of its own under the wrapper, even when
+             # its insides are flattened, so its counts exclude the wrapper's.
+             f"setattr -mod -set keep_hierarchy 1 {top}",
+             f"{tgt.synth} -top {WRAPPER} {option}".rstrip(),
+             "tee -q -o stat.json stat -json"]
+    if netlist:
+        lines += [f"setattr -mod -unset keep_hierarchy {top}", "flatten", "opt_clean",
+                  "write_json netlist.json"]
+    return "\n".join(lines) + "\n"
+
+
+def _step(tool: str, result) -> dict:
+    return {"step": tool, "seconds": round(result.seconds, 2), "log": result.log.name,
+            "compiled_webassembly": result.compiled}
+
+
+def count_resources(stat: dict, tgt: Target, top: str) -> dict:
+    """The block's cells and resources, per module and in total, from Yosys's ``stat -json``.
+
+    Parameters
+    ----------
+    stat : dict
+        ``stat -json`` of the mapped design, the wrapper on top.
+    tgt : Target
+        How cells count (:attr:`~.fpga_device.Target.counts`).
+    top : str
+        The block's module name.
+
+    Returns
+    -------
+    dict
+        ``core`` and ``wrapper``: ``{"cells": {type: n}, "resources": {...}}``;
+        ``modules``: per module of the block, its own cells' resources and
+        its number of instances.
+    """
+    modules = {name.lstrip("\\"): body.get("num_cells_by_type", {})
+               for name, body in stat["modules"].items()}
+    if top not in modules or WRAPPER not in modules:
+        raise ToolFailed(f"stat.json: modules {top!r} and {WRAPPER!r} expected, "
+                         f"found {', '.join(modules)}")
+    instances = Counter()
+
+    def walk(name: str, times: int) -> None:
+        instances[name] += times
+        for cell, n in modules[name].items():
+            if cell in modules:
+                walk(cell, times * n)
+
+    walk(top, 1)
+    core = Counter()
+    for name, times in instances.items():
+        for cell, n in _own_cells(modules[name], modules).items():
+            core[cell] += n * times
+    wrapper = _own_cells(modules[WRAPPER], modules)
+    return {
+        "core": {"cells": dict(sorted(core.items())), "resources": _categorise(core, tgt)},
+        "wrapper": {"cells": dict(sorted(wrapper.items())), "resources": _categorise(wrapper, tgt)},
+        "modules": {name: {"instances": instances[name],
+                           **_categorise(_own_cells(modules[name], modules), tgt)}
+                    for name in sorted(instances)},
+    }
+
+
+def _own_cells(cells: dict, modules: dict) -> Counter:
+    """A module's primitive cells, without its submodule instances (or Yosys's ``$scopeinfo``)."""
+    return Counter({c: n for c, n in cells.items() if c not in modules and not c.startswith("$")})
+
+
+def _categorise(cells: Counter, tgt: Target) -> dict:
+    out = dict.fromkeys(CATEGORIES, 0)
+    other = {}
+    for cell, n in sorted(cells.items()):
+        if cell in tgt.counts:
+            category, weight = tgt.counts[cell]
+            out[category] += n * weight
+        else:
+            other[cell] = n
+    out["other"] = other
+    return out
+
+
+def fit_problems(cells: dict, tgt: Target, dev: Device) -> list[str]:
+    """What the block needs beyond the device's capacity, one phrase each; empty: it fits."""
+    return [f"{need:,} {resource} needed, {dev.capacity.get(key, 0):,} available"
+            for resource, need, key in _needs(cells, tgt) if need > dev.capacity.get(key, 0)]
+
+
+def _needs(cells: dict, tgt: Target) -> list[tuple[str, int, str]]:
+    return [(resource, sum(cells.get(c, 0) * w for c, w in weights.items()), key)
+            for resource, weights, key in tgt.sites]
+
+
+def _use(cells: dict, tgt: Target, dev: Device) -> list[dict]:
+    """Each fit-checked resource: needed, available, and the share of the device."""
+    return [{"resource": resource, "used": need, "available": dev.capacity.get(key, 0),
+             "percent": round(100.0 * need / dev.capacity[key], 2) if dev.capacity.get(key) else None}
+            for resource, need, key in _needs(cells, tgt) if need or dev.capacity.get(key)]
+
+
+# nextpnr's words when the cells outnumber the device's sites: "no BELs
+# remaining to implement cell type", or, from its analytical placer, "Unable
+# to find legal placement ... check constraints and utilisation" (the flow
+# sets no placement constraints).
+_NO_FIT = re.compile(r"no BELs remaining|Unable to find legal placement|utili[sz]ation", re.I)
+
+
+def _nextpnr_failure(result, dev: Device) -> Exception:
+    """A nextpnr failure: the design (with its wrapper) does not fit, or another error."""
+    error = result.first_error() or "no ERROR line"
+    if _NO_FIT.search(error):
+        return SynthError(f"--device = {dev.name}: the design with its scan wrapper does not fit "
+                          f"(nextpnr: {error}); see {result.log}")
+    return ToolFailed(f"nextpnr failed: {error}; see {result.log}")
+
+
+def _timing(report: dict, freq_mhz: float, top: str, modules: set[str]) -> dict:
+    """Fmax and the critical path of the block's clock from nextpnr's ``--report`` JSON."""
+    fmax = report.get("fmax", {})
+    if not fmax:
+        raise ToolFailed("nextpnr's report.json has no fmax: the design has no clocked path")
+    # One clock: the wrapper's clk pin drives everything.
+    clock, figures = next(iter(fmax.items()))
+    paths = [p for p in report.get("critical_paths", [])
+             if "<async>" not in (p.get("from", ""), p.get("to", ""))]
+    return {"clock": clock, "constraint_mhz": freq_mhz,
+            "fmax_mhz": round(figures["achieved"], 2),
+            "met": figures["achieved"] >= freq_mhz,
+            "critical_path": critical_path(paths[0]["path"], top, modules) if paths else None}
+
+
+def critical_path(segments: list[dict], top: str, modules: set[str]) -> dict:
+    """Start, end, delays and modules of one path of nextpnr's report.
+
+    Parameters
+    ----------
+    segments : list of dict
+        The ``path`` of one ``critical_paths`` entry: ``clk-to-q``, then
+        ``routing`` and ``logic`` segments, then ``setup``; each with
+        ``from``/``to`` cells and ports and a ``delay`` in ns.
+    top : str
+        The block's module name (``switch``).
+    modules : set of str
+        Its module names (``switch.voq0``): a cell ``core.voq0.mem.0.1`` is
+        in the longest of them that its name starts with (Amaranth names a
+        submodule ``parent.instance``); a cell outside ``core`` is the
+        wrapper's.
+
+    Returns
+    -------
+    dict
+        ``from`` and ``to`` (cell, port, module), ``delay_ns``, ``logic_ns``
+        (the cells' delays: clock to output, logic, setup), ``routing_ns``, ``logic_levels`` (logic segments) and ``modules``, the
+        modules the path crosses, in order.
+    """
+    def end(point: dict) -> dict:
+        return {"cell": point["cell"], "port": point["port"],
+                "module": _module_of(point["cell"], top, modules)}
+
+    crossed = []
+    for seg in segments:
+        for side in ("from", "to"):
+            module = _module_of(seg[side]["cell"], top, modules)
+            if not crossed or crossed[-1] != module:
+                crossed.append(module)
+    delay = {kind: sum(s["delay"] for s in segments if s["type"] == kind)
+             for kind in ("logic", "routing")}
+    return {"from": end(segments[0]["from"]), "to": end(segments[-1]["to"]),
+            "delay_ns": round(sum(s["delay"] for s in segments), 3),
+            "logic_ns": round(delay["logic"] + sum(s["delay"] for s in segments
+                                                   if s["type"] in ("clk-to-q", "setup")), 3),
+            "routing_ns": round(delay["routing"], 3),
+            "logic_levels": sum(1 for s in segments if s["type"] == "logic"),
+            "modules": crossed}
+
+
+def _module_of(cell: str, top: str, modules: set[str]) -> str:
+    """The block module holding ``cell``; ``scan_wrapper`` for the wrapper's own cells."""
+    parts = cell.split(".")
+    if parts[0] != CORE_INSTANCE or len(parts) < 2:
+        return WRAPPER
+    best = top
+    for k in range(2, len(parts)):
+        candidate = ".".join([top, *parts[1:k]])
+        if candidate in modules:
+            best = candidate
+    return best

@@ -138,7 +138,9 @@ def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    out = subprocess.run([sys.executable, model_speed.__file__, json.dumps(cases)], env=env,
+    # -P: the script's folder (tools/) must not shadow installed packages (its coverage.py
+    # would hide the coverage package that numba imports).
+    out = subprocess.run([sys.executable, "-P", model_speed.__file__, json.dumps(cases)], env=env,
                          capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"model_speed failed: {out.stderr.strip().splitlines()[-1:]}")

@@ -19,10 +19,7 @@ exclude_patterns = ["_build", "results/*.md"]
 # Headings up to level 3 get anchors, so [text](page.md#anchor) links are
 # checked like {ref} targets; a missing one is a warning.
 myst_heading_anchors = 3
-myst_enable_extensions = ["colon_fence"]
 nitpicky = True
-suppress_warnings = []
 
 html_theme = "alabaster"
 html_title = "superfabric"
-html_static_path = []

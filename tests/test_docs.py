@@ -75,16 +75,23 @@ def test_every_module_of_the_design_is_in_the_layout(folder):
             f"{rel} is not in docs/spec/layout.md"
 
 
-def test_every_command_line_option_is_in_the_reference():
+def test_every_command_line_option_is_in_the_reference_with_its_default():
     from superfabric.tools.cli import _parser
     text = (DOCS / "cli.md").read_text()
     sub = next(a for a in _parser()._actions if a.choices and "run" in a.choices)
     for command, parser in sub.choices.items():
-        assert f"## `superfabric {command}`" in text, f"docs/cli.md: no section for {command}"
+        head = f"## `superfabric {command}`"
+        assert head in text, f"docs/cli.md: no section for {command}"
+        section = text.split(head, 1)[1].split("\n## ", 1)[0]
         for action in parser._actions:
             for option in action.option_strings:
-                if option not in ("-h", "--help"):
-                    assert f"`{option}" in text, f"docs/cli.md: superfabric {command} {option}"
+                if option in ("-h", "--help"):
+                    continue
+                rows = [r for r in section.splitlines() if r.startswith("| ") and f"`{option}" in r]
+                assert rows, f"docs/cli.md: superfabric {command} {option} is not in its table"
+                if action.default not in (None, False, []):
+                    assert f"`{action.default}`" in rows[0], \
+                        f"docs/cli.md: superfabric {command} {option}: default {action.default!r}"
 
 
 def test_every_results_page_is_generated_or_a_placeholder():

@@ -42,8 +42,8 @@ demo: setup
 	$(BIN)/superfabric report build/fabric-sweep -o build/fabric-report
 
 # The test layers are pytest markers (pyproject.toml): `rtl` needs Icarus or Verilator (the
-# cocotb runs, RTL builds and lints; tests/conftest.py marks them), `slow` is one test over
-# about 30 s on its own, `synth` runs the FPGA tools, and `bench` is a full-size fabric
+# cocotb runs, RTL builds and lints; tests/conftest.py marks them), `slow` takes over about
+# 30 s (one test, or a parametrised test's cases together), `synth` runs the FPGA tools, and `bench` is a full-size fabric
 # whose behaviour a smaller case in `make test` covers too: `make bench` runs those.
 # `make test` runs every layer but bench; `make test-fast` only what needs neither an RTL
 # simulator nor the FPGA tools, nor is slow: the golden model, the Amaranth simulator's

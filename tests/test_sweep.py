@@ -94,6 +94,7 @@ def test_failed_point_is_recorded_not_lost(tmp_path):
     assert len(_results(out)) == 1
 
 
+@pytest.mark.slow
 def test_cut_short_results_are_flagged_then_run_again(tmp_path):
     """A results.json that is not valid JSON: the report flags that point and reports the
     rest; the sweep does not count it as done, but runs it again."""
@@ -121,6 +122,7 @@ def test_cut_short_results_are_flagged_then_run_again(tmp_path):
     assert "failed points" not in md
 
 
+@pytest.mark.slow
 def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
     """RDMA patterns over loads, seeds and a fault rate: every point, resumable, reported."""
     out = tmp_path / "sweep"
@@ -168,6 +170,7 @@ def test_failed_rdma_point_is_recorded_not_lost(tmp_path):
     assert ok["config"]["rdma"]["qps"] == 8
 
 
+@pytest.mark.slow
 def test_rdma_sweep_with_bad_requests(tmp_path):
     """--bad-fraction reaches every point: the bad requests fail with the status meant."""
     out = tmp_path / "sweep"
@@ -210,6 +213,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_sweep_on_a_real_dask_scheduler(tmp_path):
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"

@@ -44,15 +44,16 @@ demo: setup
 # The test layers are pytest markers (pyproject.toml): `rtl` needs Icarus or Verilator (the
 # cocotb runs, RTL builds and lints; tests/conftest.py marks them), `slow` takes over about
 # 30 s (one test, or a parametrised test's cases together), `synth` runs the FPGA tools,
-# and `bench` is a full-size fabric whose behaviour a smaller case in `make test` covers
-# too: `make bench` runs those. `make test` runs every layer but bench; `make test-fast`
-# only what needs neither an RTL simulator nor the FPGA tools, nor is slow: the golden
-# model, the Amaranth simulator's block tests, the oracles and the command line on the model.
+# `docs` runs the commands the README and docs/ show, and `bench` is a full-size fabric
+# whose behaviour a smaller case in `make test` covers too: `make bench` runs those.
+# `make test` runs every layer but bench; `make test-fast` only what needs neither an RTL
+# simulator nor the FPGA tools, nor is slow or docs: the golden model, the Amaranth
+# simulator's block tests, the oracles and the command line on the model.
 test: setup
 	$(BIN)/pytest -v -m "not bench"
 
 test-fast: $(BIN)/superfabric browser
-	$(BIN)/pytest -m "not rtl and not slow and not synth and not bench"
+	$(BIN)/pytest -m "not rtl and not slow and not synth and not docs and not bench"
 
 # AGAINST=REV also runs the golden model of commit REV side by side with this one;
 # DCQCN=DIR runs only the congestion-control table (README, DCQCN), its runs kept in DIR.

@@ -229,6 +229,7 @@ def test_loads_apart_in_the_fourth_decimal_keep_every_point(tmp_path):
         assert r["sweep"]["point"]["load"] == r["traffic"]["load"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, differs", [
     (["--cycles", "300"], "cycles 200 -> 300"),
     (["--set", "switch.priorities=1"], "config.switch.priorities 2 -> 1"),

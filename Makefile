@@ -5,6 +5,8 @@
 #               against the model, and report it; then sweep the 64-endpoint 4x4x4 torus on the
 #               model (dor against adaptive routing, uniform and tornado traffic) and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
+#   make test-fast   the model and Amaranth-simulator tests alone, no RTL simulator, no FPGA
+#               tool: a few minutes
 #   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
 #               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
 #   make fuzz   a large random-configuration campaign: RTL against the model on each case
@@ -15,7 +17,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test bench bench-synth fuzz coverage docs clean
+.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,8 +43,19 @@ demo: setup
 	$(BIN)/superfabric sweep --preset default --set switch.priorities=1 --set fabric.topology=torus --set fabric.vcs=4 --vary fabric.routing=dor,adaptive --traffic uniform,tornado --loads 0.1:1.0:0.1 --seeds 1 --sim model --cycles 5000 -o build/fabric-sweep
 	$(BIN)/superfabric report build/fabric-sweep -o build/fabric-report
 
+# The test layers are pytest markers (pyproject.toml): `rtl` needs Icarus or Verilator (the
+# cocotb runs, RTL builds and lints; tests/conftest.py marks them), `slow` takes over about
+# 30 s (one test, or a parametrised test's cases together), `synth` runs the FPGA tools,
+# `docs` runs the commands the README and docs/ show, and `bench` is a full-size fabric
+# whose behaviour a smaller case in `make test` covers too: `make bench` runs those.
+# `make test` runs every layer but bench; `make test-fast` only what needs neither an RTL
+# simulator nor the FPGA tools, nor is slow or docs: the golden model, the Amaranth
+# simulator's block tests, the oracles and the command line on the model.
 test: setup
-	$(BIN)/pytest -v
+	$(BIN)/pytest -v -m "not bench"
+
+test-fast: $(BIN)/superfabric browser
+	$(BIN)/pytest -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
 # and machine). TABLES="model fabric" runs only those (model, fabric, trace, rdma, stimulus,
@@ -51,6 +64,7 @@ test: setup
 # kept in DIR.
 TABLES ?=
 bench: setup
+	$(if $(DCQCN)$(TABLES),,$(BIN)/pytest -v -m bench)
 	$(BIN)/python -m superfabric.tools.bench $(TABLES) $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).

@@ -11,11 +11,13 @@
 #               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
 #   make fuzz   a large random-configuration campaign: RTL against the model on each case
 #   make coverage  line and toggle coverage of the switch and RDMA RTL under Verilator
+#   make bench  simulation speed and measured figures, written into docs/results/
+#   make docs   the documentation site, build/docs/html/index.html
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage clean
+.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -55,11 +57,15 @@ test: setup
 test-fast: $(BIN)/superfabric browser
 	$(BIN)/pytest -m "not rtl and not slow and not synth and not docs and not bench"
 
-# AGAINST=REV also runs the golden model of commit REV side by side with this one;
-# DCQCN=DIR runs only the congestion-control table (README, DCQCN), its runs kept in DIR.
+# Every table is printed and written as a page of docs/results/ (stamped with date, commit
+# and machine). TABLES="model fabric" runs only those (model, fabric, trace, rdma, stimulus,
+# fabric-stimulus; all by default); AGAINST=REV also runs the golden model of commit REV
+# side by side with this one; DCQCN=DIR runs only the congestion-control table, its runs
+# kept in DIR.
+TABLES ?=
 bench: setup
-	$(if $(DCQCN),,$(BIN)/pytest -v -m bench)
-	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
+	$(if $(DCQCN)$(TABLES),,$(BIN)/pytest -v -m bench)
+	$(BIN)/python -m superfabric.tools.bench $(TABLES) $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric
@@ -81,6 +87,10 @@ coverage: setup
 	rm -rf build/coverage
 	SUPERFABRIC_COVERAGE=$(CURDIR)/build/coverage/runs $(BIN)/pytest -q -k "not icarus" $(COVERAGE_TESTS)
 	$(BIN)/python -m superfabric.tools.coverage build/coverage/runs -o build/coverage
+
+# The documentation site (Sphinx, Markdown pages through myst-parser), warnings as errors.
+docs: $(BIN)/superfabric
+	$(BIN)/sphinx-build -W --keep-going -b html docs build/docs/html
 
 clean:
 	rm -rf build

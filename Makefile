@@ -5,15 +5,19 @@
 #               against the model, and report it; then sweep the 64-endpoint 4x4x4 torus on the
 #               model (dor against adaptive routing, uniform and tornado traffic) and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
+#   make test-fast   the model and Amaranth-simulator tests alone, no RTL simulator, no FPGA
+#               tool: a few minutes
 #   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
 #               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
 #   make fuzz   a large random-configuration campaign: RTL against the model on each case
 #   make coverage  line and toggle coverage of the switch and RDMA RTL under Verilator
+#   make bench  simulation speed and measured figures, written into docs/results/
+#   make docs   the documentation site, build/docs/html/index.html
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test bench bench-synth fuzz coverage clean
+.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,13 +43,29 @@ demo: setup
 	$(BIN)/superfabric sweep --preset default --set switch.priorities=1 --set fabric.topology=torus --set fabric.vcs=4 --vary fabric.routing=dor,adaptive --traffic uniform,tornado --loads 0.1:1.0:0.1 --seeds 1 --sim model --cycles 5000 -o build/fabric-sweep
 	$(BIN)/superfabric report build/fabric-sweep -o build/fabric-report
 
+# The test layers are pytest markers (pyproject.toml): `rtl` needs Icarus or Verilator (the
+# cocotb runs, RTL builds and lints; tests/conftest.py marks them), `slow` takes over about
+# 30 s (one test, or a parametrised test's cases together), `synth` runs the FPGA tools,
+# `docs` runs the commands the README and docs/ show, and `bench` is a full-size fabric
+# whose behaviour a smaller case in `make test` covers too: `make bench` runs those.
+# `make test` runs every layer but bench; `make test-fast` only what needs neither an RTL
+# simulator nor the FPGA tools, nor is slow or docs: the golden model, the Amaranth
+# simulator's block tests, the oracles and the command line on the model.
 test: setup
-	$(BIN)/pytest -v
+	$(BIN)/pytest -v -m "not bench"
 
-# AGAINST=REV also runs the golden model of commit REV side by side with this one;
-# DCQCN=DIR runs only the congestion-control table (README, DCQCN), its runs kept in DIR.
+test-fast: $(BIN)/superfabric browser
+	$(BIN)/pytest -m "not rtl and not slow and not synth and not docs and not bench"
+
+# Every table is printed and written as a page of docs/results/ (stamped with date, commit
+# and machine). TABLES="model fabric" runs only those (model, fabric, trace, rdma, stimulus,
+# fabric-stimulus; all by default); AGAINST=REV also runs the golden model of commit REV
+# side by side with this one; DCQCN=DIR runs only the congestion-control table, its runs
+# kept in DIR.
+TABLES ?=
 bench: setup
-	$(BIN)/python -m superfabric.tools.bench $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
+	$(if $(DCQCN)$(TABLES),,$(BIN)/pytest -v -m bench)
+	$(BIN)/python -m superfabric.tools.bench $(TABLES) $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric
@@ -67,6 +87,10 @@ coverage: setup
 	rm -rf build/coverage
 	SUPERFABRIC_COVERAGE=$(CURDIR)/build/coverage/runs $(BIN)/pytest -q -k "not icarus" $(COVERAGE_TESTS)
 	$(BIN)/python -m superfabric.tools.coverage build/coverage/runs -o build/coverage
+
+# The documentation site (Sphinx, Markdown pages through myst-parser), warnings as errors.
+docs: $(BIN)/superfabric
+	$(BIN)/sphinx-build -W --keep-going -b html docs build/docs/html
 
 clean:
 	rm -rf build

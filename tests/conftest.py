@@ -1,7 +1,9 @@
-"""Shared pytest fixtures: the RTL simulators and a build cache shared by all tests."""
+"""Shared pytest fixtures: the RTL simulators and a build cache shared by all tests; the
+test layers (markers ``rtl``, ``slow``, ``synth``, ``bench``, registered in pyproject.toml)."""
 
 import os
 import subprocess
+import types
 from pathlib import Path
 
 import pytest
@@ -54,6 +56,42 @@ def sim(request):
 def build_root():
     """Root of the shared simulator build cache."""
     return BUILD_ROOT
+
+
+#: What an RTL test calls, itself or through a helper of its module: it needs Icarus or
+#: Verilator (a cocotb run, a build, a lint).
+RTL_CALLS = frozenset({"require_simulator", "find_simulator", "assert_lint_clean", "run_cocotb",
+                       "run_rdma_rtl"})
+
+
+def _calls_rtl(function, module, seen) -> bool:
+    """Whether ``function`` names one of :data:`RTL_CALLS`, or calls a function of ``module``
+    that does (the names its code uses, followed through the module's own helpers)."""
+    code = getattr(function, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    for name in code.co_names:
+        if name in RTL_CALLS:
+            return True
+        helper = getattr(module, name, None)
+        if isinstance(helper, types.FunctionType) and helper.__module__ == module.__name__ \
+                and _calls_rtl(helper, module, seen):
+            return True
+    return False
+
+
+def pytest_collection_modifyitems(items):
+    """Mark ``rtl`` every test that takes the :func:`sim` fixture or calls for a simulator
+    itself (:data:`RTL_CALLS`); the other layers are marked in the test files."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        # A direct parametrisation over ``sim`` (the model among them) is not this fixture.
+        by_fixture = info is not None and any(
+            (d.func.__module__, d.func.__name__) == (__name__, "sim")
+            for d in info.name2fixturedefs.get("sim", ()))
+        if by_fixture or _calls_rtl(getattr(item, "function", None), item.module, set()):
+            item.add_marker(pytest.mark.rtl)
 
 
 def pytest_terminal_summary(terminalreporter):

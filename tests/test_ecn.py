@@ -137,6 +137,7 @@ def _marker_case(rng, kind):
                   f"ecn.lfsr_seed={rng.randrange(1, 1 << 16)}"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", MARKER_KINDS)
 @pytest.mark.parametrize("seed", range(2))
 def test_marker_block_equals_the_model(kind, seed):

@@ -234,6 +234,7 @@ def test_toml_syntax_error_is_one_line(tmp_path):
     assert "bad.toml" in res.stderr and "TOML" in res.stderr
 
 
+@pytest.mark.slow
 def test_run_rejects_bad_traffic_in_one_line(tmp_path):
     for args, field in ((["--load", "1.5"], "traffic.load"),
                         (["--traffic", "nope"], "traffic.pattern"),

@@ -128,6 +128,7 @@ def test_every_cycle_equals_the_model(seed):
     _check(rng, _draw(rng), CYCLES)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXTREMES)
 def test_extreme_sizes_equal_the_model(name):
     case, cycles = EXTREMES[name]

@@ -173,6 +173,7 @@ def _pfc_block_config(rng) -> FabricConfig:
         f"pfc.headroom={headroom}", f"pfc.pause_quanta={quanta}"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_ingress_block_equals_the_model(seed):
 

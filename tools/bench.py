@@ -1,11 +1,13 @@
-"""Simulation speed and the figures the README quotes: the golden model across sizes,
-loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and the
-RDMA fabric on the model and both RTL simulators; the limit, the stimulus top under
+"""Simulation speed and the measured figures of the documentation: the golden model across
+sizes, loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and
+the RDMA fabric on the model and both RTL simulators; the limit, the stimulus top under
 cocotb against the same Verilog under a plain Verilator harness; and the stimulus top
 around the 4x4x4 and the 8x8x6 tori.
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
-times are excluded; each RTL run is checked against the model.
+times are excluded; each RTL run is checked against the model. Each table is also
+written as a page of ``docs/results/`` stamped with date, commit and machine
+(:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [trace] [rdma] [stimulus]
 [fabric-stimulus] [--cycles N] [--against REV]`` runs the tables named (all by
 default); ``--cycles``
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from ..config import FabricConfig
 from . import model_speed
+from .results_page import Column, ResultsPage
 from .run import run_point
 
 #: (simulator, cycles): Icarus is two orders of magnitude slower.
@@ -95,31 +98,38 @@ SATURATION = (
 SUPERNODE = FABRIC + ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]
 
 
-def fabric_table() -> None:
+def fabric_table() -> ResultsPage:
     """Saturation throughput (accepted at offered load 1.0, uniform, 1-flit packets, 20,000
     cycles) of the fabrics beside their ideal bounds, and the 8x8x6 torus's speed."""
     from ..sim.fabric.metrics import ideal_throughput
     from ..network.topology import Topology
-    print(f"{'fabric (model)':<36} {'saturation':>10} {'bound':>6} {'mean hops':>9} "
-          f"{'cycles/s':>9}")
+    page = ResultsPage(
+        "fabric", "Fabrics on the golden model", "make bench TABLES=fabric",
+        "Saturation: accepted throughput (flits per endpoint per cycle) at offered load "
+        "1.0, uniform traffic, 1-flit packets, one traffic class "
+        "(`--set switch.priorities=1`), 20,000 cycles, seed 1, beside the topology's ideal "
+        "bound (specification section 11.8). Then the 384-endpoint 8x8x6 torus (`dor`, "
+        "2 VCs) at three loads, 5,000 cycles. Model speed is wall-clock cycles per second, "
+        "compilation excluded.")
+    page.table(Column("fabric (64 endpoints)", 36, right=False), Column("accepted", 8),
+               Column("bound", 6), Column("mean hops", 9), Column("cycles/s", 9))
     for name, overrides in SATURATION:
         cfg = FabricConfig.load(overrides=overrides)
         with tempfile.TemporaryDirectory() as out:
             res = run_point(cfg, traffic="uniform", load=1.0, cycles=20_000, seed=1,
                             sim="model", out_dir=out)
-        print(f"{name:<36} {res['throughput']:>10.3f} "
-              f"{ideal_throughput(Topology.of(cfg)):>6.3f} {res['fabric']['mean_hops']:>9.2f} "
-              f"{res['cycles_per_second']:>9,.0f}")
-    print()
-    print(f"{'8x8x6 torus (384 endpoints, model)':<36} {'load':>5} {'accepted':>8} "
-          f"{'latency':>8} {'cycles/s':>9}")
+        page.row(name, f"{res['throughput']:.3f}", f"{ideal_throughput(Topology.of(cfg)):.3f}",
+                 f"{res['fabric']['mean_hops']:.2f}", f"{res['cycles_per_second']:,.0f}")
+    page.table(Column("8x8x6 torus, offered load", 25, right=False), Column("accepted", 8),
+               Column("mean latency", 12), Column("cycles/s", 9))
     cfg = FabricConfig.load(overrides=SUPERNODE)
     for load in (0.2, 0.4, 0.6):
         with tempfile.TemporaryDirectory() as out:
             res = run_point(cfg, traffic="uniform", load=load, cycles=5_000, seed=1,
                             sim="model", out_dir=out)
-        print(f"{'':<36} {load:>5} {res['throughput']:>8.3f} {res['latency']['mean']:>8.1f} "
-              f"{res['cycles_per_second']:>9,.0f}")
+        page.row(f"{load}", f"{res['throughput']:.3f}", f"{res['latency']['mean']:.1f}",
+                 f"{res['cycles_per_second']:,.0f}")
+    return page
 
 
 def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
@@ -128,7 +138,9 @@ def _speeds(cases: list[dict], pythonpath: str | None = None) -> list[dict]:
     env = dict(os.environ)
     if pythonpath is not None:
         env["PYTHONPATH"] = pythonpath
-    out = subprocess.run([sys.executable, model_speed.__file__, json.dumps(cases)], env=env,
+    # -P: the script's folder (tools/) must not shadow installed packages (its coverage.py
+    # would hide the coverage package that numba imports).
+    out = subprocess.run([sys.executable, "-P", model_speed.__file__, json.dumps(cases)], env=env,
                          capture_output=True, text=True)
     if out.returncode:
         raise RuntimeError(f"model_speed failed: {out.stderr.strip().splitlines()[-1:]}")
@@ -168,43 +180,75 @@ def _case_name(case: dict) -> str:
     return f"{ports}x{ports} load {case['load']} {case['lengths']}"
 
 
-def model_table() -> None:
+def model_table() -> ResultsPage:
     """Cycles per second of the model alone."""
-    print(f"{'model':<32} {'cycles':>8} {'cycles/s':>12} {'wall s':>8}")
+    page = ResultsPage(
+        "model", "The golden model's speed", "make bench TABLES=model",
+        "The switch model alone (compiled kernels), uniform traffic, 100,000 cycles per case, "
+        "at three sizes, three loads and two packet lengths; then the 8-endpoint RDMA "
+        "all-reduce of `make demo` (1,024 QPs, 1 % drops). The best wall-clock speed of "
+        "three runs, compilation excluded.")
+    page.table(Column("case", 32, right=False), Column("cycles", 8), Column("cycles/s", 12),
+               Column("wall s", 8))
     for res in _speeds(MODEL_CASES + [RDMA_CASE]):
-        print(f"{_case_name(res):<32} {res['simulated']:>8} {res['cycles_per_second']:>12,.0f} "
-              f"{res['seconds']:>8.2f}")
+        page.row(_case_name(res), res["simulated"], f"{res['cycles_per_second']:,.0f}",
+                 f"{res['seconds']:.2f}")
+    return page
 
 
-def against_table(rev: str) -> None:
+def against_table(rev: str) -> ResultsPage:
     """The model of commit ``rev`` and this one, case by case, one after the other."""
+    page = ResultsPage(
+        "against", "The golden model against an earlier commit",
+        f"make bench TABLES=model AGAINST={rev}",
+        f"The model of commit `{rev}` and of this one, case by case, one run after the "
+        f"other on the same machine, so the ratio holds even where the machine is shared.")
     with _package_at(rev) as path:
-        print(f"{'model, side by side':<32} {rev[:10]:>12} {'now':>12} {'speed-up':>9}")
+        page.table(Column("case", 32, right=False), Column(f"{rev[:10]} cycles/s", 12),
+                   Column("now cycles/s", 12), Column("speed-up", 9))
         for case in AGAINST_CASES:
             before, = _speeds([case], pythonpath=path)
             now, = _speeds([case])
-            print(f"{_case_name(case):<32} {before['cycles_per_second']:>12,.0f} "
-                  f"{now['cycles_per_second']:>12,.0f} "
-                  f"{now['cycles_per_second'] / before['cycles_per_second']:>8.1f}x")
+            page.row(_case_name(case), f"{before['cycles_per_second']:,.0f}",
+                     f"{now['cycles_per_second']:,.0f}",
+                     f"{now['cycles_per_second'] / before['cycles_per_second']:.1f}x")
+    return page
 
 
-def simulator_table() -> None:
+def _match(res: dict) -> str:
+    return "-" if res["match"] is None else ("exact" if res["match"]["exact"] else "MISMATCH")
+
+
+def simulator_table() -> ResultsPage:
     """The default switch at load 0.9 on the model and both RTL simulators."""
+    page = ResultsPage(
+        "trace", "The switch under the RTL simulators", "make bench TABLES=trace",
+        "The default 8x8 switch, uniform traffic at load 0.9, 1-flit packets, seed 1, "
+        "trace-driven: the model alone, then the generated Verilog under cocotb on Verilator "
+        "and on Icarus (fewer cycles), every packet held against the model. Build time "
+        "excluded.")
     cfg = FabricConfig.load(preset="default")
-    print(f"{'simulator':<10} {'cycles':>8} {'cycles/s':>10} {'wall s':>8} {'throughput':>10} match")
+    page.table(Column("simulator", 10, right=False), Column("cycles", 8), Column("cycles/s", 10),
+               Column("wall s", 8), Column("throughput", 10), Column("RTL = model", 11))
     for sim, cycles in RUNS:
         with tempfile.TemporaryDirectory() as out:
             res = run_point(cfg, traffic="uniform", load=0.9, cycles=cycles, seed=1, sim=sim,
                             out_dir=out)
-        match = "-" if res["match"] is None else ("exact" if res["match"]["exact"] else "MISMATCH")
-        print(f"{sim:<10} {res['cycles']:>8} {res['cycles_per_second']:>10,.0f} "
-              f"{res['wall_seconds']:>8.1f} {res['throughput']:>10.4f} {match}")
+        page.row(sim, res["cycles"], f"{res['cycles_per_second']:,.0f}",
+                 f"{res['wall_seconds']:.1f}", f"{res['throughput']:.4f}", _match(res))
+    return page
 
 
-def rdma_table() -> None:
+def rdma_table() -> ResultsPage:
     """The RDMA all-reduce on the model and both RTL simulators."""
-    print(f"{'rdma-allreduce':<24} {'cycles':>8} {'cycles/s':>10} {'wall s':>8} {'goodput':>8} "
-          f"{'ok':>11} match")
+    page = ResultsPage(
+        "rdma", "RDMA all-reduce on the model and the RTL", "make bench TABLES=rdma",
+        "The ring all-reduce of RDMA WRITEs of `make demo` (8 endpoints, 1 % of packets "
+        "dropped on every link) on the model and Verilator; on Icarus the `tiny` preset "
+        "(4 endpoints, 8 QPs). Goodput in words per cycle per endpoint.")
+    page.table(Column("simulator (preset)", 24, right=False), Column("cycles", 8),
+               Column("cycles/s", 10), Column("wall s", 8), Column("goodput", 8),
+               Column("requests OK", 11), Column("RTL = model", 11))
     for preset, sim, overrides in RDMA_RUNS:
         cfg = FabricConfig.load(preset=preset, overrides=overrides)
         with tempfile.TemporaryDirectory() as out:
@@ -212,17 +256,29 @@ def rdma_table() -> None:
                             cycles=10_000 if preset == "default" else 1_000, seed=1, sim=sim,
                             out_dir=out)
         rd = res["rdma"]
-        match = "-" if res["match"] is None else ("exact" if res["match"]["exact"] else "MISMATCH")
-        print(f"{sim + ' (' + preset + ')':<24} {rd['cycles']:>8} {res['cycles_per_second']:>10,.0f} "
-              f"{res['wall_seconds']:>8.1f} {rd['goodput']:>8.4f} "
-              f"{rd['requests']['ok']:>5}/{rd['requests']['posted']:<5} {match}")
+        page.row(f"{sim} ({preset})", rd["cycles"], f"{res['cycles_per_second']:,.0f}",
+                 f"{res['wall_seconds']:.1f}", f"{rd['goodput']:.4f}",
+                 f"{rd['requests']['ok']}/{rd['requests']['posted']}", _match(res))
+    return page
 
 
-def dcqcn_table(out: Path) -> None:
+def dcqcn_table(out: Path) -> ResultsPage:
     """Congestion control: each run of :data:`DCQCN_RUNS` on its RTL simulator, against the
-    model, into ``out/<n>``; the figures of the README's DCQCN section."""
-    print(f"{'DCQCN':<28} {'cycles':>8} {'wall s':>7} {'pauses':>7} {'CNPs':>6} {'p99 q':>6} "
-          f"{'kmax':>5} {'Jain':>6} {'conv.':>7} {'victim':>7} {'goodput':>8} match")
+    model, into ``out/<n>``."""
+    page = ResultsPage(
+        "dcqcn", "DCQCN: congestion control with PFC as the backstop",
+        "make bench DCQCN=build/dcqcn",
+        "The default 8-endpoint RDMA fabric, 64 QPs, one channel per peer, PFC on, ECN "
+        "kmin 32, kmax 128, pmax 0.5, seed 1, 60,000 posting cycles on Verilator: "
+        "`rdma-incast` (7 senders at 0.3 into endpoint 0) and `rdma-victim` (the incast plus "
+        "the victim's 0.3 to an idle bystander), with PFC alone and with DCQCN; then a "
+        "3-to-1 incast on Icarus (`tiny`). Pauses: pause frames that pause; p99 q: the "
+        "congested queue's 99th percentile in flits; Jain: fairness over the senders; "
+        "victim: its goodput as a share of its demand.")
+    page.table(Column("run", 28, right=False), Column("cycles", 8), Column("wall s", 7),
+               Column("pauses", 7), Column("CNPs", 6), Column("p99 q", 6), Column("kmax", 5),
+               Column("Jain", 6), Column("converged", 9), Column("victim", 7),
+               Column("goodput", 8), Column("RTL = model", 11, right=False))
     for k, (name, preset, sim, overrides, pattern, load, cycles) in enumerate(DCQCN_RUNS):
         cfg = FabricConfig.load(preset=preset, overrides=overrides)
         res = run_point(cfg, traffic=pattern, load=load, cycles=cycles, seed=1, sim=sim,
@@ -233,10 +289,11 @@ def dcqcn_table(out: Path) -> None:
         match = "exact" if res["match"]["exact"] else "MISMATCH"
         victim = f"{c['victim']['share']:.0%}" if c["victim"] else "-"
         conv = "-" if c["converge_cycle"] is None else f"{c['converge_cycle']:,}"
-        print(f"{name:<28} {rd['cycles']:>8} {res['wall_seconds']:>7.0f} "
-              f"{c['pause_frames']['pauses']:>7} {c['cnp']['sent']:>6} {c['queue']['p99']:>6.0f} "
-              f"{c['queue']['kmax']:>5} {c['jain']:>6.3f} {conv:>7} {victim:>7} "
-              f"{rd['goodput']:>8.4f} {match}{'' if ok else ', CHECKS FAILED'}")
+        page.row(name, rd["cycles"], f"{res['wall_seconds']:.0f}", c["pause_frames"]["pauses"],
+                 c["cnp"]["sent"], f"{c['queue']['p99']:.0f}", c["queue"]["kmax"],
+                 f"{c['jain']:.3f}", conv, victim, f"{rd['goodput']:.4f}",
+                 match + ("" if ok else ", CHECKS FAILED"))
+    return page
 
 
 #: The plain Verilator harness of the stimulus top.
@@ -275,7 +332,7 @@ def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
     return StimulusStats.from_words(cfg, words), result["run_seconds"]
 
 
-def stimulus_table(cycles: int) -> None:
+def stimulus_table(cycles: int) -> ResultsPage:
     """The stimulus top, default 8x8, uniform 0.8: plain Verilator, cocotb, model."""
     from ..sim.stimulus.top import StimulusModel, compare_stats
     from ..sim.stimulus.traffic_gen import stimulus_settings
@@ -289,8 +346,16 @@ def stimulus_table(cycles: int) -> None:
     t0 = time.perf_counter()
     model = StimulusModel(cfg).run(settings)
     model_seconds = time.perf_counter() - t0
-    print(f"stimulus top, uniform 0.8, {cycles:,}-cycle window ({model.cycles:,} cycles)")
-    print(f"{'runner':<28} {'cycles/s':>10} {'run s':>8}  hashes, counters, histograms")
+    page = ResultsPage(
+        "stimulus", "The limit: hardware stimulus under cocotb and a plain harness",
+        "make bench TABLES=stimulus",
+        f"The default 8x8 stimulus top (a synthesizable generator on every input, a "
+        f"statistics sink on every output), uniform traffic at load 0.8, 1-flit packets, a "
+        f"{cycles:,}-cycle window ({model.cycles:,} cycles to the last delivery): the same "
+        f"Verilog under a plain C++ Verilator harness and under cocotb, {REPEATS} runs each, "
+        f"alternately, every run's hashes, counters and histograms held against the model.")
+    page.table(Column("runner", 28, right=False), Column("cycles/s", 10), Column("run s", 8),
+               Column("hashes, counters, histograms", 28, right=False))
     best = {}
     for repeat in range(REPEATS):
         for who in ("plain Verilator", "Verilator + cocotb"):
@@ -303,16 +368,16 @@ def stimulus_table(cycles: int) -> None:
                     seconds = timing["run_seconds"]
             match = compare_stats(stats, model)
             verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
-            print(f"{who + f' (run {repeat + 1})':<28} {stats.cycles / seconds:>10,.0f} "
-                  f"{seconds:>8.1f}  {verdict}")
+            page.row(f"{who} (run {repeat + 1})", f"{stats.cycles / seconds:,.0f}",
+                     f"{seconds:.1f}", verdict)
             best[who] = max(best.get(who, 0.0), stats.cycles / seconds)
-    print(f"{'golden model (Python)':<28} {model.cycles / model_seconds:>10,.0f} "
-          f"{model_seconds:>8.1f}")
-    print(f"cocotb / plain: {best['Verilator + cocotb'] / best['plain Verilator']:.1%} "
-          f"(the faster of {REPEATS} runs each)")
+    page.row("golden model", f"{model.cycles / model_seconds:,.0f}", f"{model_seconds:.1f}", "-")
+    page.note(f"cocotb / plain: {best['Verilator + cocotb'] / best['plain Verilator']:.1%} "
+              f"(the faster of {REPEATS} runs each)")
+    return page
 
 
-def fabric_stimulus_table() -> None:
+def fabric_stimulus_table() -> ResultsPage:
     """The stimulus top around the fabrics of :data:`FABRIC_STIMULUS`, uniform traffic,
     1-flit packets: build times, then per load the model, plain Verilator and
     Verilator + cocotb, each run's statistics held against the model's."""
@@ -321,8 +386,13 @@ def fabric_stimulus_table() -> None:
     from ..tb.runner import build, build_harness
     from ..tb.stimulus.runner import run_stimulus_rtl
 
-    print(f"{'stimulus top around a fabric':<36} {'load':>5} {'runner':<20} {'cycles':>8} "
-          f"{'cycles/s':>9} {'accepted':>8}  statistics")
+    page = ResultsPage(
+        "fabric-stimulus", "Hardware stimulus around a fabric",
+        "make bench TABLES=fabric-stimulus",
+        "The stimulus top around the 4x4x4 torus (`dor`, 2 VCs, load 0.6, 200,000-cycle "
+        "window) and the 384-endpoint 8x8x6 torus (loads 0.2, 0.4, 0.6, 20,000-cycle window): "
+        "uniform traffic, 1-flit packets, one traffic class, on the model, a plain Verilator "
+        "harness and Verilator + cocotb, each run's statistics held against the model's.")
     for name, overrides, loads, cycles in FABRIC_STIMULUS:
         cfg = FabricConfig.load(overrides=overrides)
         builds = []
@@ -332,7 +402,10 @@ def fabric_stimulus_table() -> None:
             t0 = time.perf_counter()
             make()
             builds.append(f"{who} {time.perf_counter() - t0:,.0f} s")
-        print(f"{name:<36} Verilator builds (0 when cached): {', '.join(builds)}")
+        page.table(Column("load", 5), Column("runner", 20, right=False), Column("cycles", 8),
+                   Column("cycles/s", 9), Column("accepted", 8),
+                   Column("statistics", 10, right=False),
+                   caption=f"{name}: Verilator builds (0 when cached): {', '.join(builds)}")
         exe = build_harness(cfg, top="stimulus", harness=HARNESS)
         for load in loads:
             settings = stimulus_settings(cfg, "uniform", load=load, cycles=cycles, seed=1)
@@ -352,12 +425,14 @@ def fabric_stimulus_table() -> None:
                 else:
                     match = compare_stats(stats, model)
                     verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
-                print(f"{'':<36} {load:>5} {who:<20} {stats.cycles:>8,} "
-                      f"{stats.cycles / seconds:>9,.0f} {accepted:>8.3f}  {verdict}")
+                page.row(load, who, f"{stats.cycles:,}", f"{stats.cycles / seconds:,.0f}",
+                         f"{accepted:.3f}", verdict)
+    return page
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the tables asked for (all by default)."""
+    """Print the tables asked for (all by default), each also written as a page of
+    ``docs/results/`` (:mod:`.results_page`)."""
     p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench",
                                 description=__doc__.splitlines()[0])
     # Positional choices are checked by hand: argparse refuses an empty
@@ -370,27 +445,26 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run the model of this git commit, side by side")
     p.add_argument("--dcqcn", metavar="DIR", type=Path,
                    help="only the congestion-control table, its runs kept in DIR")
+    p.add_argument("--no-pages", action="store_true",
+                   help="print only; do not rewrite the pages of docs/results/")
     args = p.parse_args(argv)
-    if args.dcqcn:
-        dcqcn_table(args.dcqcn)
-        return 0
     for table in args.tables:
         if table not in TABLES:
             p.error(f"table {table!r}: must be one of {', '.join(TABLES)}")
     tables = args.tables or TABLES
-    for name, show in (("model", model_table), ("fabric", fabric_table),
-                       ("trace", simulator_table), ("rdma", rdma_table)):
-        if name in tables:
-            show()
-            print()
-    if args.against:
-        against_table(args.against)
+    measure = [lambda: dcqcn_table(args.dcqcn)] if args.dcqcn else \
+        [show for name, show in (("model", model_table), ("fabric", fabric_table),
+                                 ("trace", simulator_table), ("rdma", rdma_table))
+         if name in tables] \
+        + ([lambda: against_table(args.against)] if args.against else []) \
+        + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \
+        + ([fabric_stimulus_table] if "fabric-stimulus" in tables else [])
+    command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
+    for table in measure:
+        page = table()
+        if not args.no_pages:
+            page.write(command)
         print()
-    if "stimulus" in tables:
-        stimulus_table(args.cycles)
-        print()
-    if "fabric-stimulus" in tables:
-        fabric_stimulus_table()
     return 0
 
 

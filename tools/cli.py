@@ -107,10 +107,8 @@ def _weights(text: str) -> list[float]:
                                          f"class") from None
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def _generate_parser(sub) -> None:
+    """``superfabric generate``: Verilog of a configuration."""
     g = sub.add_parser("generate", formatter_class=_Help,
                        help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
@@ -122,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(the default), or one router module (router; leaf_router, spine_router)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
+
+def _run_parser(sub) -> None:
+    """``superfabric run``: one point on the model or an RTL simulator."""
     r = sub.add_parser("run", formatter_class=_Help,
                        help="run a trace on the golden model or an RTL simulator",
                        epilog="exit status: 0 the run did its job (and the RTL matched the "
@@ -153,6 +154,10 @@ def _parser() -> argparse.ArgumentParser:
                         "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
+
+def _sweep_parser(sub) -> None:
+    """``superfabric sweep``: many points on Dask."""
     w = sub.add_parser("sweep", formatter_class=_Help,
                        help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
     _add_config_args(w)
@@ -185,6 +190,9 @@ def _parser() -> argparse.ArgumentParser:
                         "such points stop the sweep before it starts)")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
+
+def _fuzz_parser(sub) -> None:
+    """``superfabric fuzz``: random configurations, RTL against the model."""
     f = sub.add_parser("fuzz", formatter_class=_Help,
                        help="random valid configurations and traffic, RTL against the model on "
                             "each")
@@ -198,6 +206,9 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--out", required=True, metavar="DIR",
                    help="campaign directory: one case-NNN/ per case, summary.md, fuzz.json")
 
+
+def _synth_parser(sub) -> None:
+    """``superfabric synth``: the FPGA flow."""
     sy = sub.add_parser("synth", formatter_class=_Help,
                         help="FPGA resources and Fmax with Yosys and nextpnr")
     _add_config_args(sy)
@@ -225,12 +236,24 @@ def _parser() -> argparse.ArgumentParser:
                     help="points synthesised at once with --vary (default 1)")
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
+
+def _report_parser(sub) -> None:
+    """``superfabric report``: reports of a run, a sweep or a synthesis."""
     rp = sub.add_parser("report", formatter_class=_Help,
                         help="write Markdown/HTML/PNG reports of a run or a sweep")
     rp.add_argument("src", metavar="DIR", help="a run, sweep or synth directory")
     rp.add_argument("--cdf-load", type=float, default=None,
                     help="load of the latency CDF plot (default: highest <= 0.9)")
     rp.add_argument("-o", "--out", required=True, metavar="OUT", help="report directory")
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: one sub-parser per command."""
+    p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
+                _report_parser):
+        add(sub)
     return p
 
 

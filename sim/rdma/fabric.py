@@ -108,6 +108,12 @@ class RdmaFabricModel:
         The run ends after the cycle in which the last completion is given,
         or as stalled when no WR is taken and no completion given for
         ``stall_limit`` cycles (default :func:`default_stall_limit`).
+
+        One function of about 140 lines on purpose: it is the model's cycle loop in
+        Python, and its state (the uplinks' packets under way, the words in flight,
+        the switch's depth per output, the WRs' records) lives in local lists that
+        every step of a cycle reads and writes; split into functions, each cycle
+        would pass a dozen of them per call in the model's hottest loop.
         """
         self._check(workload)
         cfg = self._cfg

@@ -159,6 +159,7 @@ def _counter_names(cfg):
     return names
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FABRICS))
 def test_fabric_rtl_is_the_model(name):
     overrides, pattern, load, lengths, stall, pause_rate = FABRICS[name]

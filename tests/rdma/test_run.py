@@ -72,6 +72,7 @@ def test_model_run_writes_results_workload_and_records(tmp_path):
     assert records.cycles == rdma["cycles"]
 
 
+@pytest.mark.slow
 def test_rtl_run_goes_through_the_rdma_runner(tmp_path, monkeypatch):
     cfg = FabricConfig.load(preset="tiny", overrides=["rdma.qps=32", "rdma.enabled=true"])
     calls = []

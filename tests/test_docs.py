@@ -1,0 +1,111 @@
+"""The documentation: the site builds without a warning, and its links lead somewhere.
+
+The Sphinx build (``docs/conf.py``) is nitpicky and checks MyST cross-references and
+heading anchors, so a link to a missing page or section, or a missing ``{ref}``
+target, is a warning, and ``-W`` makes it a failure. README.md is not part of the
+site; its relative links are checked here against the files of the repository.
+Nothing goes to the network: external (``http``/``https``) links are not checked.
+"""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DOCS = REPO / "docs"
+
+#: ``[text](target)`` in Markdown, outside code spans (the caller strips those).
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+#: A repository path in backquotes: a top folder, then a path ending in a file name.
+_PATH = re.compile(r"`((?:config|hdl|sim|tb|tools|tests|docs)/[\w/.-]*\w)`")
+
+
+def _without_code(text: str) -> str:
+    """``text`` without fenced code blocks and code spans, where brackets are not links."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def test_the_site_builds_without_warnings(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b",
+                          "html", str(DOCS), str(tmp_path / "html")],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "html" / "index.html").is_file()
+
+
+def test_every_relative_link_of_the_readme_resolves():
+    text = _without_code((REPO / "README.md").read_text())
+    links = [t for t in _LINK.findall(text) if not re.match(r"[a-z]+:", t)]
+    assert links, "README.md links into docs/"
+    missing = [t for t in links if not (REPO / t.split("#")[0]).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+
+
+def test_the_readme_is_a_front_door():
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; the reference belongs in docs/"
+    assert not any(("../" in line) or ("load average" in line) for line in lines)
+
+
+def test_the_block_map_names_files_that_exist():
+    # The layout page says where each block lives; every path it names must be there.
+    text = (DOCS / "spec" / "layout.md").read_text()
+    named = {p for p in _PATH.findall(text) if "." in Path(p).name}
+    assert len(named) > 50
+    missing = sorted(p for p in named if not (REPO / p).exists())
+    assert not missing, f"docs/spec/layout.md names paths that do not exist: {missing}"
+
+
+@pytest.mark.parametrize("folder", ["hdl", "sim", "tb"])
+def test_every_module_of_the_design_is_in_the_layout(folder):
+    # A module missing from the layout page is a block a reader cannot find: each one is
+    # named in its folder's row of the folder table, or by its whole path.
+    text = (DOCS / "spec" / "layout.md").read_text()
+    rows = dict(re.findall(r"^\| `([\w/]+/)` \|(.*)$", text, re.M))
+    for module in sorted((REPO / folder).rglob("*.py")):
+        if module.name == "__init__.py":
+            continue
+        rel = module.relative_to(REPO).as_posix()
+        row = rows.get(module.parent.relative_to(REPO).as_posix() + "/", "")
+        assert f"`{rel}`" in text or f"`{module.name}`" in row, \
+            f"{rel} is not in docs/spec/layout.md"
+
+
+def test_every_command_line_option_is_in_the_reference_with_its_default():
+    from superfabric.tools.cli import _parser
+    text = (DOCS / "cli.md").read_text()
+    sub = next(a for a in _parser()._actions if a.choices and "run" in a.choices)
+    for command, parser in sub.choices.items():
+        head = f"## `superfabric {command}`"
+        assert head in text, f"docs/cli.md: no section for {command}"
+        section = text.split(head, 1)[1].split("\n## ", 1)[0]
+        for action in parser._actions:
+            for option in action.option_strings:
+                if option in ("-h", "--help"):
+                    continue
+                rows = [r for r in section.splitlines() if r.startswith("| ") and f"`{option}" in r]
+                assert rows, f"docs/cli.md: superfabric {command} {option} is not in its table"
+                if action.default not in (None, False, []):
+                    assert f"`{action.default}`" in rows[0], \
+                        f"docs/cli.md: superfabric {command} {option}: default {action.default!r}"
+
+
+def test_every_results_page_is_generated_or_a_placeholder():
+    # Measured figures come from `make bench`, stamped, never typed: a page is either
+    # what tools/results_page.py wrote or a placeholder naming the target that writes it.
+    pages = sorted((DOCS / "results").glob("*.md"))
+    assert pages
+    index = (DOCS / "results.md").read_text()
+    for page in pages:
+        text = page.read_text()
+        generated = re.search(r"^Generated by `python -m superfabric\.tools\.bench[^`]*` on "
+                              r"\d{4}-\d\d-\d\d \d\d:\d\d UTC, commit `[0-9a-f]+(-dirty)?`, on ",
+                              text, re.M)
+        waiting = re.search(r"^\*Not generated yet:\* `make bench[^`]*` measures this table",
+                            text, re.M)
+        assert generated or waiting, f"{page.name}: neither generated nor a placeholder"
+        assert f"{{include}} results/{page.name}" in index, f"results.md does not include {page.name}"

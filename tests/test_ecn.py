@@ -74,15 +74,22 @@ def test_ecn_config_is_validated():
         FabricConfig.load(overrides=["ecn.lfsr_seed=0"])
 
 
+# RED ramp, VOQs, mixed ECT / Not-ECT traffic.
+RED = ["switch.ports=4", "switch.priorities=2", "switch.buffer_flits=128",
+       "switch.islip_iterations=2", "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=40",
+       "ecn.pmax=0.5", "ecn.ect_fraction=0.7"]
+# DCTCP step on a 5-port FIFO switch.
+STEP = ["switch.ports=5", "switch.priorities=1", "switch.scheduler=fifo", "switch.buffer_flits=64",
+        "switch.max_packet_flits=8", "ecn.enabled=true", "ecn.kmin=24", "ecn.kmax=24"]
+
 ECN_CASES = {
-    # RED ramp, VOQs, mixed ECT / Not-ECT traffic.
-    "red": (["switch.ports=4", "switch.priorities=2", "switch.buffer_flits=128",
-             "switch.islip_iterations=2", "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=40",
-             "ecn.pmax=0.5", "ecn.ect_fraction=0.7"], "hotspot", 0.7, "bimodal:1,4,0.5"),
-    # DCTCP step on a 5-port FIFO switch, incast.
-    "step": (["switch.ports=5", "switch.priorities=1", "switch.scheduler=fifo",
-              "switch.buffer_flits=64", "switch.max_packet_flits=8", "ecn.enabled=true",
-              "ecn.kmin=24", "ecn.kmax=24"], "incast", 0.9, "fixed:3"),
+    "red": (RED, "hotspot", 0.7, "bimodal:1,4,0.5"),
+    "step": (STEP, "incast", 0.9, "fixed:3"),
+    # The same two builds overloaded from every input toward every output: the input
+    # buffers fill and refuse flits, so the skid buffers in front of them use their
+    # second register, and the schedulers and markers see contention on every output.
+    "red-overload": (RED, "uniform", 1.0, "bimodal:1,8,0.5"),
+    "step-overload": (STEP, "uniform", 1.0, "bimodal:1,8,0.5"),
 }
 
 

@@ -5,15 +5,18 @@ rates and seed are run-time inputs of the RTL (``[faults]`` is left out of the
 build key), and the cases differ only in workload and faults; congestion
 control (PFC, ECN and DCQCN) is a second build, PFC alone a third (Verilator). Every run is also checked
 on its own by the scoreboard (each request completed once with the status it
-was generated for, per-QP order, memories, receive completions).
+was generated for, per-QP order, memories, receive completions). The last
+section drives every channel of every engine, on each of the three builds, for
+the arms that the patterns alone leave idle (``make coverage``).
 """
 
+import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.sim.rdma.fabric import RdmaFabricModel
-from superfabric.sim.rdma.traffic import generate_rdma
+from superfabric.sim.rdma.traffic import WR_COLUMNS, RdmaWorkload, generate_rdma
 from superfabric.tb.rdma.runner import run_rdma_rtl
 
 from conftest import BUILD_ROOT, CONGESTED, RDMA_SMALL, require_simulator
@@ -123,3 +126,80 @@ def test_pfc_alone_exact(tmp_path):
     workload, model, rtl = _congested(_run("verilator", tmp_path, ["pfc.enabled=true"],
                                            pattern="rdma-incast", load=0.6, cycles=400))
     assert len(rtl.pfc_frames) and not len(rtl.cnps) and not len(rtl.rates)
+
+
+# -- every channel of every engine ----------------------------------------------------
+
+#: Faults heavy enough that the channels lose data and acknowledgements often: go-back-N
+#: timer expiries, sequence NAKs, duplicates and corrupt headers on many of them.
+HEAVY = ["faults.drop_rate=0.1", "faults.duplicate_rate=0.05", "faults.reorder_rate=0.03",
+         "faults.corrupt_rate=0.15"]
+
+
+def _incast_rounds(cfg, *, load, cycles, seed, bad_fraction):
+    """An incast on each endpoint in turn, and the model's records of the whole run.
+
+    A pattern gives each QP one peer, so with two QPs an endpoint uses two of its
+    channels in a run; an incast on every endpoint in turn uses every channel of every
+    engine (toward each peer, both QPs) and every receive context. Each round is
+    posted in the cycle after the model completed the rounds before it, so that a
+    QP's WRs, which change peer from round to round, still complete in posting order.
+    One seed gives every round the same tables and memory; each round writes only
+    its target's receive area.
+    """
+    model = RdmaFabricModel(cfg)
+    wr, start, first = None, 0, None
+    for target in range(cfg.switch.ports):
+        part = generate_rdma(cfg, f"rdma-incast:target={target}", load=load, cycles=cycles,
+                             seed=seed, bad_fraction=bad_fraction)
+        first = first or part
+        assert np.array_equal(part.keys, first.keys) and np.array_equal(part.memory, first.memory)
+        rows = dict(part.wr, post=part.wr["post"] + start)
+        wr = rows if wr is None else {c: np.concatenate((wr[c], rows[c])) for c in WR_COLUMNS}
+        order = np.lexsort((np.arange(len(wr["post"])), wr["post"], wr["src"]))
+        wr = {c: column[order] for c, column in wr.items()}
+        wr["tag"] = np.arange(len(order), dtype=np.int64)     # a completion names its row
+        workload = RdmaWorkload(pattern="rdma-incast", load=load, seed=seed,
+                                cycles=start + cycles, wr={c: v.copy() for c, v in wr.items()},
+                                keys=first.keys, page_table=first.page_table, memory=first.memory)
+        records = model.run(workload)
+        start = records.cycles
+    return workload, records
+
+
+#: name -> (overrides on BASE, load, cycles of posting per round, bad share), each on a
+#: build above; a bad share of 0.6 puts requests refused by the target (access NAKs) on
+#: most channels.
+ROUNDS = {
+    "faults": (HEAVY, 0.6, 500, 0.6),
+    "congestion-control": (CONGESTED + HEAVY, 0.6, 500, 0.6),
+    "pfc": (["pfc.enabled=true"] + HEAVY, 0.6, 500, 0.6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROUNDS))
+def test_every_channel_exact(name, tmp_path):
+    """Incasts on every endpoint in turn, over heavy faults with bad requests among the
+    good: every channel of every engine carries requests, and every channel's timer,
+    acknowledgement and receive verdict arms can fire; RTL equal to the model."""
+    require_simulator("verilator")
+    overrides, load, cycles, bad = ROUNDS[name]
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + overrides)
+    workload, model = _incast_rounds(cfg, load=load, cycles=cycles, seed=2, bad_fraction=bad)
+    rtl, match = run_rdma_rtl(cfg, workload, sim="verilator", out_dir=tmp_path, model=model,
+                              build_root=BUILD_ROOT)
+    assert match["exact"], match["problems"]
+    assert match["problems"] == [], match["problems"]
+    wr, C, E = workload.wr, cfg.rdma.channels_per_peer, cfg.switch.ports
+    good = wr["expect"] == wire.STATUS_OK
+    used = set(zip(wr["src"][good].tolist(), (wr["dst"][good] * C + wr["qp"][good] % C).tolist()))
+    assert used == {(e, p * C + k) for e in range(E) for p in range(E) if p != e
+                    for k in range(C)}
+    c = rtl.counters
+    # Every engine timed out, went back N, sent NAKs, saw duplicates and corrupt packets.
+    for counter in ("timeouts", "retransmissions", "naks", "duplicates", "corrupt", "errors"):
+        assert min(c[counter]) > 0, (counter, c[counter])
+    if cfg.dcqcn.enabled:
+        assert len(rtl.cnps) and len(rtl.rates)
+    if cfg.pfc.enabled:
+        assert len(rtl.pfc_frames)

@@ -3,16 +3,16 @@ ingress, virtual channels and credits on its link ports (docs/architecture.md 4,
 
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ...config import EGRESS_DEPTH, FabricConfig
+from ...config import FabricConfig
 from ...formats.counters import COUNTER_WIDTH
 from ...formats.packet import CE, ECT0, ECT1
 from ...formats.lfsr import LFSR_BITS
 from ...network.routing import ESCAPE_VCS
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..ecn import EcnMarker
+from ..egress_queue import EgressQueue
 from ..islip import ISLIP
 from ..packet import credit_signature, link_signature, packet_layout
 from ..pfc import PfcEgress, PfcIngress
@@ -123,9 +123,9 @@ class Router(wiring.Component):
                 m.d.comb += [skid.i.valid.eq(link.valid), skid.i.payload.eq(link.payload)]
             wiring.connect(m, skid.o, buf.i)
             bufs.append(buf)
-            fifo = SyncFIFO(width=self._layout.size, depth=EGRESS_DEPTH)
-            m.submodules[f"egress{k}"] = fifo
-            egress.append(fifo)
+            queue = EgressQueue(payload_shape=self._layout)
+            m.submodules[f"egress{k}"] = queue
+            egress.append(queue)
 
         # Per input: a packet under way (active) toward cur_out on cur_vc in
         # class cur_prio; rd_out is the output of the flit now in the input
@@ -156,13 +156,15 @@ class Router(wiring.Component):
             busy = Cat(active[k] & ~finishing[k] & (cur_out[k] == o) for k in range(n)).any()
             if registered:
                 busy = busy | Cat(granted[k] & (grant_out[k] == o) for k in range(n)).any()
+            # The crossbar writes the egress queue exactly when a flit arrives.
             m.d.comb += [
-                credit[o].eq(egress[o].level + arriving[o] < EGRESS_DEPTH),
+                egress[o].i.valid.eq(arriving[o]),
+                credit[o].eq(egress[o].credit),
                 out_free[o].eq(~busy & credit[o]),
             ]
 
         # Link credits and virtual cut-through: eligible[o][v][p].
-        credits = self._credits(m, bufs, started, rd_out, cur_prio, cur_vc)
+        credits, bookings = self._credits(m, bufs, started, rd_out, cur_prio, cur_vc)
         eligible = [[[Const(1, 1)] * np_ for _ in range(nvc)] for _ in range(ends)]
         for o in range(ends, n):
             eligible.append([[Signal(name=f"eligible{o}_{v}_{p}") for p in range(np_)]
@@ -202,7 +204,7 @@ class Router(wiring.Component):
                             m.d.comb += route.credits[j][p][v].eq(per_prio[p][v])
             else:
                 m.d.comb += bufs[k].route_out.eq(head.dst)
-        for (o, p, v), room in self._bookings.items():
+        for (o, p, v), room in bookings.items():
             length = 0
             for books, out, vc, prio, size in booking:
                 length = Mux(books & (out == o) & (vc == v) & (prio == p), size, length)
@@ -300,24 +302,22 @@ class Router(wiring.Component):
         # holds a flit for a given output in any cycle. A flit toward a link
         # counts the hop.
         for o in range(n):
-            fifo = egress[o]
+            queue = egress[o]
             data = 0
             for k in range(n):
                 data = Mux(bufs[k].rd_valid & (rd_out[k] == o), leaving[k], data)
-            m.d.comb += fifo.w_en.eq(arriving[o])
             if o < ends:
-                m.d.comb += [fifo.w_data.eq(data),
-                             self.o[o].valid.eq(fifo.r_rdy), self.o[o].payload.eq(fifo.r_data),
-                             fifo.r_en.eq(self.o[o].ready)]
+                m.d.comb += queue.i.payload.eq(data)
+                wiring.connect(m, queue.o, wiring.flipped(self.o[o]))
                 sent = self.o[o].valid & self.o[o].ready
                 payload = self.o[o].payload
             else:
                 hop = Signal(self._layout, name=f"hop{o}")
                 m.d.comb += [hop.eq(data), hop.hops.eq(self._layout(data).hops + 1),
-                             fifo.w_data.eq(hop)]
+                             queue.i.payload.eq(hop)]
                 link = self.link_o[o - ends]
-                m.d.comb += [link.valid.eq(fifo.r_rdy), link.payload.eq(fifo.r_data),
-                             fifo.r_en.eq(1)]
+                m.d.comb += [link.valid.eq(queue.o.valid), link.payload.eq(queue.o.payload),
+                             queue.o.ready.eq(1)]
                 sent, payload = link.valid, link.payload
                 flits = self.link_flits[o - ends]
                 m.d.sync += flits.eq(flits + sent)
@@ -350,12 +350,15 @@ class Router(wiring.Component):
         skids = [m.submodules[f"skid{k}"] for k in range(self._n)]
         moves = [skid.i.valid & skid.i.ready for skid in skids]
         moves += [skid.o.valid & skid.o.ready for skid in skids]
-        moves += [egress[o].r_rdy & (self.o[o].ready if o < ends else 1) for o in range(self._n)]
+        moves += [egress[o].o.valid & (self.o[o].ready if o < ends else 1) for o in range(self._n)]
         m.d.comb += self.moved.eq(Cat(moves).any())
 
     def _credits(self, m, bufs, started, rd_out, cur_prio, cur_vc):
         """Per link output ``j``, ``credits[j][prio][vc]`` as the model holds them at the
-        start of the cycle: the room of that pool downstream.
+        start of the cycle: the room of that pool downstream; and ``bookings``,
+        ``(output, prio, vc)`` -> the signal the caller drives with the length an
+        adaptive routing decision books in that pool this cycle (its VCs only).
+        Returns ``(credits, bookings)``.
 
         A start takes its packet's length from the credits at its edge, but
         the length is known only when the head flit is in the read register,
@@ -365,8 +368,7 @@ class Router(wiring.Component):
         cfg, sw = self._cfg, self._cfg.switch
         n, ends, np_, nvc = self._n, self._m, sw.priorities, self._vcs
         out = []
-        #: (output, prio, vc) -> the length an adaptive decision books in it this cycle.
-        self._bookings = {}
+        bookings = {}
         for o in range(ends, n):
             j = o - ends
             taking, length, prio, vc = Const(0, 1), 0, 0, 0
@@ -394,7 +396,7 @@ class Router(wiring.Component):
                     returned = back.valid & (back.pool == p * nvc + v)
                     if self._reserved(v):
                         room = Signal(range(sw.max_packet_flits + 1), name=f"booked{o}_{p}_{v}")
-                        self._bookings[o, p, v] = room
+                        bookings[o, p, v] = room
                         m.d.comb += shown.eq(counter)
                         m.d.sync += counter.eq(counter + returned - room)
                     else:
@@ -404,7 +406,7 @@ class Router(wiring.Component):
                     per_vc.append(shown)
                 per_prio.append(per_vc)
             out.append(per_prio)
-        return out
+        return out, bookings
 
     def _reserved(self, vc: int) -> bool:
         """VC ``vc`` takes its room at the routing decision, not at the start."""

@@ -24,7 +24,7 @@ TOPS = {
     "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
     # One endpoint's engine, for FPGA builds (as endpoint 0; the index
     # only fixes the engine's own address on the fabric).
-    "rdma_engine": lambda cfg: RdmaEngine(cfg, 0),
+    "rdma_engine": lambda cfg: RdmaEngine(cfg, endpoint=0),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
     # The switch, or the fabric, with hardware traffic generators and

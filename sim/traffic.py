@@ -105,7 +105,7 @@ from ..network.topology import Topology
 
 __all__ = ["TrafficError", "PATTERNS", "Trace", "PacketLengths", "PatternParam", "generate",
            "parse_lengths", "tornado", "parse_pattern", "read_npz", "bernoulli_arrivals",
-           "check_integer", "check_load", "check_priority_weights"]
+           "check_integer", "check_load", "check_priority_weights", "check_traffic"]
 
 PATTERNS: tuple[str, ...] = ("uniform", "permutation", "transpose", "bitcomp", "hotspot",
                              "incast", "all-to-all", "ring-allreduce", "bursty", "tornado",
@@ -649,20 +649,13 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     """
     sw = cfg.switch
     ports = cfg.endpoints
-    name, params = parse_pattern(pattern, ports)
-    check_load(load)
-    check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
-    check_integer("traffic.seed", seed, 0, "random seed")
-    lengths = parse_lengths(packet_lengths, sw.max_packet_flits)
-    weights = check_priority_weights(priority_weights, sw.priorities, name)
+    name, params, lengths, weights = check_traffic(
+        cfg, pattern, load=load, cycles=cycles, seed=seed, packet_lengths=packet_lengths,
+        priority_weights=priority_weights, ect_fraction=ect_fraction)
     load, cycles, seed = float(load), int(cycles), int(seed)
 
     # One stream per purpose, so a pattern that draws destinations does not
     # shift the injection times another pattern sees with the same seed.
-    if isinstance(ect_fraction, bool) or not isinstance(ect_fraction, numbers.Real) \
-            or not 0.0 <= ect_fraction <= 1.0:
-        raise TrafficError(f"traffic.ect_fraction = {ect_fraction!r}: must be in 0..1 "
-                           f"(share of ECN-capable packets)")
     inject, route, classes, sizes, capable = (np.random.default_rng(s)
                                               for s in np.random.SeedSequence(seed).spawn(5))
     rate = load / lengths.mean
@@ -692,6 +685,35 @@ def generate(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed:
     return Trace(gen=gen, src=src, dst=dst, prio=prio, length=lengths.draw(sizes, n),
                  tag=np.arange(n, dtype=np.int64), pattern=pattern, load=load, seed=seed,
                  cycles=cycles, packet_lengths=packet_lengths, ecn=ecn)
+
+
+def check_traffic(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, seed: int,
+                  packet_lengths: str = "fixed:1", priority_weights: list[float] | None = None,
+                  ect_fraction: float = 0.0):
+    """Every check :func:`generate` makes of its arguments, without drawing a packet.
+
+    Returns
+    -------
+    tuple
+        The pattern's name and parameters (:func:`parse_pattern`), the
+        :class:`PacketLengths` and the normalised class weights.
+
+    Raises
+    ------
+    TrafficError
+        As :func:`generate`.
+    """
+    name, params = parse_pattern(pattern, cfg.endpoints)
+    check_load(load)
+    check_integer("traffic.cycles", cycles, 1, "cycles of packet generation")
+    check_integer("traffic.seed", seed, 0, "random seed")
+    lengths = parse_lengths(packet_lengths, cfg.switch.max_packet_flits)
+    weights = check_priority_weights(priority_weights, cfg.switch.priorities, name)
+    if isinstance(ect_fraction, bool) or not isinstance(ect_fraction, numbers.Real) \
+            or not 0.0 <= ect_fraction <= 1.0:
+        raise TrafficError(f"traffic.ect_fraction = {ect_fraction!r}: must be in 0..1 "
+                           f"(share of ECN-capable packets)")
+    return name, params, lengths, weights
 
 
 def check_load(load: object) -> None:

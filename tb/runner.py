@@ -34,6 +34,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm import tqdm
+
 from ..config import FabricConfig
 from . import params as tb_params
 
@@ -178,28 +180,72 @@ def _locked(path: Path, waiting: str, log):
 
 
 @contextmanager
-def _heartbeat(what: str, log, every: float):
-    """Say ``what`` now, every ``every`` seconds while it lasts, and when it is done,
-    with the time elapsed: a first Verilator build takes minutes."""
+def activity(what: str, stream=None, *, short: str | None = None, after: float = 0.0,
+             every: float = 15.0):
+    """Say that ``what`` is going on, while it lasts, and how long it took.
+
+    Nothing at all if it ends within ``after`` seconds (a compilation that
+    numba's cache makes instant). Past that, on a terminal a line counting
+    the seconds in place; otherwise ``what ...`` once, then ``short`` (a
+    shorter name of it, default ``what``) with the seconds so far after
+    ``every``, then twice as long each time, so a long wait leaves a few
+    lines rather than dozens; and at the end ``what: done in N s``.
+    """
+    stream = sys.stderr if stream is None else stream
+    short = what if short is None else short
     start = time.monotonic()
     done = threading.Event()
+    shown = threading.Event()
+    bar = []
 
-    def beat():
-        while not done.wait(every):
-            log.write(f"{what}: {time.monotonic() - start:.0f} s so far\n")
-            log.flush()
+    def watch():
+        if done.wait(after):
+            return
+        shown.set()
+        if isatty(stream):
+            bar.append(terminal_bar(stream, total=None, desc=what, leave=False,
+                                    bar_format="{desc}: {elapsed}"))
+            while not done.wait(1.0):
+                bar[0].refresh()
+            return
+        stream.write(f"{what} ...\n")
+        stream.flush()
+        wait = every
+        while not done.wait(max(start + after + wait - time.monotonic(), 0.0)):
+            stream.write(f"{short}: {time.monotonic() - start:.0f} s so far\n")
+            stream.flush()
+            wait *= 2
 
-    log.write(f"{what} ...\n")
-    log.flush()
-    thread = threading.Thread(target=beat, name="build heartbeat", daemon=True)
+    thread = threading.Thread(target=watch, name=f"activity: {short}", daemon=True)
     thread.start()
     try:
         yield
     finally:
         done.set()
         thread.join()
-    log.write(f"{what}: done in {time.monotonic() - start:.1f} s\n")
-    log.flush()
+        if bar:
+            bar[0].close()
+        if shown.is_set():
+            stream.write(f"{what}: done in {time.monotonic() - start:.1f} s\n")
+            stream.flush()
+
+
+def terminal_bar(stream, **options) -> tqdm:
+    """A tqdm bar on the terminal ``stream``, as wide as the terminal; 80 by 24 on one that
+    reports no size (a pseudo-terminal nobody sized), where tqdm would draw nothing."""
+    try:
+        size = os.get_terminal_size(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        size = os.terminal_size((0, 0))
+    sizing = {"dynamic_ncols": True} if size.columns and size.lines else {"ncols": 80,
+                                                                            "nrows": 24}
+    return tqdm(file=stream, **sizing, **options)
+
+
+def isatty(stream) -> bool:
+    """Whether ``stream`` is a terminal (False for a stream with no ``isatty``)."""
+    probe = getattr(stream, "isatty", None)
+    return bool(probe and probe())
 
 
 def resolve_waves(waves: bool | None) -> bool:
@@ -222,8 +268,9 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
 
     Returns the build directory. Safe to call from concurrent processes. A
     build that does not come from the cache says what it builds on ``log``
-    (default ``sys.stderr``), every ``heartbeat`` seconds that it is still
-    at it, and how long it took; so does a wait for another process
+    (default ``sys.stderr``), that it is still at it after ``heartbeat``
+    seconds and then twice as long each time (in place on a terminal), and
+    how long it took; so does a wait for another process
     building the same. ``coverage`` (default: whether :func:`coverage_dir`
     is set) builds Verilator with line and toggle coverage, in a directory
     of its own; Icarus has none.
@@ -243,8 +290,8 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
         if stamp.exists():
             return build_dir
         blog = build_dir / "build.log"
-        with _heartbeat(f"superfabric: building {top} on {sim} in {build_dir} (log {blog})",
-                        log, heartbeat):
+        with activity(f"superfabric: building {top} on {sim} in {build_dir} (log {blog})",
+                      log, short=f"superfabric: building {top} on {sim}", every=heartbeat):
             rtl = write_verilog(cfg, build_dir / "rtl", top=top)
             runner = get_runner(sim)
             build_args = []

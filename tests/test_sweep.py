@@ -1,6 +1,8 @@
 """Sweeps through the command line: points, resume, failures, reports, a real Dask scheduler."""
 
+import io
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -80,18 +82,26 @@ def test_sweep_runs_resumes_and_reports(tmp_path):
 
 
 def test_failed_point_is_recorded_not_lost(tmp_path):
-    # transpose needs a power-of-four port count: the 5-port points fail at run time.
+    """A point that runs but fails (links that drop everything: the RDMA run stalls with its
+    requests incomplete) is recorded as failed, beside the point that did its job."""
     out = tmp_path / "sweep"
-    res = superfabric("sweep", "--preset", "tiny", "--traffic", "transpose", "--loads", "0.5",
-                      "--vary", "switch.ports=4,5", "--sim", "model", "--cycles", "200",
-                      "--workers", "1", "-o", str(out))
-    assert res.returncode == 1
-    assert "1 failed" in res.stdout and "transpose" in res.stdout
-    errors = list((out / "points").glob("*/error.json"))
-    assert len(errors) == 1
-    err = json.loads(errors[0].read_text())
-    assert "ports5" in err["point"]["id"] and "\n" not in err["error"]
-    assert len(_results(out)) == 1
+    res = superfabric("sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform",
+                      "--loads", "0.5", "--vary", "faults.drop_rate=0,1.0", "--sim", "model",
+                      "--cycles", "600", "--workers", "1", "-o", str(out))
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "1 failed" in res.stdout and "requests not completed" in res.stdout
+    (error,) = (out / "points").glob("*/error.json")
+    err = json.loads(error.read_text())
+    assert "drop_rate1.0" in err["point"]["id"] and "\n" not in err["error"]
+    assert "stalled" in err["error"]
+    # Its results stay, marked failed, so a resume runs it again rather than skip it.
+    failed = json.loads((error.parent / "results.json").read_text())
+    assert failed["sweep"]["failure"] == err["error"]
+    assert failed["rdma"]["requests"]["completed"] < failed["rdma"]["requests"]["posted"]
+    again = superfabric("sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform",
+                        "--loads", "0.5", "--vary", "faults.drop_rate=0,1.0", "--sim", "model",
+                        "--cycles", "600", "--workers", "1", "-o", str(out))
+    assert again.returncode == 1 and "1 skipped" in again.stdout and "1 failed" in again.stdout
 
 
 def test_cut_short_results_are_flagged_then_run_again(tmp_path):
@@ -152,22 +162,6 @@ def test_rdma_sweep_runs_resumes_and_reports(tmp_path):
         assert (tmp_path / "report" / png).stat().st_size > 0, png
 
 
-def test_failed_rdma_point_is_recorded_not_lost(tmp_path):
-    # 16 QPs per endpoint cannot each get a request in 400 cycles: that point fails at run time.
-    out = tmp_path / "sweep"
-    res = superfabric("sweep", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform",
-                      "--loads", "0.5", "--vary", "rdma.qps=8,64", "--sim", "model",
-                      "--cycles", "400", "--workers", "1", "-o", str(out))
-    assert res.returncode == 1, res.stdout + res.stderr
-    assert "1 failed" in res.stdout and "traffic.cycles" in res.stdout
-    (error,) = (out / "points").glob("*/error.json")
-    err = json.loads(error.read_text())
-    assert "qps64" in err["point"]["id"] and "\n" not in err["error"]
-    assert err["error"].startswith("TrafficError: traffic.cycles")
-    (ok,) = _results(out).values()
-    assert ok["config"]["rdma"]["qps"] == 8
-
-
 def test_rdma_sweep_with_bad_requests(tmp_path):
     """--bad-fraction reaches every point: the bad requests fail with the status meant."""
     out = tmp_path / "sweep"
@@ -196,12 +190,110 @@ def test_rdma_sweep_with_bad_requests(tmp_path):
     (["--traffic", "rdma-uniform", *RDMA, "--lengths", "fixed:4"], "--lengths"),
     (["--traffic", "uniform", "--bad-fraction", "0.2"], "--bad-fraction"),
     (["--traffic", "rdma-uniform", *RDMA, "--bad-fraction", "1.5"], "--bad-fraction"),
+    # Found before the first point runs, with run's own check; no point fails one by one.
+    (["--traffic", "transpose", "--vary", "switch.ports=4,5"], "with switch.ports=5"),
+    (["--traffic", "rdma-uniform", *RDMA, "--vary", "rdma.qps=8,64", "--cycles", "400"],
+     "traffic.cycles"),
+    (["--traffic", "hotspot:fraction=2"], "fraction"),
+    (["--preset", "default", "--traffic", "transpose"], "transpose"),
+    (["--lengths", "fixed:99"], "fixed:99"),
+    (["--sink-stall", "5"], "traffic.sink_stall"),
+    (["--preset", "default", "--priority-weights=1,1"], "priority_weights"),
+    (["--loads", "0.1:1.0:0.0000001"], "at most 10,000 points"),
+    (["--loads", "0.5,0.5"], "given twice"),
+    (["--vary", "switch.ports=4", "--vary", "switch.ports=8"], "given twice"),
 ])
 def test_bad_sweep_arguments_are_one_line(args, field, tmp_path):
-    res = superfabric("sweep", "--preset", "tiny", *args, "-o", str(tmp_path / "s"))
+    if "--preset" not in args:
+        args = ["--preset", "tiny", *args]
+    res = superfabric("sweep", *args, "-o", str(tmp_path / "s"))
     assert res.returncode == 2, res.stdout + res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and field in res.stderr, res.stderr
     assert not (tmp_path / "s" / "points").exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_loads_apart_in_the_fourth_decimal_keep_every_point(tmp_path):
+    """Two loads 0.0004 apart are two directories, each holding its own load."""
+    out = tmp_path / "sweep"
+    args = ["sweep", "--preset", "tiny", "--loads", "0.5,0.5004", "--sim", "model",
+            "--cycles", "200", "--workers", "1", "-o", str(out)]
+    results = _sweep_once(args, out, 2)
+    assert sorted(results) == ["model-uniform-l0.5-s1", "model-uniform-l0.5004-s1"]
+    assert {pid: r["traffic"]["load"] for pid, r in results.items()} == {
+        "model-uniform-l0.5-s1": 0.5, "model-uniform-l0.5004-s1": 0.5004}
+    for pid, r in results.items():
+        assert r["sweep"]["point"]["load"] == r["traffic"]["load"]
+
+
+@pytest.mark.parametrize("change, differs", [
+    (["--cycles", "300"], "cycles 200 -> 300"),
+    (["--set", "switch.priorities=1"], "config.switch.priorities 2 -> 1"),
+    (["--lengths", "fixed:2"], "packet_lengths"),
+])
+def test_a_changed_setting_is_never_reported_done(change, differs, tmp_path):
+    """A rerun into a sweep directory with any setting changed: refused in one line before
+    anything is written; with --rerun-changed every point runs again with the new setting."""
+    out = tmp_path / "sweep"
+    base = ["sweep", "--preset", "tiny", "--loads", "0.3,0.6", "--sim", "model",
+            "--workers", "1", "-o", str(out)]
+    before = _sweep_once([*base, "--cycles", "200"], out, 2)
+    spec = (out / "sweep.json").read_text()
+    stamps = {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in before}
+    changed = [*base, "--cycles", "200", *change]
+    if "--cycles" in change:
+        changed = [*base, *change]
+    refused = superfabric(*changed)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    (line,) = refused.stderr.strip().splitlines()
+    assert "2 points ran with other settings" in line and differs in line and \
+        "--rerun-changed" in line
+    assert "already done" not in refused.stderr and refused.stdout == ""
+    assert (out / "sweep.json").read_text() == spec
+    assert stamps == {p: (out / "points" / p / "results.json").stat().st_mtime_ns for p in before}
+    rerun = superfabric(*changed, "--rerun-changed")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert "0 skipped" in rerun.stdout and "2 run" in rerun.stdout
+    assert "2 rerun: their settings changed" in rerun.stderr
+    after = _results(out)
+    asked = json.loads((out / "sweep.json").read_text())["points"]
+    for point in asked:
+        recorded = after[point["id"]]["sweep"]["point"]
+        assert recorded == {k: v for k, v in point.items() if k != "id"}
+    assert after != before
+
+
+def test_two_sweeps_into_one_directory_one_runs_the_other_says_why_not(tmp_path):
+    """The second sweep starts while the first holds the directory (at the moment the first
+    announces its points): it stops in one line; the first runs every point."""
+    from superfabric.config import FabricConfig
+    from superfabric.tools.sweep import plan_sweep, run_sweep
+
+    out = tmp_path / "sweep"
+    args = ["sweep", "--preset", "tiny", "--loads", "0.3,0.6", "--sim", "model",
+            "--cycles", "200", "--workers", "1", "-o", str(out)]
+    second = []
+
+    class Announce(io.StringIO):
+        def write(self, text):
+            if "to run" in text and not second:
+                second.append(superfabric(*args))
+            return super().write(text)
+
+    plan = plan_sweep(base=FabricConfig.load(preset="tiny"), overrides=[], traffic=["uniform"],
+                      loads=[0.3, 0.6], seeds=1, sims=["model"], cycles=200)
+    summary = run_sweep(plan, out, workers=1, stream=Announce())
+    assert summary["ran"] == 2 and not summary["failed"]
+    (res,) = second
+    assert res.returncode == 2 and res.stdout == "", res.stdout + res.stderr
+    (line,) = res.stderr.strip().splitlines()
+    assert line == (f"superfabric: error: -o = {str(out)!r}: another sweep (process "
+                    f"{os.getpid()}) is running in it; wait for it to end, or use another "
+                    f"directory")
+    assert len(_results(out)) == 2
+    # Once the first has ended, the directory is free again.
+    again = superfabric(*args)
+    assert again.returncode == 0 and "2 skipped" in again.stdout, again.stdout + again.stderr
 
 
 def _free_port():
@@ -243,3 +335,26 @@ def test_sweep_on_a_real_dask_scheduler(tmp_path):
                     proc.wait(timeout=20)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+def test_a_point_that_records_no_settings_is_not_taken_as_done(tmp_path):
+    """A results.json from before points recorded their settings cannot be checked: the
+    resume refuses it as changed rather than report it done."""
+    from superfabric.config import FabricConfig
+    from superfabric.tools.sweep import plan_sweep, run_sweep
+
+    out = tmp_path / "sweep"
+    plan = plan_sweep(base=FabricConfig.load(preset="tiny"), overrides=[], traffic=["uniform"],
+                      loads=[0.4], seeds=1, sims=["model"], cycles=200)
+    assert run_sweep(plan, out, workers=1, stream=io.StringIO())["ran"] == 1
+    (pid,) = _results(out)
+    path = out / "points" / pid / "results.json"
+    old = json.loads(path.read_text())
+    del old["sweep"]["point"]
+    path.write_text(json.dumps(old))
+    with pytest.raises(SweepError) as e:
+        run_sweep(plan, out, workers=1, stream=io.StringIO())
+    assert f"1 point ran with other settings (first {pid}: it records no settings" in str(e.value)
+    summary = run_sweep(plan, out, workers=1, stream=io.StringIO(), rerun_changed=True)
+    assert summary["ran"] == 1 and not summary["failed"]
+    assert "point" in json.loads(path.read_text())["sweep"]

@@ -3,8 +3,13 @@
 Every error a user can cause (configuration, traffic, arguments, files, an
 FPGA target or device, a design that does not fit it, a missing FPGA tool)
 ends in one line on stderr naming the field, the value and what is allowed,
-and exit status 2; a missing simulator, or an FPGA tool that fails on the
-generated design, is one line and status 1.
+and exit status 2, before anything is written; a missing simulator, or an FPGA
+tool that fails on the generated design, is one line and status 1.
+
+``run`` exits 1 when the RTL differs from the model, and when the run failed
+(:func:`~superfabric.tools.run.run_failure`): it stalled, or RDMA work
+requests were lost, left incomplete, or completed with another status than
+meant. ``sweep`` records such a point as failed and exits 1 when any failed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import sys
 from pathlib import Path
 
 from ..config import PRESETS, ConfigError, FabricConfig
+from .sweep import MAX_POINTS, SCHEDULER_TIMEOUT
 
 __all__ = ["main"]
 
@@ -29,21 +35,49 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _Help(argparse.HelpFormatter):
+    """Every option's help states its default: appended, unless the text already says it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        # By identity: a default of 0.0 is stated, though 0.0 == False.
+        nothing = (action.default is None or action.default is False
+                   or action.default is argparse.SUPPRESS or action.default == [])
+        if "default" in text or nothing or action.required or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def _add_config_args(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group()
     src.add_argument("--preset", choices=PRESETS, help="built-in configuration (default: default)")
-    src.add_argument("--config", metavar="FILE", help="TOML file, merged over the default preset")
+    src.add_argument("--config", metavar="FILE",
+                     help="TOML file, merged over the default preset (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                   help="override one key (repeatable), e.g. --set switch.ports=16")
+                   help="override one key (repeatable, each key once), e.g. --set switch.ports=16 "
+                        "(default: none)")
 
 
 def _config(args) -> FabricConfig:
+    from ..config import parse_override
+    seen = {}
+    for item in args.overrides:
+        section, key, value = parse_override(item)
+        name = f"{section}.{key}"
+        if name in seen:
+            raise UsageError(f"--set {name}: given twice ({seen[name]!r}, then {item!r}); give "
+                             f"each key once")
+        seen[name] = item
     return FabricConfig.load(preset=args.preset, path=args.config, overrides=args.overrides)
 
 
 def _check_out(out: str) -> None:
-    """``-o`` must name a directory that exists or can be created: refuse a file, or a
-    path below one, in one line, before anything runs."""
+    """``-o`` must name a directory that exists or can be created: refuse an empty name, a
+    file, a path below one, or one that cannot be created, in one line, before anything
+    runs. A missing directory is created to find out, and removed again, so that a command
+    refused later leaves nothing behind."""
+    if not out.strip():
+        raise UsageError(f"-o = {out!r}: must name a directory (created when missing)")
     path = Path(out)
     existing = next(p for p in (path, *path.parents) if p.exists())    # "." or "/" at last
     if not existing.is_dir():
@@ -52,6 +86,16 @@ def _check_out(out: str) -> None:
                          f"(created when missing)")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise UsageError(f"-o = {out!r}: {str(existing)!r} is not writable")
+    if existing == path:
+        return
+    try:
+        path.mkdir(parents=True)
+    except OSError as e:
+        raise UsageError(f"-o = {out!r}: cannot create it ({e.strerror})") from None
+    for made in (path, *path.parents):
+        if made == existing:
+            break
+        made.rmdir()
 
 
 def _weights(text: str) -> list[float]:
@@ -67,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    g = sub.add_parser("generate", help="write synthesizable Verilog for a configuration")
+    g = sub.add_parser("generate", formatter_class=_Help,
+                       help="write synthesizable Verilog for a configuration")
     _add_config_args(g)
     g.add_argument("--top", default=None,
                    help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
@@ -77,7 +122,11 @@ def _parser() -> argparse.ArgumentParser:
                         "(the default), or one router module (router; leaf_router, spine_router)")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
-    r = sub.add_parser("run", help="run a trace on the golden model or an RTL simulator")
+    r = sub.add_parser("run", formatter_class=_Help,
+                       help="run a trace on the golden model or an RTL simulator",
+                       epilog="exit status: 0 the run did its job (and the RTL matched the "
+                              "model); 1 it stalled, lost RDMA requests or left them incomplete, "
+                              "or the RTL differs from the model; 2 a bad argument")
     _add_config_args(r)
     r.add_argument("--traffic", default="uniform", metavar="PATTERN",
                    help="traffic pattern, optionally with parameters (hotspot:fraction=0.3); "
@@ -104,11 +153,12 @@ def _parser() -> argparse.ArgumentParser:
                         "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
-    w = sub.add_parser("sweep", help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
+    w = sub.add_parser("sweep", formatter_class=_Help,
+                       help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
     _add_config_args(w)
     w.add_argument("--traffic", default="uniform", metavar="P[,P...]", help="traffic patterns")
     w.add_argument("--loads", default="0.1:1.0:0.1", metavar="START:STOP:STEP|L,L,...",
-                   help="offered loads")
+                   help=f"offered loads, each once (a sweep has at most {MAX_POINTS:,} points)")
     w.add_argument("--seeds", type=int, default=1, help="seeds per point (1..K)")
     w.add_argument("--sim", default="model", metavar="S[,S...]", help="model, icarus, verilator")
     w.add_argument("--stimulus", default="trace", metavar="trace|hardware",
@@ -122,14 +172,22 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
     w.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
-                   help="sweep a config key too (repeatable; cartesian product)")
+                   help="sweep a config key too (repeatable, each key once; cartesian product; "
+                        "default: none)")
     w.add_argument("--workers", type=int, default=None, help="local Dask workers (default: cores)")
     w.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786")
+                   help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786 (default: a "
+                        "local cluster of --workers processes)")
+    w.add_argument("--scheduler-timeout", type=float, default=SCHEDULER_TIMEOUT, metavar="S",
+                   help="seconds to reach --scheduler before giving up")
+    w.add_argument("--rerun-changed", action="store_true",
+                   help="run again the points of DIR that ran with other settings (without it "
+                        "such points stop the sweep before it starts)")
     w.add_argument("-o", "--out", required=True, metavar="DIR", help="sweep directory")
 
-    f = sub.add_parser("fuzz", help="random valid configurations and traffic, RTL against the "
-                                    "model on each")
+    f = sub.add_parser("fuzz", formatter_class=_Help,
+                       help="random valid configurations and traffic, RTL against the model on "
+                            "each")
     f.add_argument("--configs", type=int, default=20, help="cases (configurations) to draw")
     f.add_argument("--seed", type=int, default=1, help="seed of the campaign: case k of a seed "
                                                        "is always the same")
@@ -140,7 +198,8 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("-o", "--out", required=True, metavar="DIR",
                    help="campaign directory: one case-NNN/ per case, summary.md, fuzz.json")
 
-    sy = sub.add_parser("synth", help="FPGA resources and Fmax with Yosys and nextpnr")
+    sy = sub.add_parser("synth", formatter_class=_Help,
+                        help="FPGA resources and Fmax with Yosys and nextpnr")
     _add_config_args(sy)
     sy.add_argument("--top", default="switch",
                     help="top-level block, as for generate (default: switch)")
@@ -160,13 +219,14 @@ def _parser() -> argparse.ArgumentParser:
     sy.add_argument("--flatten", action="store_true",
                     help="optimise across the block's modules (no per-module breakdown)")
     sy.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
-                    help="one synthesis per value (repeatable; cartesian product), each in "
-                         "DIR/points/<id>")
+                    help="one synthesis per value (repeatable, each key once; cartesian product), "
+                         "each in DIR/points/<id> (default: none, one synthesis)")
     sy.add_argument("--workers", type=int, default=1,
                     help="points synthesised at once with --vary (default 1)")
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
-    rp = sub.add_parser("report", help="write Markdown/HTML/PNG reports of a run or a sweep")
+    rp = sub.add_parser("report", formatter_class=_Help,
+                        help="write Markdown/HTML/PNG reports of a run or a sweep")
     rp.add_argument("src", metavar="DIR", help="a run, sweep or synth directory")
     rp.add_argument("--cdf-load", type=float, default=None,
                     help="load of the latency CDF plot (default: highest <= 0.9)")
@@ -179,12 +239,16 @@ def _sweep(args) -> int:
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers = {args.workers}: must be at least 1")
     base = _config(args)
+    if not args.scheduler_timeout > 0:
+        raise UsageError(f"--scheduler-timeout = {args.scheduler_timeout:g}: must be positive")
     plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
                       loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
                       sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
                       stimulus=args.stimulus, priority_weights=args.priority_weights)
-    summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler)
+    summary = run_sweep(plan, args.out, workers=args.workers, scheduler=args.scheduler,
+                        scheduler_timeout=args.scheduler_timeout,
+                        rerun_changed=args.rerun_changed)
     return _sweep_summary("sweep", summary, args.out,
                           f", {len(summary['mismatched'])} RTL/model mismatches")
 
@@ -273,15 +337,11 @@ def _synth(args) -> int:
 
 
 def _run(args) -> int:
-    from .run import SIMS, STIMULI, run_point
+    from .run import SIMS, STIMULI, run_failure, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
-    if not 0.0 <= args.sink_stall < 1.0:
-        raise UsageError(f"--sink-stall = {args.sink_stall}: must be in [0, 1)")
-    if not 0.0 <= args.pause_rate < 1.0:
-        raise UsageError(f"--pause-rate = {args.pause_rate}: must be in [0, 1)")
     cfg = _config(args)
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
@@ -299,14 +359,14 @@ def _run(args) -> int:
                 f"{res['cycles_per_second']:,.0f} cycles/s") if lat["mean"] is not None else \
             f"{args.sim}: no packet delivered"
         print(line)
-        if res["stalled"]:
-            stuck = (res.get("fabric") or {}).get("stuck")
-            print(f"stalled at cycle {res['cycles']:,}" + (f": {stuck}" if stuck else ""))
         if "stimulus" in res:
             hw = res["stimulus"]
             print(f"hash {hw['hash']}, {res['packets']['refused']} generations refused, "
                   f"{sum(hw['order_errors'])} order errors, {sum(hw['frame_errors'])} framing "
                   f"errors, {res['cycles']:,} cycles")
+    failure = run_failure(res)
+    if failure:
+        print(f"FAILED: {failure}")
     if res["match"] is not None:
         m = res["match"]
         report = Path(args.out) / "mismatch.txt"
@@ -314,7 +374,8 @@ def _run(args) -> int:
               f"first {json.dumps(m['first_mismatch'])}"
               + (f"; see {report}" if report.exists() else ""))
     print(f"results: {Path(args.out) / 'results.json'}")
-    return 0 if res["match"] is None or res["match"]["exact"] else 1
+    exact = res["match"] is None or res["match"]["exact"]
+    return 0 if exact and not failure else 1
 
 
 def _print_rdma(sim: str, res: dict) -> None:
@@ -342,8 +403,8 @@ def _print_rdma(sim: str, res: dict) -> None:
               f"resumes), {c['cnp']['sent']} CNPs, Jain's "
               f"index {jain} over {len(c['senders'])} senders"
               + (f", victim {c['victim']['share']:.0%} of its demand" if c["victim"] else ""))
-    if rd["stalled"]:
-        print(f"stalled: {rd['stuck']}")
+    if rd["stalled"] and rd["stuck"]:
+        print(f"stuck: {rd['stuck']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,6 +430,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except SimulatorMissing as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        # A file or directory the command could not write after all (a full disk, a directory
+        # removed under it): one line, not a traceback.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"superfabric: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
 
 

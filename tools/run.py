@@ -7,6 +7,8 @@ fabric instead of packets through the bare switch (section 10.9).
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -21,14 +23,128 @@ from ..sim.metrics import summarize
 from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
-from ..sim.traffic import Trace, TrafficError, generate
+from ..sim.traffic import Trace, TrafficError, check_traffic, generate
 from ..sim.warmup import compile_kernels
 
-__all__ = ["SIMS", "STIMULI", "run_point", "run_rdma_point", "run_stimulus_point"]
+__all__ = ["SIMS", "STIMULI", "prepare_point", "run_failure", "run_point", "run_rdma_point",
+           "run_stimulus_point", "write_json"]
 
 SIMS = ("model", "icarus", "verilator")
 #: Where the traffic comes from: a trace the testbench drives, or the RTL's own generators.
 STIMULI = ("trace", "hardware")
+
+
+def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
+                  sim: str, packet_lengths: str = "fixed:1", sink_stall: float = 0.0,
+                  pause_rate: float = 0.0, bad_fraction: float = 0.0, stimulus: str = "trace",
+                  priority_weights: list[float] | None = None, build: bool = True):
+    """Check every setting of one point and build its stimulus, without running or writing.
+
+    The one validation of a point: ``superfabric run`` goes through it, and
+    ``superfabric sweep`` puts every point through it before the first one
+    runs, so a value one refuses the other refuses too, in the same line.
+    With ``build`` false a switch trace is checked without drawing its
+    packets (:func:`~superfabric.sim.traffic.check_traffic`, every check
+    :func:`~superfabric.sim.traffic.generate` makes); an RDMA workload is
+    always drawn, since its limits (a request per QP in the window, the
+    memories) depend on the draw.
+
+    Returns
+    -------
+    tuple of (str, object)
+        ``("trace", Trace)`` for switch traffic (``None`` without
+        ``build``), ``("rdma", RdmaWorkload)`` for ``rdma-*`` patterns,
+        ``("hardware", StimulusSettings)`` for ``stimulus = "hardware"``.
+
+    Raises
+    ------
+    TrafficError, ConfigError
+        A setting out of range; the one-line message names it, its value
+        and what is allowed.
+    ValueError
+        ``sim`` or ``stimulus`` not one of :data:`SIMS`, :data:`STIMULI`.
+    """
+    if sim not in SIMS:
+        raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMS)}")
+    if stimulus not in STIMULI:
+        raise ValueError(f"stimulus = {stimulus!r}: must be one of {', '.join(STIMULI)}")
+    for name, value, doc in (("sink_stall", sink_stall, "probability an egress port is not ready"),
+                             ("pause_rate", pause_rate, "probability of a pause per period")):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise TrafficError(f"traffic.{name} = {value!r}: must be in [0, 1) ({doc})")
+    if stimulus == "hardware":
+        from ..formats.stimulus import check_stimulus
+        from ..sim.stimulus.traffic_gen import stimulus_settings
+        for name, value in (("pause_rate", pause_rate), ("bad_fraction", bad_fraction)):
+            if value:
+                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with --stimulus "
+                                   f"hardware (the generators obey no pause and send switch "
+                                   f"traffic)")
+        check_stimulus(cfg)
+        return "hardware", stimulus_settings(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                                             packet_lengths=packet_lengths,
+                                             priority_weights=priority_weights,
+                                             sink_stall=sink_stall)
+    if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
+        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
+                            ("priority_weights", priority_weights)):
+            if value:
+                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
+                                   f"(the RDMA engines always accept their flits)")
+        if not cfg.rdma.enabled:
+            raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
+                              f"(add --set rdma.enabled=true)")
+        return "rdma", generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                                     bad_fraction=bad_fraction)
+    if bad_fraction:
+        raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: only for "
+                           f"{' and '.join(RDMA_PATTERNS)}")
+    options = dict(load=load, cycles=cycles, seed=seed, packet_lengths=packet_lengths,
+                   priority_weights=priority_weights, ect_fraction=cfg.ecn.ect_fraction)
+    if not build:
+        check_traffic(cfg, traffic, **options)
+        return "trace", None
+    return "trace", generate(cfg, traffic, **options)
+
+
+def run_failure(results: dict) -> str | None:
+    """Why a run that finished did not do its job, or None when it did.
+
+    A run fails when it stalled (nothing moved while traffic was outstanding)
+    or, with RDMA traffic, when a work request never completed or completed
+    with another status than the one it was posted to get. ``superfabric
+    run`` then exits 1, and ``superfabric sweep`` records the point as failed.
+    A model/RTL mismatch is reported apart, by ``match``.
+    """
+    if "rdma" in results:
+        rd = results["rdma"]
+        req = rd["requests"]
+        problems = []
+        if req["not_completed"]:
+            problems.append(f"{req['not_completed']} of {req['posted']} requests not completed")
+        if req["unexpected_status"]:
+            problems.append(f"{req['unexpected_status']} with an unexpected status")
+        if rd["stalled"]:
+            problems.append(f"stalled at cycle {rd['cycles']:,}")
+        return ", ".join(problems) or None
+    if results.get("stalled"):
+        stuck = (results.get("fabric") or {}).get("stuck")
+        return f"stalled at cycle {results['cycles']:,}" + (f": {stuck}" if stuck else "")
+    return None
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file of this writer's own, so that a
+    reader never sees it cut short and two writers never share a temporary name."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
@@ -41,52 +157,39 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
 
     For an RTL simulator the model runs on the same trace and the scoreboard
     compares the two; the returned dict is what ``results.json`` holds.
-    An ``rdma-*`` pattern goes to :func:`run_rdma_point`: ``bad_fraction``
-    is for those only, sink stalls and pauses are refused, and
-    ``packet_lengths``, ``priority_weights`` (one per class, default
-    uniform) and ``stall_limit`` do not apply. ``stimulus =
-    "hardware"`` goes to :func:`run_stimulus_point` (``progress`` shows its
-    progress on stderr).
+    Every setting goes through :func:`prepare_point` first. An ``rdma-*``
+    pattern goes to :func:`run_rdma_point`: ``bad_fraction`` is for those
+    only, sink stalls and pauses are refused, and ``packet_lengths``,
+    ``priority_weights`` (one per class, default uniform) and
+    ``stall_limit`` do not apply. ``stimulus = "hardware"`` goes to
+    :func:`run_stimulus_point`. ``progress`` shows signs of life on stderr:
+    the kernels' first compilation, and a long model or RTL run.
     """
-    if sim not in SIMS:
-        raise ValueError(f"sim = {sim!r}: must be one of {', '.join(SIMS)}")
-    if stimulus not in STIMULI:
-        raise ValueError(f"stimulus = {stimulus!r}: must be one of {', '.join(STIMULI)}")
-    if stimulus == "hardware":
-        for name, value in (("pause_rate", pause_rate), ("bad_fraction", bad_fraction)):
-            if value:
-                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with --stimulus "
-                                   f"hardware (the generators obey no pause and send switch "
-                                   f"traffic)")
+    kind, prepared = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
+                                   sim=sim, packet_lengths=packet_lengths, sink_stall=sink_stall,
+                                   pause_rate=pause_rate, bad_fraction=bad_fraction,
+                                   stimulus=stimulus, priority_weights=priority_weights)
+    if kind == "hardware":
         return run_stimulus_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                   sim=sim, out_dir=out_dir, packet_lengths=packet_lengths,
                                   sink_stall=sink_stall, waves=waves, stall_limit=stall_limit,
                                   build_root=build_root, progress=progress,
-                                  priority_weights=priority_weights)
-    if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
-        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
-                            ("priority_weights", priority_weights)):
-            if value:
-                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
-                                   f"(the RDMA engines always accept their flits)")
+                                  priority_weights=priority_weights, settings=prepared)
+    if kind == "rdma":
         return run_rdma_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed, sim=sim,
                               out_dir=out_dir, bad_fraction=bad_fraction, waves=waves,
-                              build_root=build_root)
-    if bad_fraction:
-        raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: only for "
-                           f"{' and '.join(RDMA_PATTERNS)}")
+                              build_root=build_root, workload=prepared, progress=progress)
+    trace = prepared
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    trace = generate(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                     packet_lengths=packet_lengths, priority_weights=priority_weights,
-                     ect_fraction=cfg.ecn.ect_fraction)
     sink = SinkReady(cfg.endpoints, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
-    compile_seconds = compile_kernels()
+    compile_seconds = _compile(progress)
     t0 = time.perf_counter()
-    model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
-                                 stall_limit=stall_limit)
+    with _activity(progress, "model", f"{len(trace):,} packets", cycles):
+        model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
+                                     stall_limit=stall_limit)
     model_seconds = time.perf_counter() - t0
     model_summary = _summary(cfg, trace, model)
 
@@ -112,8 +215,10 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         records_path = out / "rtl_records.npz"
         records_path.unlink(missing_ok=True)      # a stale file must not pass for this run's
         t0 = time.perf_counter()
-        result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
-                            top=top, waves=waves, seed=seed, params=params, build_root=build_root)
+        with _activity(progress, sim, f"{len(trace):,} packets", cycles):
+            result = run_cocotb(cfg, "superfabric.tb.trace_tb", sim=sim, test_dir=out / "sim",
+                                top=top, waves=waves, seed=seed, params=params,
+                                build_root=build_root)
         wall = time.perf_counter() - t0
         if not records_path.exists():
             raise RuntimeError(f"the {sim} run wrote no records; see {result.test_dir / 'sim.log'}")
@@ -132,35 +237,37 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         for section in (results, results["model"]):
             section["pfc"]["occupancy_limit"] = cfg.pfc.xoff + cfg.pfc.headroom
     _save_packets(out / "packets.npz", trace, model, rtl)
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_json(out / "results.json", results)
     return results
 
 
 def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
                    sim: str, out_dir: str | Path, bad_fraction: float = 0.0,
-                   waves: bool | None = None, build_root: str | Path = "build") -> dict:
+                   waves: bool | None = None, build_root: str | Path = "build",
+                   workload=None, progress: bool = False) -> dict:
     """Run one RDMA workload through the fabric model and, optionally, the RTL.
 
     Writes ``workload.npz``, ``model_records.npz`` and ``results.json`` into
     ``out_dir`` (the RTL runner adds ``rtl_records.npz``, ``mismatch.txt``
     and ``sim/``); the ``rdma`` section summarises the RTL's records for RTL
-    runs, the model's otherwise. Needs ``rdma.enabled``.
+    runs, the model's otherwise. Needs ``rdma.enabled``. ``workload``: the
+    one :func:`prepare_point` built from the same arguments, else built here.
+    ``progress`` shows signs of life on stderr, as :func:`run_point` does.
     """
-    if not cfg.rdma.enabled:
-        raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
-                          f"(add --set rdma.enabled=true)")
+    if workload is None:
+        _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
+                                    sim=sim, bad_fraction=bad_fraction)
     # Imported here so that a switch run does not load the RDMA model.
     from ..sim.rdma.fabric import RdmaFabricModel
     from ..sim.rdma.metrics import rdma_summary
 
     out = Path(out_dir)
-    workload = generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                             bad_fraction=bad_fraction)
     out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
-    compile_seconds = compile_kernels()
+    compile_seconds = _compile(progress)
     t0 = time.perf_counter()
-    model = RdmaFabricModel(cfg).run(workload)
+    with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
+        model = RdmaFabricModel(cfg).run(workload)
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
     model_summary = rdma_summary(cfg, workload, model)
@@ -171,14 +278,15 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
-        rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model, waves=waves,
-                                  build_root=build_root)
+        with _activity(progress, sim, f"{len(workload):,} work requests", cycles):
+            rtl, match = run_rdma_rtl(cfg, workload, sim=sim, out_dir=out, model=model,
+                                      waves=waves, build_root=build_root)
         wall = time.perf_counter() - t0
         results["rdma"] = rdma_summary(cfg, workload, rtl)
         results["match"] = match
         results["wall_seconds"] = wall
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_json(out / "results.json", results)
     return results
 
 
@@ -186,7 +294,8 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
                        sim: str, out_dir: str | Path, packet_lengths: str = "fixed:1",
                        sink_stall: float = 0.0, waves: bool | None = None,
                        stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
-                       progress: bool = False, priority_weights: list[float] | None = None) -> dict:
+                       progress: bool = False, priority_weights: list[float] | None = None,
+                       settings=None) -> dict:
     """Run one point with the RTL's own generators and sinks (``--stimulus hardware``).
 
     The model runs the same settings; for an RTL simulator the stimulus top
@@ -194,19 +303,20 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
     the model's (``match``). Writes ``results.json`` and ``model_stats.npz``
     (RTL runs add ``rtl_stats.npz``, ``timing.json``, ``progress.jsonl``,
     ``sim/``, and ``mismatch.txt`` when they differ) into ``out_dir``.
+    ``settings``: the ones :func:`prepare_point` built from the same
+    arguments, else built here.
     """
     from ..sim.stimulus.top import StimulusModel, compare_stats
     from ..sim.stimulus.metrics import stimulus_summary
-    from ..sim.stimulus.traffic_gen import stimulus_settings
-    from ..formats.stimulus import check_stimulus
 
-    check_stimulus(cfg)
-    settings = stimulus_settings(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                                 packet_lengths=packet_lengths, priority_weights=priority_weights,
-                                 sink_stall=sink_stall)
+    if settings is None:
+        _, settings = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
+                                    sim=sim, packet_lengths=packet_lengths,
+                                    sink_stall=sink_stall, stimulus="hardware",
+                                    priority_weights=priority_weights)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    compile_seconds = compile_kernels()
+    compile_seconds = _compile(progress)
     t0 = time.perf_counter()
     bar = _progress_bar("model", cycles) if progress else None
     model = StimulusModel(cfg).run(
@@ -239,7 +349,7 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
         results["readout_seconds"] = timing["readout_seconds"]
         results["cycles_per_second"] = rtl.cycles / timing["run_seconds"] \
             if timing["run_seconds"] else None
-    (out / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    write_json(out / "results.json", results)
     return results
 
 
@@ -263,11 +373,32 @@ def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, mo
     return results
 
 
+def _compile(progress: bool) -> float:
+    """Compile the model's kernels (:func:`compile_kernels`); with ``progress``, say so on
+    stderr when it takes more than a moment (the first run: numba caches them after)."""
+    if not progress:
+        return compile_kernels()
+    from .progress import activity
+    with activity("superfabric: compiling the model's kernels (the first run only; numba "
+                  "caches them)", short="superfabric: compiling", after=1.0):
+        return compile_kernels()
+
+
+def _activity(progress: bool, who: str, what: str, cycles: int):
+    """A sign of life while a long run of ``who`` (the model, a simulator) has no count to
+    show (with ``progress``)."""
+    from contextlib import nullcontext
+    if not progress:
+        return nullcontext()
+    from .progress import activity
+    return activity(f"{who}: {what} over a {cycles:,}-cycle window", short=who, after=3.0)
+
+
 def _progress_bar(who: str, cycles: int):
     """A callback ``show(cycle, seconds)`` that shows how far a run of ``cycles`` cycles
     (its generation window) is, ``seconds`` after it began, on stderr."""
     from .progress import Progress
-    bar = Progress(cycles)
+    bar = Progress(cycles, every=10.0, unit="cycle")
 
     def show(cycle: int, seconds: float) -> None:
         rate = cycle / seconds if seconds else 0.0

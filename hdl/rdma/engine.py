@@ -7,8 +7,10 @@ gives the cycle rules; the golden model in ``sim/rdma/engine.py``
 follows the same text.
 """
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
-from amaranth.lib import stream, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -28,8 +30,16 @@ __all__ = ["RdmaEngine", "read_buffer_depth"]
 
 PSN = wire.PSN_BITS
 
-# A data packet's receive decision, held from its RETH to its last flit.
-NONE, ACCEPT, DENIED, DUPLICATE, GAP, RENAK = range(6)
+
+class Verdict(enum.Enum, shape=3):
+    """A data packet's receive decision (section 10.6 step 5), held from its
+    RETH to its last flit; ``NONE`` for a corrupt or blocked packet, or none."""
+    NONE = 0
+    ACCEPT = 1
+    DENIED = 2
+    DUPLICATE = 3
+    GAP = 4
+    RENAK = 5
 
 
 def _memory_port(cfg: FabricConfig) -> wiring.Signature:
@@ -73,12 +83,28 @@ class RdmaEngine(wiring.Component):
     cnp_valid, cnp_context : with ``[dcqcn] enabled``, a CNP picked this cycle
         and the receive context it answers; rate, rate_changed: each channel's
         rate and whether it changed at the last edge (section 10.13).
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+        The fabric, with ``[rdma] enabled``.
+    endpoint : int
+        The engine's own endpoint, ``0 .. switch.ports - 1`` (its source
+        address on the fabric; a WR to it is a bad request).
     """
 
-    def __init__(self, cfg: FabricConfig, endpoint: int):
+    def __init__(self, cfg: FabricConfig, *, endpoint: int):
+        if not isinstance(cfg, FabricConfig):
+            raise TypeError(f"cfg must be a FabricConfig, not {cfg!r}")
+        if not cfg.rdma.enabled:
+            raise ValueError("rdma.enabled = false: the RDMA engine needs rdma.enabled = true")
+        ports = cfg.switch.ports
+        if isinstance(endpoint, bool) or not isinstance(endpoint, int) \
+                or not 0 <= endpoint < ports:
+            raise ValueError(f"endpoint must be an integer in 0..{ports - 1}, not {endpoint!r}")
         self._cfg = cfg
         self._me = endpoint
-        nc = cfg.switch.ports * cfg.rdma.channels_per_peer
+        nc = self._nc = ports * cfg.rdma.channels_per_peer
         dcqcn = {}
         if cfg.dcqcn.enabled:
             dcqcn = {"cnp_valid": Out(1), "cnp_context": Out(range(nc)),
@@ -99,19 +125,39 @@ class RdmaEngine(wiring.Component):
         })
 
     def elaborate(self, platform):
-        cfg, rd = self._cfg, self._cfg.rdma
+        """The engine's parts, elaborated in the order of section 10.6's steps.
+
+        Each part reads the registers (:meth:`_registers`) and the decisions
+        of the parts before it, all passed in. A register that several steps
+        assign (``snd``, ``timer``, the context's pending bits) gets the
+        assignment of the later step, as the text says: the order of the
+        calls below is that override order.
+        """
         m = Module()
-        E, C, W = cfg.switch.ports, rd.channels_per_peer, rd.window
-        NC = E * C
-        M = wire.payload_words(cfg.switch.max_packet_flits)
-        Q = rd.per_endpoint(E)
-        me = self._me
-        wbits = (W - 1).bit_length()
-
-        tables = m.submodules.tables = KeyTables(cfg)
+        tables = m.submodules.tables = KeyTables(self._cfg)
         wiring.connect(m, wiring.flipped(self.tables), tables.write)
+        r = self._registers(m)
+        cc = self._congestion_control(m)
+        seg = self._segmenter(m, r, tables)
+        self._completion(m, r, seg)
+        pick = self._transmit_pick(m, r, cc)
+        self._transmitter(m, r, tables, cc, pick)
+        rx = self._receiver(m, r, tables)
+        timeouts = self._acknowledger(m, r, seg, rx)
+        self._contexts(m, r, pick, rx)
+        if cc is not None:
+            self._connect_congestion_control(m, r, cc, pick, rx)
+        self._counters(m, r, pick, rx, timeouts)
+        return m
 
-        # -- state ---------------------------------------------------------
+    # -- state ----------------------------------------------------------------------
+
+    def _registers(self, m: Module) -> SimpleNamespace:
+        """Section 10.5's state: the channels (sender role), the receive contexts
+        (target role), the window of descriptors and the engine's own."""
+        cfg, rd = self._cfg, self._cfg.rdma
+        NC, W = self._nc, rd.window
+
         def per(n, shape, name, init=0):
             return Array(Signal(shape, name=f"{name}{k}", init=init) for k in range(n))
 
@@ -142,22 +188,42 @@ class RdmaEngine(wiring.Component):
         desc_tx = desc.read_port(domain="comb")
         desc_ret = desc.read_port(domain="comb")
 
-        def slot(ch, psn):
-            return Cat(psn[:wbits], ch) if wbits else ch
-
         for c in range(NC):
             m.d.comb += self.free[c].eq(W - (nxt[c] - ret[c])[:PSN])
+        return SimpleNamespace(
+            nxt=nxt, snd=snd, una=una, ret=ret, hsn=hsn, timer=timer, msgerr=msgerr, epoch=epoch,
+            err=err, epsn=epsn, nak_sent=nak_sent, pend_ack=pend_ack, pend_seq=pend_seq,
+            pend_acc=pend_acc, unacked=unacked, awaiting=awaiting, cx_epoch=cx_epoch,
+            denied=denied, ack_timer=ack_timer, seg_off=seg_off, tx_ptr=tx_ptr, ret_ptr=ret_ptr,
+            desc_w=desc_w, desc_tx=desc_tx, desc_ret=desc_ret)
 
-        # DCQCN (section 10.13): the notification point of the receive
-        # contexts and the reaction points and pacers of the channels.
-        dcqcn = cfg.dcqcn.enabled
-        if dcqcn:
-            units = cfg.dcqcn.units
-            notify = m.submodules.np = NotificationPoint(contexts=NC, interval=units.cnp_interval)
-            react = m.submodules.rp = ReactionPoint(channels=NC, units=units,
-                                                    max_packet_flits=cfg.switch.max_packet_flits)
+    def _slot(self, ch, psn):
+        """The window slot of ``psn`` on channel ``ch``: ``ch * W + psn mod W``."""
+        wbits = (self._cfg.rdma.window - 1).bit_length()
+        return Cat(psn[:wbits], ch) if wbits else ch
 
-        # -- 1. segmenter --------------------------------------------------
+    def _congestion_control(self, m: Module) -> SimpleNamespace | None:
+        """DCQCN (section 10.13): the notification point of the receive contexts
+        and the reaction points and pacers of the channels; ``None`` without it."""
+        cfg = self._cfg
+        if not cfg.dcqcn.enabled:
+            return None
+        units = cfg.dcqcn.units
+        notify = m.submodules.np = NotificationPoint(contexts=self._nc, interval=units.cnp_interval)
+        react = m.submodules.rp = ReactionPoint(channels=self._nc, units=units,
+                                                max_packet_flits=cfg.switch.max_packet_flits)
+        return SimpleNamespace(notify=notify, react=react)
+
+    # -- 1. segmenter ---------------------------------------------------------------
+
+    def _segmenter(self, m: Module, r: SimpleNamespace, tables: KeyTables) -> SimpleNamespace:
+        """Step 1: the offered WR's channel and checks, its next packet's
+        descriptor written to the window, and the WR taken."""
+        cfg, rd = self._cfg, self._cfg.rdma
+        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._nc, self._me
+        M = wire.payload_words(cfg.switch.max_packet_flits)
+        Q = rd.per_endpoint(E)
+        nxt, ret, seg_off = r.nxt, r.ret, r.seg_off
         wr = self.wr.payload
         dst_ok = wr.dst < E
         ch_wr = Signal(range(NC))
@@ -172,16 +238,6 @@ class RdmaEngine(wiring.Component):
         seg_last = Signal()
         m.d.comb += [seg_take.eq(self.wr.valid & ~is_err & (in_flight < W)),
                      seg_last.eq(seg_off + M >= wr.length)]
-
-        # -- 2. retire -----------------------------------------------------
-        ret_mask = Cat(*(ret[k] != una[k] for k in range(NC)))
-        ret_found, ret_ch = round_robin_pick(m, ret_mask, ret_ptr, NC, "retire")
-        ret_slot = slot(ret_ch, ret[ret_ch])
-        m.d.comb += desc_ret.addr.eq(ret_slot)
-        ret_err = err.bit_select(ret_slot, 1)
-        m.d.comb += self.retired.eq(ret_found)
-        ret_cpl = Signal()
-        m.d.comb += ret_cpl.eq(ret_found & desc_ret.data.last)
         seg_err_cpl = Signal()
         # A failing WR names no usable channel (its dst may be wrong), so it
         # waits for every earlier WR of the engine: completions stay in QP order.
@@ -190,9 +246,9 @@ class RdmaEngine(wiring.Component):
         m.d.comb += self.wr.ready.eq((seg_take & seg_last) | seg_err_cpl)
 
         with m.If(seg_take):
-            d = desc_w.data
+            d = r.desc_w.data
             m.d.comb += [
-                desc_w.en.eq(1), desc_w.addr.eq(slot(ch_wr, nxt[ch_wr])),
+                r.desc_w.en.eq(1), r.desc_w.addr.eq(self._slot(ch_wr, nxt[ch_wr])),
                 d.qp.eq(wr.qp), d.opcode.eq(wr.opcode), d.first.eq(seg_off == 0),
                 d.last.eq(seg_last), d.lkey.eq(wr.lkey), d.va.eq(wr.laddr + seg_off),
                 d.rkey.eq(wr.rkey), d.raddr.eq(wr.raddr), d.mlen.eq(wr.length),
@@ -200,18 +256,90 @@ class RdmaEngine(wiring.Component):
                 d.tag.eq(wr.tag),
             ]
             m.d.sync += seg_off.eq(Mux(seg_last, 0, seg_off + M))
+        for c in range(NC):
+            with m.If(seg_take & (ch_wr == c)):
+                m.d.sync += nxt[c].eq(nxt[c] + 1)
+        return SimpleNamespace(ch=ch_wr, take=seg_take, bad=bad, err_cpl=seg_err_cpl)
 
-        m.d.comb += self.cpl_valid.eq(ret_cpl | seg_err_cpl)
+    # -- 2. completion: the retire unit -----------------------------------------------
+
+    def _completion(self, m: Module, r: SimpleNamespace, seg: SimpleNamespace) -> None:
+        """Step 2: the retire unit retires a channel's oldest packet (``ret``,
+        ``msgerr``, ``ret_ptr``) and gives the completion, its own or, when it
+        gives none, a failing WR's (``seg.err_cpl``)."""
+        NC = self._nc
+        ret, una, desc_ret = r.ret, r.una, r.desc_ret
+        ret_mask = Cat(*(ret[k] != una[k] for k in range(NC)))
+        ret_found, ret_ch = round_robin_pick(m, ret_mask, r.ret_ptr, NC, "retire")
+        ret_slot = self._slot(ret_ch, ret[ret_ch])
+        m.d.comb += desc_ret.addr.eq(ret_slot)
+        ret_err = r.err.bit_select(ret_slot, 1)
+        m.d.comb += self.retired.eq(ret_found)
+        ret_cpl = Signal()
+        m.d.comb += ret_cpl.eq(ret_found & desc_ret.data.last)
+
+        wr = self.wr.payload
+        m.d.comb += self.cpl_valid.eq(ret_cpl | seg.err_cpl)
         with m.If(ret_cpl):
             m.d.comb += [self.cpl.qp.eq(desc_ret.data.qp), self.cpl.tag.eq(desc_ret.data.tag),
-                         self.cpl.status.eq(Mux(msgerr[ret_ch] | ret_err, wire.STATUS_REMOTE,
+                         self.cpl.status.eq(Mux(r.msgerr[ret_ch] | ret_err, wire.STATUS_REMOTE,
                                                 wire.STATUS_OK))]
         with m.Else():
             m.d.comb += [self.cpl.qp.eq(wr.qp), self.cpl.tag.eq(wr.tag),
-                         self.cpl.status.eq(Mux(bad, wire.STATUS_BAD, wire.STATUS_LOCAL))]
+                         self.cpl.status.eq(Mux(seg.bad, wire.STATUS_BAD, wire.STATUS_LOCAL))]
+        for c in range(NC):
+            with m.If(ret_found & (ret_ch == c)):
+                m.d.sync += [ret[c].eq(ret[c] + 1),
+                             r.msgerr[c].eq(Mux(desc_ret.data.last, 0, r.msgerr[c] | ret_err))]
+        # The round-robin pointer moves one past the channel served.
+        with m.If(ret_found):
+            m.d.sync += r.ret_ptr.eq(Mux(ret_ch == NC - 1, 0, ret_ch + 1))
 
-        # -- 3. transmit pick ----------------------------------------------
+    # -- 3. transmitter -------------------------------------------------------------
+
+    def _transmit_pick(self, m: Module, r: SimpleNamespace,
+                       cc: SimpleNamespace | None) -> SimpleNamespace:
+        """Step 3's decision, for an idle transmitter: a CNP, else the lowest
+        context with a pending bit (its syndrome), else data round robin; a
+        paused class waits."""
+        NC = self._nc
         tx_busy = Signal()
+        ctrl_mask = Cat(*(r.pend_ack[k] | r.pend_seq[k] | r.pend_acc[k] for k in range(NC)))
+        ctrl_x = Signal(range(NC))
+        chain = Const(NC - 1, range(NC))
+        for k in reversed(range(NC - 1)):
+            chain = Mux(ctrl_mask[k], k, chain)
+        m.d.comb += ctrl_x.eq(chain)
+        data_mask = Cat(*(r.snd[k] != r.nxt[k] for k in range(NC)))
+        if cc is not None:
+            data_mask = data_mask & cc.react.ready     # the pacers hold the channels to their rates
+        data_found, data_ch = round_robin_pick(m, data_mask, r.tx_ptr, NC, "txdata")
+        data_paused, control_paused = self.paused[0], self.paused[1]
+        cnp_any = cc.notify.pending.any() if cc is not None else Const(0, 1)
+        control_any = (cnp_any | ctrl_mask.any()) & ~control_paused
+        pick_cnp = Signal()
+        pick_ctrl = Signal()
+        pick_data = Signal()
+        # CNPs first, then acknowledgements, then data; a paused class waits.
+        m.d.comb += [pick_cnp.eq(~tx_busy & cnp_any & ~control_paused),
+                     pick_ctrl.eq(~tx_busy & ~cnp_any & ctrl_mask.any() & ~control_paused),
+                     pick_data.eq(~tx_busy & ~control_any & data_found & ~data_paused)]
+        m.d.comb += r.desc_tx.addr.eq(self._slot(data_ch, r.snd[data_ch]))
+        syndrome = Signal(2)
+        m.d.comb += syndrome.eq(Mux(r.pend_acc[ctrl_x], wire.SYN_NAK_ACCESS,
+                                    Mux(r.pend_seq[ctrl_x], wire.SYN_NAK_SEQ, wire.SYN_ACK)))
+        return SimpleNamespace(busy=tx_busy, cnp=pick_cnp, ctrl=pick_ctrl, data=pick_data,
+                               ctrl_x=ctrl_x, data_ch=data_ch, syndrome=syndrome)
+
+    def _transmitter(self, m: Module, r: SimpleNamespace, tables: KeyTables,
+                     cc: SimpleNamespace | None, pick: SimpleNamespace) -> None:
+        """Step 3's packet: the picked packet's headers latched, its payload
+        read from host memory ahead into a small buffer, its flits sent on
+        the uplink; ``pick.busy`` until the last flit is taken."""
+        cfg, rd = self._cfg, self._cfg.rdma
+        E, C = cfg.switch.ports, rd.channels_per_peer
+        M = wire.payload_words(cfg.switch.max_packet_flits)
+        tx_busy, ctrl_x, data_ch, syndrome = pick.busy, pick.ctrl_x, pick.data_ch, pick.syndrome
         tx_flit = Signal(range(cfg.switch.max_packet_flits))
         tx_len = Signal(range(cfg.switch.max_packet_flits + 1))
         tx_dst = Signal(range(E))
@@ -221,56 +349,32 @@ class RdmaEngine(wiring.Component):
         tx_va = Signal(wire.VA_BITS)
         tx_words = Signal(range(M + 1))      # payload words of the latched packet (0: an ACK)
 
-        ctrl_mask = Cat(*(pend_ack[k] | pend_seq[k] | pend_acc[k] for k in range(NC)))
-        ctrl_x = Signal(range(NC))
-        chain = Const(NC - 1, range(NC))
-        for k in reversed(range(NC - 1)):
-            chain = Mux(ctrl_mask[k], k, chain)
-        m.d.comb += ctrl_x.eq(chain)
-        data_mask = Cat(*(snd[k] != nxt[k] for k in range(NC)))
-        if dcqcn:
-            data_mask = data_mask & react.ready        # the pacers hold the channels to their rates
-        data_found, data_ch = round_robin_pick(m, data_mask, tx_ptr, NC, "txdata")
-        data_paused, control_paused = self.paused[0], self.paused[1]
-        cnp_any = notify.pending.any() if dcqcn else Const(0, 1)
-        control_any = (cnp_any | ctrl_mask.any()) & ~control_paused
-        pick_cnp = Signal()
-        pick_ctrl = Signal()
-        pick_data = Signal()
-        # CNPs first, then acknowledgements, then data; a paused class waits.
-        m.d.comb += [pick_cnp.eq(~tx_busy & cnp_any & ~control_paused),
-                     pick_ctrl.eq(~tx_busy & ~cnp_any & ctrl_mask.any() & ~control_paused),
-                     pick_data.eq(~tx_busy & ~control_any & data_found & ~data_paused)]
-        m.d.comb += desc_tx.addr.eq(slot(data_ch, snd[data_ch]))
-        syndrome = Signal(2)
-        m.d.comb += syndrome.eq(Mux(pend_acc[ctrl_x], wire.SYN_NAK_ACCESS,
-                                    Mux(pend_seq[ctrl_x], wire.SYN_NAK_SEQ, wire.SYN_ACK)))
-
         # The headers are built without their HCS byte, which is added as they are latched.
         b = {name: Signal(width, name=f"bth_{name}") for name, width in wire.BTH_FIELDS
              if name != "hcs"}
         reth = Signal(reth_layout())
         bth = pack(wire.BTH_FIELDS, **b)
-        with m.If(pick_cnp):
-            if dcqcn:       # else pick_cnp is 0
-                m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(notify.lowest % C)]
+        with m.If(pick.cnp):
+            if cc is not None:       # else pick.cnp is 0
+                lowest = cc.notify.lowest
+                m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(lowest % C)]
                 m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1),
-                             tx_dst.eq(notify.lowest // C), tx_bth.eq(with_hcs(bth, hcs(bth))),
+                             tx_dst.eq(lowest // C), tx_bth.eq(with_hcs(bth, hcs(bth))),
                              tx_words.eq(0)]
-        with m.Elif(pick_ctrl):
+        with m.Elif(pick.ctrl):
             m.d.comb += [b["opcode"].eq(wire.ACK_OPCODE), b["ch"].eq(ctrl_x % C),
                          b["syndrome"].eq(syndrome),
-                         b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, denied[ctrl_x],
-                                         Mux(syndrome == wire.SYN_NAK_SEQ, epsn[ctrl_x],
-                                             epsn[ctrl_x] - 1)))]
+                         b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, r.denied[ctrl_x],
+                                         Mux(syndrome == wire.SYN_NAK_SEQ, r.epsn[ctrl_x],
+                                             r.epsn[ctrl_x] - 1)))]
             m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1), tx_dst.eq(ctrl_x // C),
                          tx_bth.eq(with_hcs(bth, hcs(bth))), tx_words.eq(0)]
-        with m.Elif(pick_data):
-            dd = desc_tx.data
+        with m.Elif(pick.data):
+            dd = r.desc_tx.data
             m.d.comb += [b["opcode"].eq(data_opcode(dd.opcode, dd.first, dd.last)),
                          b["ack_req"].eq(dd.last), b["ch"].eq(data_ch % C), b["dqp"].eq(dd.qp),
-                         b["epoch"].eq(epoch[data_ch]),
-                         b["psn"].eq(snd[data_ch]),
+                         b["epoch"].eq(r.epoch[data_ch]),
+                         b["psn"].eq(r.snd[data_ch]),
                          reth.rkey.eq(dd.rkey), reth.raddr.eq(dd.raddr), reth.mlen.eq(dd.mlen),
                          reth.offset.eq(dd.offset)]
             m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(dd.words + 2),
@@ -295,7 +399,7 @@ class RdmaEngine(wiring.Component):
                      dma.rd_req_addr.eq(reader.translate(tx_va + rd_next))]
         request = dma.rd_req_valid & dma.rd_req_ready
         pop = Signal()
-        with m.If(pick_data | pick_ctrl | pick_cnp):
+        with m.If(pick.data | pick.ctrl | pick.cnp):
             m.d.sync += rd_next.eq(0)
         with m.Elif(request):
             m.d.sync += rd_next.eq(rd_next + 1)
@@ -314,22 +418,41 @@ class RdmaEngine(wiring.Component):
             pop.eq(self.tx.valid & self.tx.ready & (tx_flit >= 2)),
             tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, buf[buf_head]))),
             tx.first.eq(tx_flit == 0), tx.last.eq(tx_flit == tx_len - 1),
-            tx.dst.eq(tx_dst), tx.src.eq(me), tx.length.eq(tx_len),
+            tx.dst.eq(tx_dst), tx.src.eq(self._me), tx.length.eq(tx_len),
             # One-flit packets (ACKs, NAKs, CNPs) are control; data is ECN-capable with DCQCN.
             tx.prio.eq(Mux(tx_len == 1, rd.control_priority, rd.data_priority)),
-            tx.ecn.eq(Mux(tx_len == 1, NOT_ECT, ECT0 if dcqcn else NOT_ECT)),
+            tx.ecn.eq(Mux(tx_len == 1, NOT_ECT, ECT0 if cc is not None else NOT_ECT)),
         ]
         with m.If(self.tx.valid & self.tx.ready):
             m.d.sync += tx_flit.eq(tx_flit + 1)
             with m.If(tx.last):
                 m.d.sync += tx_busy.eq(0)
 
-        # -- 5. receive ----------------------------------------------------
+        # The data packet picked: snd moves on (hsn with it, unless a
+        # retransmission), and the round-robin pointer one past the channel.
+        for c in range(self._nc):
+            with m.If(pick.data & (data_ch == c)):
+                m.d.sync += r.snd[c].eq(r.snd[c] + 1)
+                with m.If(r.snd[c] == r.hsn[c]):
+                    m.d.sync += r.hsn[c].eq(r.hsn[c] + 1)
+        with m.If(pick.data):
+            m.d.sync += r.tx_ptr.eq(Mux(data_ch == self._nc - 1, 0, data_ch + 1))
+
+    # -- 5. receiver ----------------------------------------------------------------
+
+    def _receiver(self, m: Module, r: SimpleNamespace, tables: KeyTables) -> SimpleNamespace:
+        """Step 5's flits in: a one-flit packet (ACK/NAK or CNP) decoded at
+        flit 0, a data packet's verdict at flit 1 (held to its last flit),
+        its payload written to host memory, the receive completion.
+        """
+        cfg = self._cfg
+        C, NC = cfg.rdma.channels_per_peer, self._nc
+        epsn, denied, awaiting = r.epsn, r.denied, r.awaiting
         rx = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
         rx_k = Signal(range(cfg.switch.max_packet_flits))
         rx_bth_bits = Signal(64)
-        rx_src = Signal(range(E))
+        rx_src = Signal(range(cfg.switch.ports))
         rx_write = Signal()
         rx_rkey = Signal(wire.KEY_BITS)
         rx_va = Signal(wire.VA_BITS)
@@ -373,8 +496,8 @@ class RdmaEngine(wiring.Component):
         # Live: the context's epoch, or while awaiting the next one (the
         # sender heard the NAK). The same epoch while awaiting: the sender has
         # not heard it; any other: a stale packet from an earlier epoch.
-        same_epoch = hb.epoch == cx_epoch[x]
-        next_epoch = hb.epoch == (cx_epoch[x] + 1)[:wire.EPOCH_BITS]
+        same_epoch = hb.epoch == r.cx_epoch[x]
+        next_epoch = hb.epoch == (r.cx_epoch[x] + 1)[:wire.EPOCH_BITS]
         v_renak = verdict & hdr_good & same_epoch & awaiting[x] & (hb.psn == denied[x])
         v_live = verdict & hdr_good & Mux(awaiting[x], next_epoch, same_epoch)
         v_blocked = verdict & hdr_good & ~v_live & ~v_renak
@@ -385,7 +508,7 @@ class RdmaEngine(wiring.Component):
         # The decision's context updates wait for the packet's last flit, so
         # that no acknowledgement covers a packet before its data is written.
         rx_x = Signal(range(NC))
-        rx_kind = Signal(range(6))
+        rx_kind = Signal(Verdict)
         rx_epoch = Signal(wire.EPOCH_BITS)
         rx_psn = Signal(PSN)
         rx_ack_req = Signal()
@@ -393,13 +516,24 @@ class RdmaEngine(wiring.Component):
             m.d.sync += [rx_write.eq(v_accept), rx_rkey.eq(rr.rkey), rx_va.eq(rr.raddr + rr.offset),
                          rx_rcpl.eq(wire_is_send_last(hb.opcode)), rx_dqp.eq(hb.dqp),
                          rx_mlen.eq(rr.mlen), rx_x.eq(x), rx_ack_req.eq(hb.ack_req),
-                         rx_epoch.eq(hb.epoch), rx_psn.eq(hb.psn),
-                         rx_kind.eq(Mux(v_accept, ACCEPT, Mux(v_denied, DENIED, Mux(v_dup, DUPLICATE,
-                                        Mux(v_gap, GAP, Mux(v_renak, RENAK, NONE))))))]
+                         rx_epoch.eq(hb.epoch), rx_psn.eq(hb.psn)]
+            # At most one of these holds; none: a corrupt or blocked packet.
+            with m.If(v_accept):
+                m.d.sync += rx_kind.eq(Verdict.ACCEPT)
+            with m.Elif(v_denied):
+                m.d.sync += rx_kind.eq(Verdict.DENIED)
+            with m.Elif(v_dup):
+                m.d.sync += rx_kind.eq(Verdict.DUPLICATE)
+            with m.Elif(v_gap):
+                m.d.sync += rx_kind.eq(Verdict.GAP)
+            with m.Elif(v_renak):
+                m.d.sync += rx_kind.eq(Verdict.RENAK)
+            with m.Else():
+                m.d.sync += rx_kind.eq(Verdict.NONE)
         packet_end = Signal()
         m.d.comb += packet_end.eq(self.rx.valid & ~rx.first & (rx_k >= 2) & rx.last)
         with m.If(packet_end):
-            m.d.sync += rx_kind.eq(NONE)
+            m.d.sync += rx_kind.eq(Verdict.NONE)
         writer = tables.lookup(m, rx_rkey, "dma_wr")
         payload_in = self.rx.valid & ~rx.first & (rx_k >= 2) & rx_write
         m.d.comb += [self.dma.wr_en.eq(payload_in), self.dma.wr_addr.eq(writer.translate(rx_va)),
@@ -408,8 +542,28 @@ class RdmaEngine(wiring.Component):
             m.d.sync += rx_va.eq(rx_va + 1)
         m.d.comb += [self.rcpl_valid.eq(payload_in & rx.last & rx_rcpl),
                      self.rcpl.qp.eq(rx_dqp), self.rcpl.src.eq(rx_src), self.rcpl.length.eq(rx_mlen)]
+        return SimpleNamespace(
+            ack=ack, ack_good=ack_good, ack_t=ack_t, ack_corrupt=ack_corrupt, cnp_in=cnp_in,
+            x=x, v_corrupt=v_corrupt, v_marked=v_marked, v_renak=v_renak, v_blocked=v_blocked,
+            v_dup=v_dup, v_gap=v_gap, packet_end=packet_end, rx_x=rx_x, rx_kind=rx_kind,
+            rx_epoch=rx_epoch, rx_psn=rx_psn, rx_ack_req=rx_ack_req)
 
-        # An acknowledgement that is not stale: it overrides the pick and the timer.
+    # -- acknowledger ---------------------------------------------------------------
+
+    def _acknowledger(self, m: Module, r: SimpleNamespace, seg: SimpleNamespace,
+                      rx: SimpleNamespace) -> list:
+        """Steps 4 and 5 at the sender: each channel's retransmission timer and
+        go back N, then an acknowledgement that is not stale (it overrides the
+        pick's ``snd`` and the timer), and the window's error bits; returns the
+        timeouts, one bit per channel.
+
+        Elaborated after the transmitter, so that its ``snd`` assignments win
+        over the pick's.
+        """
+        rd = self._cfg.rdma
+        NC, W = self._nc, rd.window
+        nxt, snd, una, hsn, timer, epoch = r.nxt, r.snd, r.una, r.hsn, r.timer, r.epoch
+        ack, ack_t = rx.ack, rx.ack_t
         a = ack.psn
         ack_ok = Signal()
         with m.Switch(ack.syndrome):
@@ -424,20 +578,10 @@ class RdmaEngine(wiring.Component):
                 # packet whose NAK is on its way.
                 m.d.comb += ack_ok.eq(psn_within(a, una[ack_t], hsn[ack_t]))
         ack_hit = Signal()
-        m.d.comb += ack_hit.eq(ack_good & ack_ok)
+        m.d.comb += ack_hit.eq(rx.ack_good & ack_ok)
 
-        # -- per-channel updates (sender role): steps 1-5 in override order --
         timeouts = []
         for c in range(NC):
-            with m.If(seg_take & (ch_wr == c)):
-                m.d.sync += nxt[c].eq(nxt[c] + 1)
-            with m.If(ret_found & (ret_ch == c)):
-                m.d.sync += [ret[c].eq(ret[c] + 1),
-                             msgerr[c].eq(Mux(desc_ret.data.last, 0, msgerr[c] | ret_err))]
-            with m.If(pick_data & (data_ch == c)):
-                m.d.sync += snd[c].eq(snd[c] + 1)
-                with m.If(snd[c] == hsn[c]):
-                    m.d.sync += hsn[c].eq(hsn[c] + 1)
             acked = ack_hit & (ack_t == c)
             fire = Signal(name=f"ch_timeout{c}")
             timeouts.append(fire)
@@ -463,18 +607,29 @@ class RdmaEngine(wiring.Component):
 
         # The window's error bits: cleared as a slot is filled, set by a NAK (access).
         err_next = Signal(NC * W)
-        acc_slot = slot(ack_t, ack.psn)
+        acc_slot = self._slot(ack_t, ack.psn)
         acc_hit = Signal()
         m.d.comb += acc_hit.eq(ack_hit & (ack.syndrome == wire.SYN_NAK_ACCESS))
-        fill = Mux(seg_take, Const(1, NC * W) << slot(ch_wr, nxt[ch_wr]), 0)
+        fill = Mux(seg.take, Const(1, NC * W) << self._slot(seg.ch, nxt[seg.ch]), 0)
         hit = Mux(acc_hit, Const(1, NC * W) << acc_slot, 0)
-        m.d.comb += err_next.eq((err & ~fill) | hit)
-        m.d.sync += err.eq(err_next)
+        m.d.comb += err_next.eq((r.err & ~fill) | hit)
+        m.d.sync += r.err.eq(err_next)
+        return timeouts
 
-        # -- per-context updates (target role): pick clears, then receive --
+    def _contexts(self, m: Module, r: SimpleNamespace, pick: SimpleNamespace,
+                  rx: SimpleNamespace) -> None:
+        """The acknowledger at the target: each receive context's registers, the
+        pick's clearing of an acknowledgement sent (step 3), the ack timer
+        (step 6), then the receiver's verdict applied at the packet's last
+        flit (step 5)."""
+        rd = self._cfg.rdma
+        NC, W = self._nc, rd.window
+        pend_ack, pend_seq, pend_acc, ack_timer = r.pend_ack, r.pend_seq, r.pend_acc, r.ack_timer
+        unacked, epsn, nak_sent, awaiting = r.unacked, r.epsn, r.nak_sent, r.awaiting
+        rx_kind, rx_x, packet_end = rx.rx_kind, rx.rx_x, rx.packet_end
         for c in range(NC):
-            picked = pick_ctrl & (ctrl_x == c)
-            accepted = packet_end & (rx_kind == ACCEPT) & (rx_x == c)
+            picked = pick.ctrl & (pick.ctrl_x == c)
+            accepted = packet_end & (rx_kind == Verdict.ACCEPT) & (rx_x == c)
             left = Mux(picked, 0, unacked[c])
             total = Signal(W.bit_length(), name=f"cx_unacked_next{c}")
             m.d.comb += total.eq(left + accepted)
@@ -490,64 +645,66 @@ class RdmaEngine(wiring.Component):
             with m.Else():
                 m.d.sync += ack_timer[c].eq(0)
             with m.If(packet_end & (rx_x == c)):
-                with m.If((rx_kind != NONE) & (rx_kind != RENAK)):
+                with m.If((rx_kind != Verdict.NONE) & (rx_kind != Verdict.RENAK)):
                     # A live packet: its epoch is the context's (a switch ends
                     # the wait); a denial starts the wait again.
-                    m.d.sync += [awaiting[c].eq(0), cx_epoch[c].eq(rx_epoch)]
+                    m.d.sync += [awaiting[c].eq(0), r.cx_epoch[c].eq(rx.rx_epoch)]
                 with m.Switch(rx_kind):
-                    with m.Case(DENIED):
+                    with m.Case(Verdict.DENIED):
                         m.d.sync += [pend_acc[c].eq(1), epsn[c].eq(epsn[c] + 1), awaiting[c].eq(1),
-                                     denied[c].eq(rx_psn)]
-                    with m.Case(RENAK):
+                                     r.denied[c].eq(rx.rx_psn)]
+                    with m.Case(Verdict.RENAK):
                         m.d.sync += pend_acc[c].eq(1)
-                    with m.Case(ACCEPT):
+                    with m.Case(Verdict.ACCEPT):
                         m.d.sync += [epsn[c].eq(epsn[c] + 1), nak_sent[c].eq(0)]
-                        with m.If(rx_ack_req | (total >= rd.ack_every)):
+                        with m.If(rx.rx_ack_req | (total >= rd.ack_every)):
                             m.d.sync += pend_ack[c].eq(1)
-                    with m.Case(DUPLICATE):
+                    with m.Case(Verdict.DUPLICATE):
                         m.d.sync += pend_ack[c].eq(1)
-                    with m.Case(GAP):
+                    with m.Case(Verdict.GAP):
                         with m.If(~nak_sent[c]):
                             m.d.sync += [pend_seq[c].eq(1), nak_sent[c].eq(1)]
 
-        if dcqcn:
-            m.d.comb += [notify.marked_valid.eq(v_marked), notify.marked_context.eq(x),
-                         notify.pick.eq(pick_cnp),
-                         react.cnp_valid.eq(cnp_in), react.cnp_channel.eq(ack_t),
-                         react.sent_valid.eq(pick_data), react.sent_channel.eq(data_ch),
-                         react.sent_flits.eq(desc_tx.data.words + 2),
-                         self.cnp_valid.eq(pick_cnp), self.cnp_context.eq(notify.lowest),
-                         self.rate_changed.eq(react.changed)]
-            m.d.comb += [self.rate[c].eq(react.rate[c]) for c in range(NC)]
+    # -- DCQCN and counters -----------------------------------------------------------
 
-        # Round-robin pointers move one past the channel served.
-        with m.If(ret_found):
-            m.d.sync += ret_ptr.eq(Mux(ret_ch == NC - 1, 0, ret_ch + 1))
-        with m.If(pick_data):
-            m.d.sync += tx_ptr.eq(Mux(data_ch == NC - 1, 0, data_ch + 1))
+    def _connect_congestion_control(self, m: Module, r: SimpleNamespace, cc: SimpleNamespace,
+                                    pick: SimpleNamespace, rx: SimpleNamespace) -> None:
+        """The notification point hears the CE marks and the CNP picks; the
+        reaction points the CNPs received and the data packets picked."""
+        notify, react = cc.notify, cc.react
+        m.d.comb += [notify.marked_valid.eq(rx.v_marked), notify.marked_context.eq(rx.x),
+                     notify.pick.eq(pick.cnp),
+                     react.cnp_valid.eq(rx.cnp_in), react.cnp_channel.eq(rx.ack_t),
+                     react.sent_valid.eq(pick.data), react.sent_channel.eq(pick.data_ch),
+                     react.sent_flits.eq(r.desc_tx.data.words + 2),
+                     self.cnp_valid.eq(pick.cnp), self.cnp_context.eq(notify.lowest),
+                     self.rate_changed.eq(react.changed)]
+        m.d.comb += [self.rate[c].eq(react.rate[c]) for c in range(self._nc)]
 
-        # -- counters ------------------------------------------------------
+    def _counters(self, m: Module, r: SimpleNamespace, pick: SimpleNamespace,
+                  rx: SimpleNamespace, timeouts: list) -> None:
+        """Section 10.8's counters, each counting its events in the cycle they happen."""
+        data_ch = pick.data_ch
         events = {
-            "tx_data": pick_data,
-            "retransmissions": pick_data & (snd[data_ch] != hsn[data_ch]),
-            "tx_acks": pick_ctrl & (syndrome == wire.SYN_ACK),
-            "naks": pick_ctrl & (syndrome != wire.SYN_ACK),
+            "tx_data": pick.data,
+            "retransmissions": pick.data & (r.snd[data_ch] != r.hsn[data_ch]),
+            "tx_acks": pick.ctrl & (pick.syndrome == wire.SYN_ACK),
+            "naks": pick.ctrl & (pick.syndrome != wire.SYN_ACK),
             "timeouts": Cat(*timeouts),
-            "duplicates": v_dup | v_renak,
-            "out_of_sequence": v_gap | v_blocked,
-            "corrupt": v_corrupt | ack_corrupt,
+            "duplicates": rx.v_dup | rx.v_renak,
+            "out_of_sequence": rx.v_gap | rx.v_blocked,
+            "corrupt": rx.v_corrupt | rx.ack_corrupt,
             "completions": self.cpl_valid,
             "errors": self.cpl_valid & (self.cpl.status != wire.STATUS_OK),
             "rx_completions": self.rcpl_valid,
-            "ecn_marked": v_marked,
-            "cnp_sent": pick_cnp,
-            "cnp_handled": cnp_in,
+            "ecn_marked": rx.v_marked,
+            "cnp_sent": pick.cnp,
+            "cnp_handled": rx.cnp_in,
         }
         for i, name in enumerate(RDMA_COUNTERS):
             ev = events[name]
             inc = sum(ev[b] for b in range(len(ev))) if len(ev) > 1 else ev
             m.d.sync += self.counters[i].eq(self.counters[i] + inc)
-        return m
 
 
 def with_hcs(bth, check):

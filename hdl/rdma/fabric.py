@@ -1,6 +1,6 @@
 """The simulation top of an RDMA fabric: engines, host memories, fault injectors, switch.
 
-Endpoint ``e`` is an :class:`~.rdma_engine.RdmaEngine` with its host
+Endpoint ``e`` is an :class:`~.engine.RdmaEngine` with its host
 memory, whose uplink passes a :class:`~.fault_injector.FaultInjector` into
 switch input ``e`` and whose downlink is switch output ``e``. The host
 memories stand in for the hosts behind the DMA ports; the testbench loads
@@ -94,7 +94,7 @@ class RdmaFabric(wiring.Component):
         counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
         entering = []
         for e in range(n):
-            engine = RdmaEngine(cfg, e)
+            engine = RdmaEngine(cfg, endpoint=e)
             inject = FaultInjector(cfg)
             memory = Memory(shape=64, depth=cfg.rdma.memory_words, init=[])
             m.submodules[f"engine{e}"] = engine

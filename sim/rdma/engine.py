@@ -2,10 +2,14 @@
 
 One endpoint's engine: the WR segmenter, the per-channel windows of packet
 descriptors, the retire unit, the transmitter, the retransmission and
-acknowledgement timers, the receiver, and the key checks and translation
-of section 10.3. :meth:`RdmaEngine.step` simulates one cycle the way the
-text of section 10.6 puts it: every decision from the state at the start
-of the cycle, then the updates in the order of its steps.
+acknowledgement timers and the receiver; the key checks and translation
+of section 10.3 are :class:`~superfabric.sim.rdma.keys.KeyTable`.
+:meth:`RdmaEngine.step` simulates one cycle the way the text of section
+10.6 puts it: every decision from the state at the start of the cycle,
+then the updates in the order of its steps. Its parts are methods named
+after the engine's: the segmenter, the retire unit (completions), the
+transmitter, the acknowledger (ACK/NAKs made and heard, with their
+timers) and the receiver.
 
 The model keeps the timers as the cycle they started counting from rather
 than counting every cycle: the value is the same, and an engine with
@@ -14,15 +18,14 @@ nothing to do costs nothing (``next_event`` says when a timer fires).
 
 from collections import deque, namedtuple
 
-import numpy as np
-
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.counters import RDMA_COUNTERS
 from ...formats.packet import CE
 from .dcqcn import NEVER, NotificationPoint, ReactionPoint
+from .keys import KeyTable
 
-__all__ = ["RdmaEngine", "KeyTable", "Descriptor", "NEVER"]
+__all__ = ["RdmaEngine", "Descriptor", "NEVER"]
 
 _PSN_MASK = wire.PSN_MOD - 1
 _VA_MASK = (1 << wire.VA_BITS) - 1
@@ -32,50 +35,11 @@ _EPOCHS = 1 << wire.EPOCH_BITS
 #: One window slot (``rdma_wire.descriptor_fields``).
 Descriptor = namedtuple("Descriptor", "qp opcode first last lkey va rkey raddr mlen offset words tag")
 
-# Key table columns of the workload (section 10.3).
-_VALID, _KEY, _VA, _WORDS, _PAGE, _ACCESS, _PEERS = range(7)
-
-
-class KeyTable:
-    """One endpoint's registration table and page table (section 10.3).
-
-    ``keys`` is an int array ``[keys, 7]`` of (valid, key, va, words, page,
-    access, peers), indexed by ``key mod keys``; ``page_table`` an int
-    array of physical page numbers.
-    """
-
-    def __init__(self, keys: np.ndarray, page_table: np.ndarray, cfg: FabricConfig):
-        rd = cfg.rdma
-        self._entries = [tuple(int(v) for v in row) for row in np.asarray(keys)]
-        self._pages = [int(p) for p in np.asarray(page_table)]
-        self._key_mask = rd.keys - 1
-        self._page_mask = rd.pages - 1
-        self._shift = (rd.page_words - 1).bit_length()
-        self._offset_mask = rd.page_words - 1
-        self._addr_mask = rd.memory_words - 1
-
-    def allowed(self, key: int, va: int, words: int, right: int, peer: int | None = None) -> bool:
-        """The range ``[va, va + words)`` may be accessed under ``key`` with ``right``
-        (and, for a remote access, by endpoint ``peer``)."""
-        e = self._entries[key & self._key_mask]
-        return bool(e[_VALID] and e[_KEY] == key and e[_ACCESS] & right and va >= e[_VA]
-                    and va - e[_VA] + words <= e[_WORDS]
-                    and (peer is None or e[_PEERS] >> peer & 1))
-
-    def addresses(self, key: int, va: int, words: int) -> list[int]:
-        """Host memory addresses of ``va .. va + words - 1`` in the region of ``key``.
-
-        Uses the entry at ``key mod keys`` without checking it; the physical
-        address keeps the memory's address bits (it wraps modulo memory_words).
-        """
-        e = self._entries[key & self._key_mask]
-        base, page = e[_VA], e[_PAGE]
-        shift, pages, low, mask = self._shift, self._pages, self._offset_mask, self._addr_mask
-        out = []
-        for v in range(va, va + words):
-            o = (v - base) & _VA_MASK
-            out.append((pages[(page + (o >> shift)) & self._page_mask] << shift | (o & low)) & mask)
-        return out
+#: What the receiver decided on a flit (:meth:`RdmaEngine._receive`): an ACK/NAK's channel and
+#: update, a CNP's channel, a CE-marked packet's context, the context and verdict applied at a
+#: packet's last flit, the host write and the receive completion; -1 or ``None`` where none.
+_Received = namedtuple("_Received", "ack_t ack_update cnp_t marked x verdict write completion",
+                       defaults=(-1, None, -1, -1, -1, None, None, None))
 
 
 def _round_robin(members, start: int) -> int:
@@ -165,7 +129,7 @@ class RdmaEngine:
         self.rp = ReactionPoint(units, NC) if self.dcqcn else None
         self.cnps = []
 
-    # -- the WR stream --------------------------------------------------------
+    # -- the WR stream -----------------------------------------------------------------
 
     def _classify(self, wr) -> tuple[int, int]:
         """The WR's channel (-1 when ``dst`` names no peer) and its error
@@ -229,7 +193,7 @@ class RdmaEngine:
                 return cycle
         return min(soonest, self._wakeup())
 
-    # -- the uplink -------------------------------------------------------------
+    # -- the uplink --------------------------------------------------------------------
 
     def offer(self):
         """The transmitter's flit in this cycle, ``(k, word, dst, length)``, or ``None``.
@@ -250,7 +214,7 @@ class RdmaEngine:
         tx = self._tx
         return tx is not None and (self._rd_next < len(tx[4]) or bool(self._in_flight))
 
-    # -- one cycle ----------------------------------------------------------------
+    # -- one cycle ---------------------------------------------------------------------
 
     def step(self, cycle: int, wr, tx_taken: bool, rx, paused: tuple[bool, bool] = (False, False)):
         """Simulate ``cycle`` and clock its edge.
@@ -265,6 +229,10 @@ class RdmaEngine:
         Returns ``(taken, completion, rx_completion)``: whether the WR was
         taken, the completion given ``(qp, tag, status)`` or ``None``, the
         receive completion given ``(src, qp, length)`` or ``None``.
+
+        Each part of the engine first decides from the state at the start of
+        the cycle, then the updates apply in the order of section 10.6's steps
+        (a later step's assignment wins over an earlier one's).
         """
         self.retired = False
         cnp_pending = self.np is not None and bool(self.np.pending)
@@ -275,27 +243,56 @@ class RdmaEngine:
         if (wr is None and rx is None and not tx_taken and not self._to_retire
                 and cycle < self._wakeup() and not self._reading() and not pickable):
             return False, None, None         # nothing to decide in this cycle
-        W = self._W
-        nxt, snd, una, ret = self.nxt, self.snd, self.una, self.ret
-        cnt = self.counters
+
+        # -- decisions, all from the state at the start of the cycle --------
+        retiring, completion = self._retire_pick()
+        seg_ch, taken, completion = self._segmenter(wr, completion)
+        request, arriving = self._payload_reads(cycle)
+        pick_cnp, pick_x, pick_ch = self._transmit_pick(cycle, paused, cnp_pending)
+        fired, ack_fired = self._timeouts(cycle, pick_x)
+        got = self._receive(rx)
+
+        # -- updates, in the order of the steps --------------------------------
         touched = set()              # channels whose state may have changed
         reset = set()                # channels whose retransmission timer restarts at 0
         ctx_touched = set()          # contexts likewise
+        if seg_ch >= 0:
+            taken = self._segment(wr, seg_ch)
+            touched.add(seg_ch)
+        self._retire(retiring, completion, touched)
+        picked = self._latch(cycle, pick_cnp, pick_x, pick_ch, touched, ctx_touched)
+        self._go_back_n(fired, got.ack_t, touched, reset)
+        if got.ack_update is not None:
+            self._acknowledged(got.ack_t, got.ack_update)
+            reset.add(got.ack_t)
+            touched.add(got.ack_t)
+        if got.verdict is not None:
+            self._apply_verdict(got.x, got.verdict)
+            ctx_touched.add(got.x)
+        self._congestion(cycle, got.marked, got.cnp_t, pick_ch, picked)
+        if got.write is not None:
+            self.memory[got.write[0]] = got.write[1]
+        if got.completion is not None:
+            self.counters["rx_completions"] += 1
+        # 6. Acknowledgement timers.
+        for x in ack_fired:
+            self.pend[x] |= _PEND_ACK
+            ctx_touched.add(x)
+        self._transmitter_edge(tx_taken, picked, request, arriving)
 
-        # -- decisions, all from the state at the start of the cycle --------
-        # 2. Retire.
-        r_ch = -1
-        completion = None
-        if self._to_retire:
-            r_ch = _round_robin(self._to_retire, self.ret_ptr)
-            slot = ret[r_ch] % W
-            d = self.desc[r_ch][slot]
-            r_err = self.err[r_ch][slot]
-            if d.last:
-                failed = self.msgerr[r_ch] or r_err
-                completion = (d.qp, d.tag, wire.STATUS_REMOTE if failed else wire.STATUS_OK)
+        if touched or ctx_touched:
+            self._refresh(cycle, touched, reset, ctx_touched, pick_x, ack_fired)
+        return taken, completion, got.completion
 
-        # 1. Segmenter.
+    # -- segmenter (step 1) ------------------------------------------------------------
+
+    def _segmenter(self, wr, completion):
+        """Decide on the offered WR: ``(channel, taken, completion)``.
+
+        The channel is the one a packet is segmented into (-1: none); a
+        failing WR completes with its status once the engine is drained,
+        unless the retire unit gives ``completion`` in this cycle.
+        """
         seg_ch = -1
         taken = False
         if wr is not None:
@@ -304,12 +301,69 @@ class RdmaEngine:
                 if completion is None and self._drained():
                     completion = (wr[1], wr[9], status)
                     taken = True
-            elif (nxt[ch] - ret[ch]) & _PSN_MASK < W:
+            elif (self.nxt[ch] - self.ret[ch]) & _PSN_MASK < self._W:
                 seg_ch = ch
+        return seg_ch, taken, completion
 
-        # Payload reads: a request if the buffer has room for its word (the
-        # word is read now, before this cycle's writes), and the word of an
-        # earlier request arriving.
+    def _segment(self, wr, ch: int) -> bool:
+        """Write the WR's packet at ``seg_off`` to slot ``nxt mod W`` of channel
+        ``ch``; returns whether it was the last (the WR is taken)."""
+        _, qp, dst, opcode, lkey, laddr, rkey, raddr, length, tag = wr
+        off = self.seg_off
+        last = off + self._M >= length
+        slot = self.nxt[ch] % self._W
+        self.desc[ch][slot] = Descriptor(
+            qp, opcode, off == 0, last, lkey, (laddr + off) & _VA_MASK, rkey, raddr, length,
+            off, length - off if last else self._M, tag)
+        self.err[ch][slot] = False
+        self.nxt[ch] = (self.nxt[ch] + 1) & _PSN_MASK
+        self.seg_off = 0 if last else off + self._M
+        return last
+
+    # -- completion: the retire unit (step 2) ------------------------------------------
+
+    def _retire_pick(self):
+        """Decide on the retire unit: ``(retiring, completion)``.
+
+        ``retiring`` is ``(channel, descriptor, err bit)`` of the slot retired
+        or ``None``; ``completion`` the one given on a message's last packet.
+        """
+        if not self._to_retire:
+            return None, None
+        ch = _round_robin(self._to_retire, self.ret_ptr)
+        slot = self.ret[ch] % self._W
+        d = self.desc[ch][slot]
+        err = self.err[ch][slot]
+        completion = None
+        if d.last:
+            failed = self.msgerr[ch] or err
+            completion = (d.qp, d.tag, wire.STATUS_REMOTE if failed else wire.STATUS_OK)
+        return (ch, d, err), completion
+
+    def _retire(self, retiring, completion, touched: set) -> None:
+        """Retire the slot picked and count the completion given (the retire
+        unit's or a failing WR's)."""
+        self.retired = retiring is not None
+        if retiring is not None:
+            ch, d, err = retiring
+            self.ret[ch] = (self.ret[ch] + 1) & _PSN_MASK
+            self.msgerr[ch] = False if d.last else self.msgerr[ch] or err
+            self.ret_ptr = (ch + 1) % self._NC
+            touched.add(ch)
+        if completion is not None:
+            self.counters["completions"] += 1
+            if completion[2] != wire.STATUS_OK:
+                self.counters["errors"] += 1
+
+    # -- transmitter (step 3 and the payload reads) ------------------------------------
+
+    def _payload_reads(self, cycle: int):
+        """The payload read requested in ``cycle`` and the word arriving in it.
+
+        A request is made if the buffer has room for its word (the word is
+        read now, before this cycle's writes): ``(cycle it arrives, word)``
+        or ``None``. The word of an earlier request arriving, or ``None``.
+        """
         tx = self._tx
         if (tx is not None and self._rd_next < len(tx[4])
                 and len(self._buffered) + len(self._in_flight) < self._depth):
@@ -320,141 +374,80 @@ class RdmaEngine:
             request = None
         arriving = self._in_flight[0][1] if (self._in_flight
                                              and self._in_flight[0][0] == cycle) else None
+        return request, arriving
 
-        # 3. Transmit pick: CNPs, then acknowledgements, then data, each
-        # only while its class is not paused.
-        pick_x = pick_ch = cnp_x = -1
+    def _transmit_pick(self, cycle: int, paused, cnp_pending: bool):
+        """Decide on the pick of an idle transmitter: ``(cnp, context, channel)``.
+
+        CNPs, then acknowledgements (the lowest context with a pending bit),
+        then data (round robin over the sendable channels), each only while
+        its class is not paused; -1 where nothing is picked.
+        """
+        pick_cnp, pick_x, pick_ch = False, -1, -1
         data_paused, control_paused = paused
         if self._tx is None:
             if cnp_pending and not control_paused:
-                cnp_x = -2           # the notification point names the context below
+                pick_cnp = True          # the notification point names the context at the latch
             elif self._pending and not control_paused:
                 pick_x = min(self._pending)
             elif self._to_send and not data_paused:
                 sendable = self._sendable(cycle)
                 if sendable:
                     pick_ch = _round_robin(sendable, self.tx_ptr)
+        return pick_cnp, pick_x, pick_ch
 
-        # 4 and 6. Timers reaching their timeouts in this cycle.
-        fired, ack_fired = [], []
-        if cycle >= self._timer_next:
-            # A timer holding t in this cycle fires when t + 1 reaches its timeout.
-            edge = cycle + 1
-            fired = [ch for ch, base in self._rto_base.items() if base + self._rto == edge]
-            ack_fired = [x for x, base in self._ack_base.items()
-                         if base + self._ato == edge and x != pick_x]
-
-        # 5. Receive.
-        ack_t = -1                   # channel of an ACK/NAK that overrides steps 3 and 4
-        ack_update = None
-        cnp_t = -1                   # channel of a CNP received
-        rx_x = -1                    # context of a data packet's verdict
-        verdict = None
-        write = None
-        rx_completion = None
-        marked = -1                  # context of a CE-marked data packet
-        if rx is not None:
-            src, k, last_flit, word, ecn = rx
-            if k == 0:
-                self._rx_bth = word
-                if last_flit:
-                    ack_t, ack_update, cnp_t = self._one_flit(src, word)
-            elif k == 1:
-                self._rx_verdict = self._verdict(src, self._rx_bth, word)
-                x = self._rx_verdict[0]
-                if x >= 0 and ecn == CE:
-                    self.counters["ecn_marked"] += 1
-                    marked = x
-            else:
-                if self._rx_write:
-                    write = (self._rx_addr[k - 2], word)
-                    if last_flit:
-                        rx_completion = self._rx_rcpl
-                if last_flit:
-                    # The context learns of the packet once it is written.
-                    rx_x, verdict = self._rx_verdict
-
-        # -- updates, in the order of the steps --------------------------------
-        # 1. Segmenter.
-        if seg_ch >= 0:
-            _, qp, dst, opcode, lkey, laddr, rkey, raddr, length, tag = wr
-            off = self.seg_off
-            last = off + self._M >= length
-            slot = nxt[seg_ch] % W
-            self.desc[seg_ch][slot] = Descriptor(
-                qp, opcode, off == 0, last, lkey, (laddr + off) & _VA_MASK, rkey, raddr, length,
-                off, length - off if last else self._M, tag)
-            self.err[seg_ch][slot] = False
-            nxt[seg_ch] = (nxt[seg_ch] + 1) & _PSN_MASK
-            self.seg_off = 0 if last else off + self._M
-            taken = last
-            touched.add(seg_ch)
-        # 2. Retire.
-        self.retired = r_ch >= 0
-        if r_ch >= 0:
-            ret[r_ch] = (ret[r_ch] + 1) & _PSN_MASK
-            self.msgerr[r_ch] = False if d.last else self.msgerr[r_ch] or r_err
-            self.ret_ptr = (r_ch + 1) % self._NC
-            touched.add(r_ch)
-        if completion is not None:
-            cnt["completions"] += 1
-            if completion[2] != wire.STATUS_OK:
-                cnt["errors"] += 1
-        # 3. Transmit pick.
-        picked = None
-        if cnp_x == -2:
-            cnp_x = self.np.pick()
-            picked = self._pick_cnp(cnp_x)
-            self.cnps.append((cycle, cnp_x))
-        elif pick_x >= 0:
-            picked = self._pick_acknowledgement(pick_x)
+    def _latch(self, cycle: int, pick_cnp: bool, pick_x: int, pick_ch: int,
+               touched: set, ctx_touched: set):
+        """Apply the pick to its context or channel; returns the packet for the
+        transmitter to latch (see :meth:`_pick_data`) or ``None``."""
+        if pick_cnp:
+            x = self.np.pick()
+            self.cnps.append((cycle, x))
+            return self._pick_cnp(x)
+        if pick_x >= 0:
             ctx_touched.add(pick_x)
-        elif pick_ch >= 0:
-            picked = self._pick_data(pick_ch)
+            return self._pick_acknowledgement(pick_x)
+        if pick_ch >= 0:
             touched.add(pick_ch)
-        # 4. Retransmission timers (a timeout yields to an ACK/NAK for its channel).
-        for ch in fired:
-            if ch != ack_t:
-                snd[ch] = una[ch]
-                cnt["timeouts"] += 1
-                reset.add(ch)
-                touched.add(ch)
-        # 5. Receive: an acknowledgement's assignments win over steps 3 and 4.
-        if ack_update is not None:
-            una[ack_t], new_snd, err_psn = ack_update
-            if new_snd is not None:
-                snd[ack_t] = new_snd
-            if err_psn is not None:
-                self.err[ack_t][err_psn % W] = True
-                self.epoch[ack_t] = (self.epoch[ack_t] + 1) % _EPOCHS
-            reset.add(ack_t)
-            touched.add(ack_t)
-        if verdict is not None:
-            self._apply_verdict(rx_x, verdict)
-            ctx_touched.add(rx_x)
-        # DCQCN: the notification point, after the pick, then the reaction
-        # point with this cycle's CNP and the data packet picked.
-        if marked >= 0:
-            self.np.marked(marked, cycle)
-        if self.rp is not None:
-            if cnp_t >= 0 or pick_ch >= 0 or cycle >= self.rp.next_timer:
-                self.rp.step(cycle, cnp=cnp_t, sent=pick_ch,
-                             flits=picked[1] if pick_ch >= 0 else 0)
-        if write is not None:
-            self.memory[write[0]] = write[1]
-        if rx_completion is not None:
-            cnt["rx_completions"] += 1
-        # 6. Acknowledgement timers.
-        for x in ack_fired:
-            self.pend[x] |= _PEND_ACK
-            ctx_touched.add(x)
-        # The read buffer: the word taken leaves, the word arriving enters.
+            return self._pick_data(pick_ch)
+        return None
+
+    def _pick_cnp(self, x: int) -> tuple:
+        """Step 3 for a CNP of receive context ``x``: the one-flit CNP to latch."""
+        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.CNP_OPCODE, ch=x % self._C)
+        bth |= wire.hcs(bth) << 16
+        self.counters["cnp_sent"] += 1
+        return x // self._C, 1, bth, 0, ()
+
+    def _pick_data(self, ch: int) -> tuple:
+        """Step 3 for channel ``ch``: returns the packet in slot ``snd mod W``
+        for the transmitter to latch, ``(dst, length, BTH, RETH, host addresses
+        of the payload words)``."""
+        s = self.snd[ch]
+        d = self.desc[ch][s % self._W]
+        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.packet_opcode(d.opcode, d.first, d.last),
+                        ack_req=d.last, ch=ch % self._C, epoch=self.epoch[ch], dqp=d.qp, psn=s)
+        reth = wire.pack(wire.RETH_FIELDS, rkey=d.rkey, raddr=d.raddr, mlen=d.mlen,
+                         offset=d.offset)
+        bth |= wire.hcs(bth, reth) << 16
+        self.snd[ch] = (s + 1) & _PSN_MASK
+        if s == self.hsn[ch]:
+            self.hsn[ch] = (s + 1) & _PSN_MASK
+        else:
+            self.counters["retransmissions"] += 1
+        self.counters["tx_data"] += 1
+        self.tx_ptr = (ch + 1) % self._NC
+        return ch // self._C, 2 + d.words, bth, reth, self.tables.addresses(d.lkey, d.va, d.words)
+
+    def _transmitter_edge(self, tx_taken: bool, picked, request, arriving) -> None:
+        """Clock the read buffer (the word taken leaves, the word arriving
+        enters) and the transmitter: idle again after its last flit is
+        taken, busy with ``picked`` if the pick latched a packet."""
         if arriving is not None:
             self._in_flight.popleft()
             self._buffered.append(arriving)
         if request is not None:
             self._in_flight.append(request)
-        # The transmitter: idle again after its last flit is taken.
         if tx_taken:
             if self._tx_k >= 2:
                 self._buffered.popleft()
@@ -464,25 +457,30 @@ class RdmaEngine:
         if picked is not None:
             self._tx, self._tx_k, self._rd_next = picked, 0, 0
 
-        if touched or ctx_touched:
-            self._refresh(cycle, touched, reset, ctx_touched, pick_x, ack_fired)
-        return taken, completion, rx_completion
+    # -- acknowledger (steps 3, 4 and 6, and the acknowledgements of step 5) -----------
 
-    # -- pieces of step() -------------------------------------------------------
+    def _timeouts(self, cycle: int, pick_x: int):
+        """Steps 4 and 6: the channels whose retransmission timer and the
+        contexts whose ack timer (unless picked, ``pick_x``) reach their
+        timeouts in ``cycle``."""
+        if cycle < self._timer_next:
+            return [], []
+        # A timer holding t in this cycle fires when t + 1 reaches its timeout.
+        edge = cycle + 1
+        fired = [ch for ch, base in self._rto_base.items() if base + self._rto == edge]
+        ack_fired = [x for x, base in self._ack_base.items()
+                     if base + self._ato == edge and x != pick_x]
+        return fired, ack_fired
 
-    def _one_flit(self, src: int, bth: int):
-        """Decide on a one-flit packet: ``(channel, update, -1)`` for an ACK/NAK to apply
-        (see :meth:`_acknowledgement`), ``(-1, None, channel)`` for a CNP, ``(-1, None,
-        -1)`` for a corrupt or stale one."""
-        f = wire.unpack(wire.BTH_FIELDS, bth)
-        if wire.hcs(bth) != f["hcs"]:
-            self.counters["corrupt"] += 1
-            return -1, None, -1
-        t = src * self._C + f["ch"]
-        if f["opcode"] == wire.CNP_OPCODE:
-            self.counters["cnp_handled"] += 1
-            return -1, None, t if self.rp is not None else -1
-        return (*self._acknowledgement(t, f), -1)
+    def _go_back_n(self, fired, ack_t: int, touched: set, reset: set) -> None:
+        """Step 4: go back N on the channels timed out (a timeout yields to an
+        ACK/NAK for its channel, ``ack_t``)."""
+        for ch in fired:
+            if ch != ack_t:
+                self.snd[ch] = self.una[ch]
+                self.counters["timeouts"] += 1
+                reset.add(ch)
+                touched.add(ch)
 
     def _acknowledgement(self, t: int, f: dict):
         """Decide on an ACK/NAK for channel ``t``: ``(t, (una, snd or None, err psn or
@@ -505,6 +503,83 @@ class RdmaEngine:
             nxt = (a + 1) & _PSN_MASK
             return t, (nxt, nxt, a)
         return -1, None
+
+    def _acknowledged(self, t: int, update) -> None:
+        """Step 5 at the sender: apply an ACK/NAK's ``update`` (see
+        :meth:`_acknowledgement`) to channel ``t``; it wins over steps 3 and 4."""
+        self.una[t], new_snd, err_psn = update
+        if new_snd is not None:
+            self.snd[t] = new_snd
+        if err_psn is not None:
+            self.err[t][err_psn % self._W] = True
+            self.epoch[t] = (self.epoch[t] + 1) % _EPOCHS
+
+    def _pick_acknowledgement(self, x: int) -> tuple:
+        """Step 3 for receive context ``x``: clear the context; returns the
+        one-flit ACK/NAK for the transmitter to latch."""
+        pend, epsn = self.pend[x], self.epsn[x]
+        if pend & _PEND_ACC:
+            syndrome, psn = wire.SYN_NAK_ACCESS, self.denied[x]
+        elif pend & _PEND_SEQ:
+            syndrome, psn = wire.SYN_NAK_SEQ, epsn
+        else:
+            syndrome, psn = wire.SYN_ACK, epsn - 1
+        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.ACK_OPCODE, ch=x % self._C,
+                        syndrome=syndrome, psn=psn & _PSN_MASK)
+        bth |= wire.hcs(bth) << 16
+        self.pend[x] = 0
+        self.unacked[x] = 0
+        self.counters["naks" if syndrome != wire.SYN_ACK else "tx_acks"] += 1
+        return x // self._C, 1, bth, 0, ()
+
+    # -- receiver (step 5) -------------------------------------------------------------
+
+    def _receive(self, rx) -> "_Received":
+        """Decide on the flit delivered, ``(src, k, last, word, ecn)`` or ``None``.
+
+        Flit 0 is latched, and a one-flit packet handled now; flit 1 decides
+        a data packet's verdict (counted now, applied at its last flit);
+        flits 2.. are written if the packet was accepted.
+        """
+        if rx is None:
+            return _Received()
+        src, k, last_flit, word, ecn = rx
+        if k == 0:
+            self._rx_bth = word
+            if last_flit:
+                return _Received(*self._one_flit(src, word))
+            return _Received()
+        if k == 1:
+            self._rx_verdict = self._verdict(src, self._rx_bth, word)
+            x = self._rx_verdict[0]
+            if x >= 0 and ecn == CE:
+                self.counters["ecn_marked"] += 1
+                return _Received(marked=x)
+            return _Received()
+        write = completion = None
+        if self._rx_write:
+            write = (self._rx_addr[k - 2], word)
+            if last_flit:
+                completion = self._rx_rcpl
+        if last_flit:
+            # The context learns of the packet once it is written.
+            x, verdict = self._rx_verdict
+            return _Received(x=x, verdict=verdict, write=write, completion=completion)
+        return _Received(write=write, completion=completion)
+
+    def _one_flit(self, src: int, bth: int):
+        """Decide on a one-flit packet: ``(channel, update, -1)`` for an ACK/NAK to apply
+        (see :meth:`_acknowledgement`), ``(-1, None, channel)`` for a CNP, ``(-1, None,
+        -1)`` for a corrupt or stale one."""
+        f = wire.unpack(wire.BTH_FIELDS, bth)
+        if wire.hcs(bth) != f["hcs"]:
+            self.counters["corrupt"] += 1
+            return -1, None, -1
+        t = src * self._C + f["ch"]
+        if f["opcode"] == wire.CNP_OPCODE:
+            self.counters["cnp_handled"] += 1
+            return -1, None, t if self.rp is not None else -1
+        return (*self._acknowledgement(t, f), -1)
 
     def _verdict(self, src: int, bth: int, reth: int):
         """Decide on a data packet at its RETH: ``(context, verdict)``, ``(-1, None)`` if corrupt.
@@ -572,49 +647,21 @@ class RdmaEngine:
             if verdict[1] or self.unacked[x] >= self._ack_every:
                 self.pend[x] |= _PEND_ACK
 
-    def _pick_acknowledgement(self, x: int) -> tuple:
-        """Step 3 for receive context ``x``: clear the context; returns the
-        one-flit ACK/NAK for the transmitter to latch."""
-        pend, epsn = self.pend[x], self.epsn[x]
-        if pend & _PEND_ACC:
-            syndrome, psn = wire.SYN_NAK_ACCESS, self.denied[x]
-        elif pend & _PEND_SEQ:
-            syndrome, psn = wire.SYN_NAK_SEQ, epsn
-        else:
-            syndrome, psn = wire.SYN_ACK, epsn - 1
-        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.ACK_OPCODE, ch=x % self._C,
-                        syndrome=syndrome, psn=psn & _PSN_MASK)
-        bth |= wire.hcs(bth) << 16
-        self.pend[x] = 0
-        self.unacked[x] = 0
-        self.counters["naks" if syndrome != wire.SYN_ACK else "tx_acks"] += 1
-        return x // self._C, 1, bth, 0, ()
 
-    def _pick_cnp(self, x: int) -> tuple:
-        """Step 3 for a CNP of receive context ``x``: the one-flit CNP to latch."""
-        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.CNP_OPCODE, ch=x % self._C)
-        bth |= wire.hcs(bth) << 16
-        self.counters["cnp_sent"] += 1
-        return x // self._C, 1, bth, 0, ()
+    # -- DCQCN (section 10.13) ---------------------------------------------------------
 
-    def _pick_data(self, ch: int) -> tuple:
-        """Step 3 for channel ``ch``: returns the packet in slot ``snd mod W``
-        for the transmitter to latch."""
-        s = self.snd[ch]
-        d = self.desc[ch][s % self._W]
-        bth = wire.pack(wire.BTH_FIELDS, opcode=wire.packet_opcode(d.opcode, d.first, d.last),
-                        ack_req=d.last, ch=ch % self._C, epoch=self.epoch[ch], dqp=d.qp, psn=s)
-        reth = wire.pack(wire.RETH_FIELDS, rkey=d.rkey, raddr=d.raddr, mlen=d.mlen,
-                         offset=d.offset)
-        bth |= wire.hcs(bth, reth) << 16
-        self.snd[ch] = (s + 1) & _PSN_MASK
-        if s == self.hsn[ch]:
-            self.hsn[ch] = (s + 1) & _PSN_MASK
-        else:
-            self.counters["retransmissions"] += 1
-        self.counters["tx_data"] += 1
-        self.tx_ptr = (ch + 1) % self._NC
-        return ch // self._C, 2 + d.words, bth, reth, self.tables.addresses(d.lkey, d.va, d.words)
+    def _congestion(self, cycle: int, marked: int, cnp_t: int, pick_ch: int, picked) -> None:
+        """The notification point, after the pick, then the reaction point with
+        this cycle's CNP and the data packet picked (``picked``, on ``pick_ch``)."""
+        if marked >= 0:
+            self.np.marked(marked, cycle)
+        if self.rp is not None:
+            if cnp_t >= 0 or pick_ch >= 0 or cycle >= self.rp.next_timer:
+                self.rp.step(cycle, cnp=cnp_t, sent=pick_ch,
+                             flits=picked[1] if pick_ch >= 0 else 0)
+
+    # -- bookkeeping -------------------------------------------------------------------
+
 
     def _refresh(self, cycle: int, touched, reset, ctx_touched, pick_x: int, ack_fired) -> None:
         """Bring the sets of channels and contexts that can act, and the
@@ -638,7 +685,7 @@ class RdmaEngine:
             min(self._rto_base.values(), default=NEVER) + self._rto - 1,
             min(self._ack_base.values(), default=NEVER) + self._ato - 1)
 
-    # -- reporting ----------------------------------------------------------------
+    # -- reporting ---------------------------------------------------------------------
 
     def describe_channel(self, ch: int) -> str:
         """One line of channel ``ch``'s state."""

@@ -18,8 +18,9 @@ import numpy as np
 from ...config import FabricConfig
 from ...formats.packet import ECT0, NOT_ECT
 from .fault_injector import FaultInjector
-from .engine import KeyTable, RdmaEngine
+from .engine import RdmaEngine
 from .host import SendQueues
+from .keys import KeyTable
 from .records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
                            event_rows)
 from ..switch import SwitchCore

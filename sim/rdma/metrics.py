@@ -14,7 +14,7 @@ from ...config import FabricConfig
 from ...formats.dcqcn import LINE_RATE
 from ...formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
                                  descriptor_fields, payload_words)
-from .engine import KeyTable
+from .keys import KeyTable
 from .traffic import RdmaWorkload, incast_roles, wr_cost
 
 __all__ = ["rdma_summary", "connection_state", "data_check", "congestion", "jain_index",

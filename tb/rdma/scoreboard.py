@@ -19,7 +19,7 @@ import numpy as np
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.counters import RDMA_COUNTERS
-from ...sim.rdma.engine import KeyTable
+from ...sim.rdma.keys import KeyTable
 from ...sim.rdma.records import CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
 from ...sim.rdma.traffic import RdmaWorkload
 

@@ -10,9 +10,10 @@ from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.dcqcn import LINE_RATE
 from superfabric.formats.packet import ECT0, NOT_ECT
-from superfabric.sim.rdma.engine import KeyTable, RdmaEngine
+from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel, packet_class
 from superfabric.sim.rdma.host import SendQueues
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.metrics import rdma_summary
 from superfabric.sim.rdma.traffic import generate_rdma
 from superfabric.tb.rdma.scoreboard import verify

@@ -13,7 +13,7 @@ from amaranth.lib import wiring
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.hdl.rdma.keys import KeyTables
-from superfabric.sim.rdma.engine import KeyTable
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.traffic import KEY_COLUMNS
 
 from block_stimulus import simulate

@@ -9,7 +9,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.formats.rdma_wire import OP_SEND, STATUS_NAMES, STATUS_OK
-from superfabric.sim.rdma.engine import KeyTable
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.metrics import (FAIR_JAIN, FAIRNESS_WINDOW, RECOVERY_COUNTERS,
                                           connection_state, jain_index, rdma_summary)
 from superfabric.sim.rdma.records import RdmaRecords

@@ -10,8 +10,9 @@ from superfabric.formats import rdma_wire as wire
 from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.formats.packet import NOT_ECT
 from superfabric.sim.rdma.fault_injector import FaultInjector
-from superfabric.sim.rdma.engine import KeyTable, RdmaEngine
+from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.records import RdmaRecords
 from superfabric.sim.rdma.traffic import generate_rdma
 

@@ -7,7 +7,7 @@ from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.rdma_wire import (ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE, OP_SEND, OP_WRITE,
                                        STATUS_BAD, STATUS_LOCAL, STATUS_OK, STATUS_REMOTE,
                                        payload_words)
-from superfabric.sim.rdma.engine import KeyTable
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.traffic import (BAD_KINDS, RDMA_PATTERNS, WR_COLUMNS, RdmaWorkload,
                                           generate_rdma, wr_cost)
 from superfabric.sim.traffic import TrafficError

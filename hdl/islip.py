@@ -4,27 +4,9 @@ from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ISLIP", "round_robin_pick"]
+from .arbiter import round_robin_pick
 
-
-def round_robin_pick(m, mask, ptr, n, name):
-    """Index of the first set bit of ``mask`` at or after ``ptr``, wrapping.
-
-    Returns ``(found, index)``. The index is only meaningful when ``found``.
-    """
-    # Bit k is set for k >= ptr; bit n-1 always (no pointer exceeds n-1),
-    # written as a constant so that lint sees no always-true comparison.
-    at_or_after = Cat(*(ptr <= k for k in range(n - 1)), Const(1, 1))
-    high = Signal(n, name=f"{name}_high")
-    sel = Signal(n, name=f"{name}_sel")
-    m.d.comb += [high.eq(mask & at_or_after), sel.eq(Mux(high.any(), high, mask))]
-    chain = Const(n - 1, range(n))
-    for k in reversed(range(n - 1)):
-        chain = Mux(sel[k], k, chain)
-    index = Signal(range(n), name=f"{name}_index")
-    found = Signal(name=f"{name}_found")
-    m.d.comb += [index.eq(chain), found.eq(mask.any())]
-    return found, index
+__all__ = ["ISLIP"]
 
 
 class ISLIP(wiring.Component):

@@ -7,30 +7,17 @@ pointers for a caller outside the kernel (the block-level tests).
 """
 
 import numpy as np
+
+from .arbiter import first_at_or_after
 from .kernel import kernel
 
-__all__ = ["islip_match", "first_at_or_after", "highest_class", "ISLIPModel", "NO_REQUEST"]
+__all__ = ["islip_match", "highest_class", "ISLIPModel", "NO_REQUEST"]
 
 #: ``level[i][o]`` of an input that requests nothing toward an output.
 NO_REQUEST = -1
 
-# Count trailing zeros of a word of at most 32 bits: the lowest set bit times
-# a de Bruijn sequence names the bit position in its top five bits.
-_DE_BRUIJN = 0x077CB531
-_DE_BRUIJN_POSITION = np.zeros(32, np.int64)
-for _bit in range(32):
-    _DE_BRUIJN_POSITION[((1 << _bit) * _DE_BRUIJN & 0xFFFFFFFF) >> 27] = _bit
-
 #: The highest set bit of a class mask (at most eight classes), -1 for none.
 _HIGHEST = np.array([b.bit_length() - 1 for b in range(256)], np.int64)
-
-
-@kernel(inline=True)
-def first_at_or_after(mask, ptr):
-    """The first set bit of ``mask`` (non-zero, 32 bits at most) at or after ``ptr``, wrapping."""
-    high = mask & ~((1 << ptr) - 1)
-    x = high if high else mask
-    return _DE_BRUIJN_POSITION[((x & -x) * _DE_BRUIJN & 0xFFFFFFFF) >> 27]
 
 
 @kernel(inline=True)

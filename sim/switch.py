@@ -20,6 +20,7 @@ from .kernel import specialise
 from .pfc import SinkPause, quanta_to_cycles
 from .fabric.router import (FRAMES, OUTSTANDING, PACKETS, PROGRESS, packet_arrays, router_busy,
                      router_cycle, router_params, router_state)
+from .skid_buffer import SKID_DEPTH
 from .source import NONE
 
 __all__ = ["SwitchCore", "DEFAULT_STALL_LIMIT"]
@@ -236,7 +237,7 @@ class SwitchCore:
         offer_pkt, offer_flit = self._offer_pkt, self._offer_flit
         skid_n = st.skid_n.tolist()
         for i in range(self.ports):
-            pkt = source.offer(i, cycle) if skid_n[i] < 2 else NONE
+            pkt = source.offer(i, cycle) if skid_n[i] < SKID_DEPTH else NONE
             offer_pkt[i] = pkt
             if pkt >= 0:
                 offer_flit[i] = source.flit[i]

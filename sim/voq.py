@@ -5,9 +5,13 @@ flit's length and admits a packet only when all its flits fit (or discards it
 whole, with ``ingress_full = "drop"``); a complete packet joins the tail of
 its queue; a read takes the head packet of a queue. The model tracks packets
 by id, not flits in memory: a queue is a linked list over per-packet ``next``
-links. :func:`frame_flit`, :func:`voq_enqueue` and :func:`voq_dequeue` are the
-rules the router's cycle kernel calls per input; :class:`VOQModel` holds the
-state of one buffer for a caller outside the kernel.
+links. A buffer's space is counted per pool (one pool on an endpoint input,
+one per (class, VC) on a link input, section 11.3). :func:`queue_index`,
+:func:`queue_parts` and :func:`pool_index` number the queues and pools;
+:func:`voq_fits`, :func:`frame_flit`, :func:`voq_enqueue`,
+:func:`voq_dequeue` and :func:`voq_clock` are the rules the router's cycle
+kernel calls per input; :class:`VOQModel` holds the state of one buffer for
+a caller outside the kernel.
 """
 
 import numpy as np
@@ -15,7 +19,36 @@ import numpy as np
 from .kernel import kernel
 from .source import NONE
 
-__all__ = ["frame_flit", "voq_enqueue", "voq_dequeue", "VOQModel"]
+__all__ = ["queue_index", "queue_parts", "pool_index", "voq_fits", "frame_flit", "voq_enqueue",
+           "voq_dequeue", "voq_clock", "VOQModel"]
+
+
+@kernel(inline=True)
+def queue_index(out, vc, prio, vcs, priorities):
+    """The queue of packets toward output ``out`` on VC ``vc`` in class ``prio``:
+    ``(out * vcs + vc) * priorities + prio`` (sections 4.2, 11.3)."""
+    return (out * vcs + vc) * priorities + prio
+
+
+@kernel(inline=True)
+def queue_parts(q, vcs, priorities):
+    """``(out, vc, prio)`` of queue ``q``, the inverse of :func:`queue_index`."""
+    channel = q // priorities
+    out = channel // vcs
+    return out, channel - out * vcs, q - channel * priorities
+
+
+@kernel(inline=True)
+def pool_index(prio, vc, vcs):
+    """The pool of a link input holding class ``prio`` on VC ``vc``: ``prio * vcs + vc``."""
+    return prio * vcs + vc
+
+
+@kernel(inline=True)
+def voq_fits(free, g, pool, length):
+    """A head flit of a ``length``-flit packet fits pool ``pool`` of input ``g``: its
+    unreserved flits, as registered at the start of the cycle, cover the packet."""
+    return free[g, pool] >= length
 
 
 @kernel(inline=True)
@@ -57,6 +90,15 @@ def voq_dequeue(q_head, q_count, p_next, g, q):
     return pkt
 
 
+@kernel(inline=True)
+def voq_clock(free, g, read_pool, reads, reserve_pool, reserved):
+    """The edge's space accounting of input ``g``: ``reads`` flits read from pool
+    ``read_pool`` are free, a head admitted reserves its packet's ``reserved`` flits
+    in pool ``reserve_pool``."""
+    free[g, read_pool] += reads
+    free[g, reserve_pool] -= reserved
+
+
 class VOQModel:
     """One input buffer of ``buffer_flits`` flits toward ``ports`` outputs in
     ``priorities`` classes: queue ``dst * priorities + prio`` per (output, class)
@@ -72,7 +114,7 @@ class VOQModel:
     def __init__(self, *, ports: int, priorities: int, buffer_flits: int, islip: bool,
                  drop: bool, capacity: int):
         self.priorities, self.islip, self.drop = priorities, islip, drop
-        self.free = buffer_flits
+        self._free = np.full((1, 1), buffer_flits, np.int64)
         queues = ports * priorities if islip else 1
         self.in_packet = np.zeros(1, np.bool_)
         self.left = np.zeros(1, np.int64)
@@ -84,9 +126,14 @@ class VOQModel:
         self.p_req = np.zeros(capacity, np.int64)
         self._reserve = self._reads = 0
 
+    @property
+    def free(self) -> int:
+        """Unreserved flits, as registered at the start of the cycle."""
+        return int(self._free[0, 0])
+
     def ready(self, length: int) -> bool:
         """Whether a flit offered now is taken (a head flit of ``length`` flits)."""
-        return bool(self.in_packet[0]) or self.drop or self.free >= length
+        return bool(self.in_packet[0]) or self.drop or bool(voq_fits(self._free, 0, 0, length))
 
     def requests(self) -> int:
         """Bit ``dst * priorities + prio`` per queue whose head packet is complete."""
@@ -98,7 +145,7 @@ class VOQModel:
         """A flit of packet ``pkt`` (toward queue ``req``, ``length`` flits) is taken;
         returns ``(head, keep, last)``: a head flit, stored (not dropped), the last."""
         head = not self.in_packet[0]
-        fits = self.free >= length
+        fits = bool(voq_fits(self._free, 0, 0, length))
         if head and fits:
             self._reserve = length
         keep, last = frame_flit(self.in_packet, self.left, self.dropping, 0, length, fits)
@@ -120,5 +167,5 @@ class VOQModel:
 
     def clock(self) -> None:
         """The edge: the admitted packet's flits are reserved, the read one freed."""
-        self.free += self._reads - self._reserve
+        voq_clock(self._free, 0, 0, self._reads, 0, self._reserve)
         self._reserve = self._reads = 0

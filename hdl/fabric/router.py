@@ -1,18 +1,20 @@
 """The router: an input-queued crossbar with VOQs, iSLIP and egress queues, routing at
 ingress, virtual channels and credits on its link ports (docs/architecture.md 4, 11)."""
 
+from dataclasses import dataclass
+
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import stream, wiring
-from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from ...config import EGRESS_DEPTH, FabricConfig
+from ...config import FabricConfig
 from ...formats.counters import COUNTER_WIDTH
 from ...formats.packet import CE, ECT0, ECT1
 from ...formats.lfsr import LFSR_BITS
 from ...network.routing import ESCAPE_VCS
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..ecn import EcnMarker
+from ..egress_queue import EgressQueue
 from ..islip import ISLIP
 from ..packet import credit_signature, link_signature, packet_layout
 from ..pfc import PfcEgress, PfcIngress
@@ -27,6 +29,48 @@ __all__ = ["Router", "router_signature", "router_capacity", "SWITCH", "KINDS"]
 SWITCH = "switch"
 #: Router kinds, each one Verilog module: the switch and the fabrics' tiers.
 KINDS = (SWITCH, TORUS_ROUTER, LEAF, SPINE)
+
+
+@dataclass
+class _ReadControl:
+    """The read side of every input (section 4.5): a packet under way (``active``)
+    toward ``cur_out`` on ``cur_vc`` in class ``cur_prio``; ``rd_out``, the output of
+    the flit now in the input buffer's read register; ``started``, that flit is a
+    packet's head; ``finishing``, it is its tail. With ``switch.registered_grant`` a
+    match waits a cycle in the grant register (``granted``, toward ``grant_out``)
+    before it starts; the input and the output stay reserved meanwhile, so no second
+    grant collides. ``in_free``: the input may start a packet."""
+
+    active: list
+    cur_out: list
+    rd_out: list
+    cur_prio: list
+    cur_vc: list
+    started: list
+    finishing: list
+    granted: list
+    grant_out: list
+    in_free: list
+
+    @classmethod
+    def create(cls, n: int, priorities: int, vcs: int, bufs, registered: bool) -> "_ReadControl":
+        """The signals of ``n`` inputs over the input buffers ``bufs``."""
+        active = [Signal(name=f"active{k}") for k in range(n)]
+        finishing = [bufs[k].rd_last for k in range(n)]
+        granted = [Signal(name=f"granted{k}") for k in range(n)]
+        in_free = [~active[k] | finishing[k] for k in range(n)]
+        if registered:
+            in_free = [in_free[k] & ~granted[k] for k in range(n)]
+        return cls(
+            active=active,
+            cur_out=[Signal(range(n), name=f"cur_out{k}") for k in range(n)],
+            rd_out=[Signal(range(n), name=f"rd_out{k}") for k in range(n)],
+            cur_prio=[Signal(range(max(priorities, 2)), name=f"cur_prio{k}") for k in range(n)],
+            cur_vc=[Signal(range(max(vcs, 2)), name=f"cur_vc{k}") for k in range(n)],
+            started=[Signal(name=f"started{k}") for k in range(n)],
+            finishing=finishing, granted=granted,
+            grant_out=[Signal(range(n), name=f"grant_out{k}") for k in range(n)],
+            in_free=in_free)
 
 
 class Router(wiring.Component):
@@ -104,15 +148,36 @@ class Router(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg, sw = self._cfg, self._cfg.switch
-        n, ends, np_, nvc = self._n, self._m, sw.priorities, self._vcs
-
-        m.submodules.islip = islip = ISLIP(ports=n, priorities=np_,
+        sw, n = self._cfg.switch, self._n
+        m.submodules.islip = islip = ISLIP(ports=n, priorities=sw.priorities,
                                            iterations=min(sw.islip_iterations, n))
+        bufs, egress = self._port_blocks(m)
+        rc = _ReadControl.create(n, sw.priorities, self._vcs, bufs, sw.registered_grant)
+        arriving, credit, out_free = self._output_status(m, bufs, rc, egress)
+        credits, bookings = self._credits(m, bufs, rc.started, rc.rd_out, rc.cur_prio, rc.cur_vc)
+        eligible = self._eligible(m, credits)
+        self._routing(m, bufs, credits, bookings)
+        paused = self._pfc_egress(m)
+        ready = self._requests(m, islip, bufs, rc, out_free, eligible, paused)
+        starts = self._starts(m, islip, rc, ready)
+        read_index, read_prio = self._read_control(m, bufs, rc, credit, starts)
+        self._pfc_ingress(m, bufs, read_prio)
+        leaving = self._leaving(m, bufs, starts[:3], read_index, rc.cur_vc)
+        self._crossbar(m, bufs, rc.rd_out, arriving, egress, leaving)
+        self._counters(m, bufs)
+        if self._fabric:
+            self._peak(m, bufs)
+            self._observe(m, credits, egress)
+        return m
+
+    def _port_blocks(self, m):
+        """Per port, its skid buffer into its input buffer, fed by the endpoint's stream
+        or by the link, and its egress queue; returns ``(bufs, egress)``."""
+        n, ends = self._n, self._m
         bufs, egress = [], []
         for k in range(n):
             skid = SkidBuffer(self._layout)
-            buf = VOQBuffer(cfg, outputs=n, vcs=nvc, link=k >= ends)
+            buf = VOQBuffer(self._cfg, outputs=n, vcs=self._vcs, link=k >= ends)
             m.submodules[f"skid{k}"] = skid
             m.submodules[f"voq{k}"] = buf
             if k < ends:
@@ -123,46 +188,39 @@ class Router(wiring.Component):
                 m.d.comb += [skid.i.valid.eq(link.valid), skid.i.payload.eq(link.payload)]
             wiring.connect(m, skid.o, buf.i)
             bufs.append(buf)
-            fifo = SyncFIFO(width=self._layout.size, depth=EGRESS_DEPTH)
-            m.submodules[f"egress{k}"] = fifo
-            egress.append(fifo)
+            queue = EgressQueue(payload_shape=self._layout)
+            m.submodules[f"egress{k}"] = queue
+            egress.append(queue)
+        return bufs, egress
 
-        # Per input: a packet under way (active) toward cur_out on cur_vc in
-        # class cur_prio; rd_out is the output of the flit now in the input
-        # buffer's read register, started whether it is the packet's head.
-        active = [Signal(name=f"active{k}") for k in range(n)]
-        cur_out = [Signal(range(n), name=f"cur_out{k}") for k in range(n)]
-        rd_out = [Signal(range(n), name=f"rd_out{k}") for k in range(n)]
-        cur_prio = [Signal(range(max(np_, 2)), name=f"cur_prio{k}") for k in range(n)]
-        cur_vc = [Signal(range(max(nvc, 2)), name=f"cur_vc{k}") for k in range(n)]
-        started = [Signal(name=f"started{k}") for k in range(n)]
-        finishing = [bufs[k].rd_last for k in range(n)]
-        # With switch.registered_grant a match waits a cycle in the grant
-        # register (granted, toward grant_out) before it starts; the input
-        # and the output stay reserved meanwhile, so no second grant collides.
-        registered = sw.registered_grant
-        granted = [Signal(name=f"granted{k}") for k in range(n)]
-        grant_out = [Signal(range(n), name=f"grant_out{k}") for k in range(n)]
-        in_free = [~active[k] | finishing[k] for k in range(n)]
-        if registered:
-            in_free = [in_free[k] & ~granted[k] for k in range(n)]
-
-        # Per output: flits arriving this cycle, busy, credit.
-        arriving = [Cat(bufs[k].rd_valid & (rd_out[k] == o) for k in range(n)).any()
+    def _output_status(self, m, bufs, rc, egress):
+        """Per output (section 4.5): ``arriving``, a read register holds a flit for it,
+        which the crossbar writes into its egress queue; ``credit``, the queue's rule;
+        ``out_free``, not busy and with credit. Returns the three lists."""
+        n = self._n
+        arriving = [Cat(bufs[k].rd_valid & (rc.rd_out[k] == o) for k in range(n)).any()
                     for o in range(n)]
         credit = [Signal(name=f"credit{o}") for o in range(n)]
         out_free = [Signal(name=f"out_free{o}") for o in range(n)]
         for o in range(n):
-            busy = Cat(active[k] & ~finishing[k] & (cur_out[k] == o) for k in range(n)).any()
-            if registered:
-                busy = busy | Cat(granted[k] & (grant_out[k] == o) for k in range(n)).any()
+            busy = Cat(rc.active[k] & ~rc.finishing[k] & (rc.cur_out[k] == o)
+                       for k in range(n)).any()
+            if self._cfg.switch.registered_grant:
+                busy = busy | Cat(rc.granted[k] & (rc.grant_out[k] == o) for k in range(n)).any()
+            # The crossbar writes the egress queue exactly when a flit arrives.
             m.d.comb += [
-                credit[o].eq(egress[o].level + arriving[o] < EGRESS_DEPTH),
+                egress[o].i.valid.eq(arriving[o]),
+                credit[o].eq(egress[o].credit),
                 out_free[o].eq(~busy & credit[o]),
             ]
+        return arriving, credit, out_free
 
-        # Link credits and virtual cut-through: eligible[o][v][p].
-        credits = self._credits(m, bufs, started, rd_out, cur_prio, cur_vc)
+    def _eligible(self, m, credits):
+        """Virtual cut-through (section 11.3): ``eligible[o][v][p]``, queue (o, v, p) may
+        be requested; always toward an endpoint output or on an adaptive VC, toward a
+        link output while its credits cover the longest packet."""
+        sw = self._cfg.switch
+        n, ends, np_, nvc = self._n, self._m, sw.priorities, self._vcs
         eligible = [[[Const(1, 1)] * np_ for _ in range(nvc)] for _ in range(ends)]
         for o in range(ends, n):
             eligible.append([[Signal(name=f"eligible{o}_{v}_{p}") for p in range(np_)]
@@ -171,43 +229,51 @@ class Router(wiring.Component):
                 for p in range(np_):
                     m.d.comb += eligible[o][v][p].eq(
                         1 if self._reserved(v) else credits[o - ends][p][v] >= sw.max_packet_flits)
+        return eligible
 
-        # The routing decision for each input's head flit. An adaptive choice
-        # books its (output, VC) for the cycle, the lowest input first; a later
-        # input with the same choice takes its escape.
+    def _routing(self, m, bufs, credits, bookings):
+        """The routing decision for each input's head flit (section 11.4), into its input
+        buffer's ``route_out``/``route_vc``; the switch routes by ``dst``. An adaptive
+        choice books its (output, VC) for the cycle, the lowest input first, and drives
+        ``bookings``; a later input with the same choice takes its escape."""
+        cfg, np_, nvc = self._cfg, self._cfg.switch.priorities, self._vcs
         booking = []            # (books, out, vc, prio, length) per input
-        for k in range(n):
+        for k in range(self._n):
             head = self._layout(bufs[k].i.payload)
-            if self._fabric:
-                route = Routing(cfg, self._kind)
-                m.submodules[f"routing{k}"] = route
-                m.d.comb += [route.router_id.eq(self.router_id), route.src.eq(head.src),
-                             route.dst.eq(head.dst), route.prio.eq(head.prio)]
-                if self._adaptive:
-                    wants = Signal(name=f"wants{k}")
-                    m.d.comb += wants.eq(bufs[k].rx_packet & (route.vc >= ESCAPE_VCS))
-                    booked = Cat(b & (o == route.out) & (v == route.vc)
-                                 for b, o, v, _, _ in booking).any()
-                    books = Signal(name=f"books{k}")
-                    m.d.comb += [books.eq(wants & ~booked),
-                                 bufs[k].route_out.eq(Mux(booked, route.escape_out, route.out)),
-                                 bufs[k].route_vc.eq(Mux(booked, route.escape_vc, route.vc))]
-                    booking.append((books, route.out, route.vc, head.prio,
-                                    Mux(head.length == 0, 1, head.length)))
-                else:
-                    m.d.comb += [bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
-                for j, per_prio in enumerate(credits):
-                    for p in range(np_):
-                        for v in range(nvc):
-                            m.d.comb += route.credits[j][p][v].eq(per_prio[p][v])
-            else:
+            if not self._fabric:
                 m.d.comb += bufs[k].route_out.eq(head.dst)
-        for (o, p, v), room in self._bookings.items():
+                continue
+            route = Routing(cfg, self._kind)
+            m.submodules[f"routing{k}"] = route
+            m.d.comb += [route.router_id.eq(self.router_id), route.src.eq(head.src),
+                         route.dst.eq(head.dst), route.prio.eq(head.prio)]
+            if self._adaptive:
+                wants = Signal(name=f"wants{k}")
+                m.d.comb += wants.eq(bufs[k].rx_packet & (route.vc >= ESCAPE_VCS))
+                booked = Cat(b & (o == route.out) & (v == route.vc)
+                             for b, o, v, _, _ in booking).any()
+                books = Signal(name=f"books{k}")
+                m.d.comb += [books.eq(wants & ~booked),
+                             bufs[k].route_out.eq(Mux(booked, route.escape_out, route.out)),
+                             bufs[k].route_vc.eq(Mux(booked, route.escape_vc, route.vc))]
+                booking.append((books, route.out, route.vc, head.prio,
+                                Mux(head.length == 0, 1, head.length)))
+            else:
+                m.d.comb += [bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
+            for j, per_prio in enumerate(credits):
+                for p in range(np_):
+                    for v in range(nvc):
+                        m.d.comb += route.credits[j][p][v].eq(per_prio[p][v])
+        for (o, p, v), room in bookings.items():
             length = 0
             for books, out, vc, prio, size in booking:
                 length = Mux(books & (out == o) & (vc == v) & (prio == p), size, length)
             m.d.comb += room.eq(length)
 
+    def _pfc_egress(self, m):
+        """The pause mask of the endpoint outputs (sections 4.8, 4.11): the ``pause``
+        input, with PFC also the egress timers of the endpoints' frames; returns it."""
+        cfg, ends, np_ = self._cfg, self._m, self._cfg.switch.priorities
         paused = self.pause if ends else Const(0, 1)
         if cfg.pfc.enabled and ends:
             m.submodules.pfc_egress = pfc_egress = PfcEgress(cfg, ports=ends)
@@ -218,10 +284,14 @@ class Router(wiring.Component):
                 m.d.comb += [self.pfc_rx_frames[q].eq(pfc_egress.frames_received[q]),
                              self.pfc_paused_cycles[q].eq(pfc_egress.paused_cycles[q])]
             paused = self.pause | pfc_egress.pause
+        return paused
 
-        # Requests: complete packets of eligible queues, free input, free
-        # output with credit, not paused; the highest class is iSLIP's.
-        # ready[k][v] bit o * priorities + p: queue (o, v, p) of input k is eligible.
+    def _requests(self, m, islip, bufs, rc, out_free, eligible, paused):
+        """iSLIP's requests (sections 4.6, 11.5): complete packets of eligible queues, a
+        free input, a free output with credit, not paused; iSLIP takes the highest
+        class. Returns ``ready[k][v]``, bit ``o * priorities + p``: queue (o, v, p) of
+        input ``k`` is eligible."""
+        n, ends, np_, nvc = self._n, self._m, self._cfg.switch.priorities, self._vcs
         ready = []
         for k in range(n):
             req = bufs[k].req
@@ -234,14 +304,17 @@ class Router(wiring.Component):
                 out_free[o] & (~paused[o * np_ + p] if o < ends else 1)
                 & Cat(per_vc[v][o * np_ + p] for v in range(nvc)).any()
                 for o in range(n) for p in range(np_))
-            m.d.comb += islip.req[k].eq(Mux(in_free[k], wanted, 0))
+            m.d.comb += islip.req[k].eq(Mux(rc.in_free[k], wanted, 0))
+        return ready
 
-        # Per input, the start of this cycle (start_out, start_prio,
-        # start_vc): the match itself, or the one the grant register holds.
+    def _starts(self, m, islip, rc, ready):
+        """Per input, the start of this cycle (section 4.5, 5.7): the match itself, or with
+        ``registered_grant`` the one the grant register holds, which takes this cycle's.
+        Returns the lists ``(start, start_out, start_prio, start_vc)``."""
         start, start_out, start_prio, start_vc = [], [], [], []
-        for k in range(n):
+        for k in range(self._n):
             match_vc = self._lowest_vc(m, k, ready[k], islip)
-            if not registered:
+            if not self._cfg.switch.registered_grant:
                 start.append(islip.match[k])
                 start_out.append(islip.match_out[k])
                 start_prio.append(islip.match_prio[k])
@@ -249,96 +322,103 @@ class Router(wiring.Component):
                 continue
             grant_prio = Signal.like(islip.match_prio[k], name=f"grant_prio{k}")
             grant_vc = Signal.like(match_vc, name=f"grant_vc{k}")
-            m.d.sync += granted[k].eq(islip.match[k])
+            m.d.sync += rc.granted[k].eq(islip.match[k])
             with m.If(islip.match[k]):
-                m.d.sync += [grant_out[k].eq(islip.match_out[k]),
+                m.d.sync += [rc.grant_out[k].eq(islip.match_out[k]),
                              grant_prio.eq(islip.match_prio[k]), grant_vc.eq(match_vc)]
-            start.append(granted[k])
-            start_out.append(grant_out[k])
+            start.append(rc.granted[k])
+            start_out.append(rc.grant_out[k])
             start_prio.append(grant_prio)
             start_vc.append(grant_vc)
+        return start, start_out, start_prio, start_vc
 
-        for k in range(n):
+    def _read_control(self, m, bufs, rc, credit, starts):
+        """Each input buffer's reads (section 4.5): a start of its queue, or the next
+        flit of the packet under way while its output has credit; the read state at
+        the edge. Returns, per input, what it reads this cycle: ``read_index``, the
+        flit's (output, class) as ``out * priorities + prio``, and ``read_prio``."""
+        np_ = self._cfg.switch.priorities
+        start, start_out, start_prio, start_vc = starts
+        read_index, read_prio = [], []
+        for k in range(self._n):
             buf = bufs[k]
-            credit_cur = Cat(credit).bit_select(cur_out[k], 1)
+            active, finishing, cur_out = rc.active[k], rc.finishing[k], rc.cur_out[k]
+            credit_cur = Cat(credit).bit_select(cur_out, 1)
             m.d.comb += [
                 buf.start.eq(start[k]),
                 buf.start_q.eq(self._queue(start_out[k], start_vc[k], start_prio[k])),
-                buf.advance.eq(active[k] & ~finishing[k] & credit_cur),
+                buf.advance.eq(active & ~finishing & credit_cur),
             ]
-            m.d.sync += [active[k].eq(start[k] | (active[k] & ~finishing[k])),
-                         started[k].eq(start[k])]
+            m.d.sync += [active.eq(start[k] | (active & ~finishing)), rc.started[k].eq(start[k])]
             with m.If(start[k]):
-                m.d.sync += [cur_out[k].eq(start_out[k]), rd_out[k].eq(start_out[k]),
-                             cur_prio[k].eq(start_prio[k]), cur_vc[k].eq(start_vc[k])]
+                m.d.sync += [cur_out.eq(start_out[k]), rc.rd_out[k].eq(start_out[k]),
+                             rc.cur_prio[k].eq(start_prio[k]), rc.cur_vc[k].eq(start_vc[k])]
             with m.Else():
-                m.d.sync += rd_out[k].eq(cur_out[k])
+                m.d.sync += rc.rd_out[k].eq(cur_out)
+            read_prio.append(Mux(start[k], start_prio[k], rc.cur_prio[k]))
+            read_index.append(Mux(start[k], start_out[k], cur_out) * np_ + read_prio[k])
+        return read_index, read_prio
 
-        # What each input reads this cycle: (output, class) of its flit.
-        read_index, read_prio = [], []
-        for k in range(n):
-            read_prio.append(Mux(start[k], start_prio[k], cur_prio[k]))
-            read_index.append(Mux(start[k], start_out[k], cur_out[k]) * np_ + read_prio[k])
-        if cfg.pfc.enabled and ends:
-            m.submodules.pfc_ingress = pfc_ingress = PfcIngress(
-                cfg, refresh=cfg.pfc.refresh_cycles(sw.data_width), ports=ends)
-            for k in range(ends):
-                m.d.comb += [
-                    pfc_ingress.wr[k].eq(bufs[k].wr_valid), pfc_ingress.wr_prio[k].eq(bufs[k].wr_prio),
-                    pfc_ingress.rd[k].eq(bufs[k].start | bufs[k].advance),
-                    pfc_ingress.rd_prio[k].eq(read_prio[k]),
-                    self.pfc_tx[k].eq(pfc_ingress.tx[k]),
-                ]
-            m.d.comb += self.pfc_tx_valid.eq(pfc_ingress.tx_valid)
-            for q in range(ends * np_):
-                m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
-                             self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
+    def _pfc_ingress(self, m, bufs, read_prio):
+        """With PFC, the endpoint inputs' occupancy per class and the pause frames they
+        send (section 4.11), from each input buffer's writes and reads."""
+        cfg, ends, sw = self._cfg, self._m, self._cfg.switch
+        if not (cfg.pfc.enabled and ends):
+            return
+        m.submodules.pfc_ingress = pfc_ingress = PfcIngress(
+            cfg, refresh=cfg.pfc.refresh_cycles(sw.data_width), ports=ends)
+        for k in range(ends):
+            m.d.comb += [
+                pfc_ingress.wr[k].eq(bufs[k].wr_valid), pfc_ingress.wr_prio[k].eq(bufs[k].wr_prio),
+                pfc_ingress.rd[k].eq(bufs[k].start | bufs[k].advance),
+                pfc_ingress.rd_prio[k].eq(read_prio[k]),
+                self.pfc_tx[k].eq(pfc_ingress.tx[k]),
+            ]
+        m.d.comb += self.pfc_tx_valid.eq(pfc_ingress.tx_valid)
+        for q in range(ends * sw.priorities):
+            m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
+                         self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
 
-        leaving = self._leaving(m, bufs, (start, start_out, start_prio), read_index, cur_vc)
-
-        # Crossbar into the egress queues: at most one input's read register
-        # holds a flit for a given output in any cycle. A flit toward a link
-        # counts the hop.
+    def _crossbar(self, m, bufs, rd_out, arriving, egress, leaving):
+        """The crossbar into the egress queues, and the queues onto the output ports:
+        at most one input's read register holds a flit for a given output in any
+        cycle. A flit toward a link counts the hop; a link output is always ready.
+        ``tx_packets`` and ``link_flits`` count what leaves."""
+        n, ends = self._n, self._m
         for o in range(n):
-            fifo = egress[o]
+            queue = egress[o]
             data = 0
             for k in range(n):
                 data = Mux(bufs[k].rd_valid & (rd_out[k] == o), leaving[k], data)
-            m.d.comb += fifo.w_en.eq(arriving[o])
             if o < ends:
-                m.d.comb += [fifo.w_data.eq(data),
-                             self.o[o].valid.eq(fifo.r_rdy), self.o[o].payload.eq(fifo.r_data),
-                             fifo.r_en.eq(self.o[o].ready)]
+                m.d.comb += queue.i.payload.eq(data)
+                wiring.connect(m, queue.o, wiring.flipped(self.o[o]))
                 sent = self.o[o].valid & self.o[o].ready
                 payload = self.o[o].payload
             else:
                 hop = Signal(self._layout, name=f"hop{o}")
                 m.d.comb += [hop.eq(data), hop.hops.eq(self._layout(data).hops + 1),
-                             fifo.w_data.eq(hop)]
+                             queue.i.payload.eq(hop)]
                 link = self.link_o[o - ends]
-                m.d.comb += [link.valid.eq(fifo.r_rdy), link.payload.eq(fifo.r_data),
-                             fifo.r_en.eq(1)]
+                m.d.comb += [link.valid.eq(queue.o.valid), link.payload.eq(queue.o.payload),
+                             queue.o.ready.eq(1)]
                 sent, payload = link.valid, link.payload
                 flits = self.link_flits[o - ends]
                 m.d.sync += flits.eq(flits + sent)
             last_out = sent & self._layout(payload).last
             m.d.sync += self.tx_packets[o].eq(self.tx_packets[o] + last_out)
 
-        # Credits back upstream: one per flit read from a link input.
-        for k in range(ends, n):
-            m.d.comb += [self.credit_o[k - ends].valid.eq(bufs[k].rd_valid),
-                         self.credit_o[k - ends].pool.eq(bufs[k].rd_pool)]
-
-        # Counters.
-        for k in range(n):
+    def _counters(self, m, bufs):
+        """``rx_packets`` and ``drops`` per input, and the credits back upstream: one per
+        flit read from a link input, of its pool."""
+        for k in range(self._m, self._n):
+            m.d.comb += [self.credit_o[k - self._m].valid.eq(bufs[k].rd_valid),
+                         self.credit_o[k - self._m].pool.eq(bufs[k].rd_pool)]
+        for k in range(self._n):
             m.d.sync += [
                 self.rx_packets[k].eq(self.rx_packets[k] + bufs[k].rx_packet),
                 self.drops[k].eq(self.drops[k] + bufs[k].drop_packet),
             ]
-        if self._fabric:
-            self._peak(m, bufs)
-            self._observe(m, credits, egress)
-        return m
 
     def _observe(self, m, credits, egress):
         """``link_credits`` and ``moved``, which the testbench watches for stalls."""
@@ -350,12 +430,15 @@ class Router(wiring.Component):
         skids = [m.submodules[f"skid{k}"] for k in range(self._n)]
         moves = [skid.i.valid & skid.i.ready for skid in skids]
         moves += [skid.o.valid & skid.o.ready for skid in skids]
-        moves += [egress[o].r_rdy & (self.o[o].ready if o < ends else 1) for o in range(self._n)]
+        moves += [egress[o].o.valid & (self.o[o].ready if o < ends else 1) for o in range(self._n)]
         m.d.comb += self.moved.eq(Cat(moves).any())
 
     def _credits(self, m, bufs, started, rd_out, cur_prio, cur_vc):
         """Per link output ``j``, ``credits[j][prio][vc]`` as the model holds them at the
-        start of the cycle: the room of that pool downstream.
+        start of the cycle: the room of that pool downstream; and ``bookings``,
+        ``(output, prio, vc)`` -> the signal the caller drives with the length an
+        adaptive routing decision books in that pool this cycle (its VCs only).
+        Returns ``(credits, bookings)``.
 
         A start takes its packet's length from the credits at its edge, but
         the length is known only when the head flit is in the read register,
@@ -365,8 +448,7 @@ class Router(wiring.Component):
         cfg, sw = self._cfg, self._cfg.switch
         n, ends, np_, nvc = self._n, self._m, sw.priorities, self._vcs
         out = []
-        #: (output, prio, vc) -> the length an adaptive decision books in it this cycle.
-        self._bookings = {}
+        bookings = {}
         for o in range(ends, n):
             j = o - ends
             taking, length, prio, vc = Const(0, 1), 0, 0, 0
@@ -394,7 +476,7 @@ class Router(wiring.Component):
                     returned = back.valid & (back.pool == p * nvc + v)
                     if self._reserved(v):
                         room = Signal(range(sw.max_packet_flits + 1), name=f"booked{o}_{p}_{v}")
-                        self._bookings[o, p, v] = room
+                        bookings[o, p, v] = room
                         m.d.comb += shown.eq(counter)
                         m.d.sync += counter.eq(counter + returned - room)
                     else:
@@ -404,7 +486,7 @@ class Router(wiring.Component):
                     per_vc.append(shown)
                 per_prio.append(per_vc)
             out.append(per_prio)
-        return out
+        return out, bookings
 
     def _reserved(self, vc: int) -> bool:
         """VC ``vc`` takes its room at the routing decision, not at the start."""

@@ -20,7 +20,7 @@ from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
 from ...formats.dcqcn import RATE_BITS
 from ...formats.packet import CE, ECT0, NOT_ECT
 from .dcqcn import NotificationPoint, ReactionPoint
-from ..islip import round_robin_pick
+from ..arbiter import round_robin_pick
 from ..packet import packet_layout
 from .header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs, pack,
                           psn_lt, psn_within, rcpl_layout, reth_layout, wr_layout)

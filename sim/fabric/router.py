@@ -7,9 +7,14 @@ virtual channels and credit-based flow control on its link ports (section
 ``r``'s ports are ``base[r] .. base[r] + ports[r] - 1``, its endpoint ports
 first), per (input, queue), per link. :func:`router_cycle` is one cycle of
 one router, sections 5.2 and 5.3 with the changes of 11.5 (and of 5.7 with
-``registered_grant``), its comments numbered like the steps; the fabric's
-run loop (:mod:`.fabric`) calls it for every router and moves the links. The
-switch is the fabric of one router whose ports are all endpoints.
+``registered_grant``): it calls one rule per step, named after it
+(:func:`output_status`, :func:`request`, :func:`match_starts`,
+:func:`egress_handover`, :func:`ingress`, :func:`issue_reads`, ...), and
+those call the rules of the blocks (``sim/skid_buffer.py``, ``sim/voq.py``,
+``sim/egress_queue.py``, ``sim/islip.py``, ``sim/ecn.py``, ``sim/pfc.py``)
+that the block tests hold against the RTL. The fabric's run loop
+(:mod:`.top`) calls it for every router and moves the links. The switch is
+the fabric of one router whose ports are all endpoints.
 """
 
 from collections import namedtuple
@@ -18,16 +23,19 @@ import numpy as np
 from numba.extending import register_jitable
 
 from ...network import routing
-from ...config import EGRESS_DEPTH, FabricConfig
+from ...config import FabricConfig
 from ...formats.packet import CE, ECT0, ECT1
 from ...network.topology import Topology
 from ..ecn import ecn_decide
+from ..egress_queue import EGRESS_DEPTH, egress_credit, egress_pop, egress_push
 from ..islip import highest_class, islip_match
 from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, lossless_classes, pfc_egress_receive, pfc_ingress_step
 from ..records import Records
+from ..skid_buffer import SKID_DEPTH, skid_pop, skid_push, skid_ready
 from ..source import NONE
-from ..voq import frame_flit, voq_dequeue, voq_enqueue
+from ..voq import (frame_flit, pool_index, queue_index, queue_parts, voq_clock, voq_dequeue,
+                   voq_enqueue, voq_fits)
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
            "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
@@ -43,6 +51,9 @@ OUTSTANDING, PROGRESS, FRAMES, PACKETS, IN_FLIGHT, OVERFLOW, FREE = range(7)
 
 #: RouterParams.topology.
 SWITCH, TORUS, FAT_TREE = range(3)
+
+#: The fields of a flit in RouterState.skid: its packet, its index in the packet, its VC.
+SKID_PKT, SKID_FLIT, SKID_VC = range(3)
 
 # The routing functions are defined once, in superfabric.network.routing, as plain
 # Python; these make them callable from compiled code.
@@ -74,8 +85,9 @@ RouterState = namedtuple("RouterState", [
     # Per link: the global output port feeding it and the input port it feeds;
     # the flits and credits on it, a slot per cycle of latency.
     "link_src", "link_dst", "fwd_pkt", "fwd_flit", "fwd_vc", "fwd_valid", "back_pool",
-    # Per input: skid buffer (oldest first), ingress framing, space per pool.
-    "skid_n", "skid_pkt", "skid_flit", "skid_vc",
+    # Per input: skid buffer (its flits, oldest first, fields SKID_*), ingress
+    # framing, space per pool.
+    "skid_n", "skid",
     "free", "in_packet", "left", "dropping", "waiting", "stored", "wr_ecn",
     # Per (input, queue): the complete packets, oldest first; per [input,
     # output * vcs + vc] the classes with a complete packet, as a bit mask.
@@ -196,8 +208,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
         fwd_flit=ints(links, latency), fwd_vc=ints(links, latency),
         fwd_valid=flags(links, latency), back_pool=ints(links, latency, fill=-1),
-        skid_n=ints(ports), skid_pkt=ints(ports, 2), skid_flit=ints(ports, 2),
-        skid_vc=ints(ports, 2),
+        skid_n=ints(ports), skid=ints(ports, SKID_DEPTH, 3),
         free=free, in_packet=flags(ports), left=ints(ports), dropping=flags(ports),
         waiting=ints(ports), stored=ints(ports), wr_ecn=ints(ports),
         q_head=ints(ports, queues, fill=NONE), q_tail=ints(ports, queues, fill=NONE),
@@ -283,30 +294,25 @@ def _route(st, prm, r, base, n, pkt):
 
 
 @kernel(inline=True)
-def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
-                 sink_times, delivered):
-    """Simulate ``cycle`` of router ``r`` (docs/architecture.md 5.2, 11.5) and clock its edge (5.3).
+def port_class(g, prio, priorities):
+    """The row of (global port ``g``, class ``prio``) in the per-(port, class) arrays of
+    ECN and PFC: ``g * priorities + prio``."""
+    return g * priorities + prio
 
-    Per global port ``g``: ``offer_pkt[g]`` is the packet whose flit
-    ``offer_flit[g]`` (on VC ``offer_vc[g]``, link inputs) is offered to the
-    input (NONE for none; a source offers only while the skid buffer holds
-    fewer than two flits, and then the flit is taken). Per endpoint ``e``:
-    ``ready[e]``, its sink is ready; ``paused[e * priorities + p]``, the pause
-    input's bit; ``sink_enable[e]`` and ``sink_times[e]``, the pause frame its
-    sink sends (enable 0: none). Writes the flits handed to endpoint sinks
-    into ``delivered`` as rows ``(endpoint, packet, flit, last)`` in output
-    order, link handovers into the links' slots of this cycle, and the
-    router's own pause frames into ``st.tx_enable`` and ``st.tx_times``.
-    Returns how many flits were delivered to endpoints and how many frames
-    sent.
-    """
+
+@kernel(inline=True)
+def channel_index(out, vc, vcs):
+    """The column of (output ``out``, VC ``vc``) in ``nonempty``: ``out * vcs + vc``."""
+    return out * vcs + vc
+
+
+@kernel(inline=True)
+def output_status(st, prm, base, n):
+    """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input; ``arriving``,
+    ``credit`` and ``out_free`` per output; per link output and VC, ``credit_ok``, the
+    classes whose pool downstream has room for the longest packet (virtual
+    cut-through). An adaptive VC's packets had their room reserved at ingress."""
     npr, nvc = prm.priorities, prm.vcs
-    base, n = st.base[r], st.nports[r]
-    slot = cycle % prm.link_latency
-    outstanding = st.scalars[OUTSTANDING]
-
-    # 2-3. Read-side and output status; which (output, VC) pools downstream
-    # have room for the longest packet, per class (virtual cut-through).
     for g in range(base, base + n):
         st.finishing[g] = st.rd_valid[g] and st.rd_last[g]
         st.arriving[g] = False
@@ -314,14 +320,13 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
         if st.rd_valid[g]:
             st.arriving[base + st.rd_out[g]] = True
     for g in range(base, base + n):
-        st.credit[g] = st.eg_n[g] + st.arriving[g] < EGRESS_DEPTH
+        st.credit[g] = egress_credit(st.eg_n, g, st.arriving[g])
         st.out_free[g] = st.credit[g]
         if st.port_link[g] < 0:
             st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
             continue
         for v in range(nvc):
             ok = 0
-            # An adaptive VC's packets had their room reserved at ingress.
             for p in range(npr):
                 if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
@@ -334,38 +339,46 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             # A registered grant reserves its output until it starts.
             st.out_free[base + st.gr_out[g]] = False
 
-    # PFC at the endpoint ingress ports: this cycle's frames, from the
-    # occupancy at its start.
-    frames_now = 0
-    if prm.pfc_on:
-        m = 0
-        while m < n and st.port_endpoint[base + m] >= 0:
-            m += 1
-        frames_now = pfc_ingress_step(
-            st.occupancy[base:base + m], st.xoff_state[base:base + m], st.refresh[base:base + m],
-            st.frames_sent[base * npr:(base + m) * npr], st.peak[base * npr:(base + m) * npr],
-            st.lossless, prm.xoff, prm.xon, prm.quanta, prm.refresh_period,
-            st.tx_enable[base:base + m], st.tx_times[base:base + m])
-        row = st.scalars[FRAMES]
-        for g in range(base, base + m):
-            if st.tx_enable[g]:
-                st.frames[row, 0] = cycle
-                st.frames[row, 1] = st.port_endpoint[g]
-                st.frames[row, 2] = st.tx_enable[g]
-                for j in range(8):
-                    st.frames[row, 3 + j] = st.tx_times[g, j]
-                row += 1
-        st.scalars[FRAMES] = row
 
-    # 4. Requests: the highest class per (input, output) with an eligible
-    # queue that is not paused, as bit masks of inputs per (output, class).
+@kernel(inline=True)
+def pfc_send(st, prm, base, n, cycle):
+    """PFC at the endpoint ingress ports (section 4.11): this cycle's pause frames,
+    from the occupancy at its start, recorded in ``st.frames``; returns how many."""
+    npr = prm.priorities
+    m = 0
+    while m < n and st.port_endpoint[base + m] >= 0:
+        m += 1
+    sent = pfc_ingress_step(
+        st.occupancy[base:base + m], st.xoff_state[base:base + m], st.refresh[base:base + m],
+        st.frames_sent[base * npr:(base + m) * npr], st.peak[base * npr:(base + m) * npr],
+        st.lossless, prm.xoff, prm.xon, prm.quanta, prm.refresh_period,
+        st.tx_enable[base:base + m], st.tx_times[base:base + m])
+    row = st.scalars[FRAMES]
+    for g in range(base, base + m):
+        if st.tx_enable[g]:
+            st.frames[row, 0] = cycle
+            st.frames[row, 1] = st.port_endpoint[g]
+            st.frames[row, 2] = st.tx_enable[g]
+            for j in range(8):
+                st.frames[row, 3 + j] = st.tx_times[g, j]
+            row += 1
+    st.scalars[FRAMES] = row
+    return sent
+
+
+@kernel(inline=True)
+def request(st, prm, base, n, cycle, paused):
+    """Step 4 (sections 5.2, 11.5): the highest class per (input, output) with an
+    eligible queue that is not paused, as bit masks of inputs per (output, class) in
+    ``st.req``; returns whether any input requests."""
+    npr, nvc = prm.priorities, prm.vcs
     for g in range(base, base + n):
         e = st.port_endpoint[g]
         blocked = 0
         for p in range(npr):
             st.req[g, p] = 0
             if e >= 0 and (paused[e * npr + p]
-                           or (prm.pfc_on and st.pause_until[g * npr + p] > cycle)):
+                           or (prm.pfc_on and st.pause_until[port_class(g, p, npr)] > cycle)):
                 blocked |= 1 << p
         st.paused_classes[g] = blocked
     any_request = False
@@ -381,23 +394,27 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
                     continue
                 classes = 0
                 for v in range(nvc):
-                    classes |= st.nonempty[g, o * nvc + v] & st.credit_ok[go, v]
+                    classes |= st.nonempty[g, channel_index(o, v, nvc)] & st.credit_ok[go, v]
                 p = highest_class(classes & ~st.paused_classes[go])
                 if p >= 0:
                     st.req[go, p] |= 1 << i
                     any_request = True
         else:
-            q = st.p_req[st.q_head[g, 0]]
-            ov = q // npr
-            p = q - ov * npr
-            o = ov // nvc
+            o, v, p = queue_parts(st.p_req[st.q_head[g, 0]], nvc, npr)
             go = base + o
-            if (st.out_free[go] and st.credit_ok[go, ov - o * nvc] >> p & 1
+            if (st.out_free[go] and st.credit_ok[go, v] >> p & 1
                     and not st.paused_classes[go] >> p & 1):
                 st.req[go, p] |= 1 << i
                 any_request = True
+    return any_request
 
-    # 5. Match, then the VC each matched input starts: the lowest eligible.
+
+@kernel(inline=True)
+def match_starts(st, prm, base, n, any_request):
+    """Step 5 (sections 5.2, 11.5, 5.7): iSLIP's match of each input, then the VC it
+    starts, the lowest eligible; with ``registered_grant`` the starts are last cycle's
+    matches, and this cycle's wait in the grant register."""
+    npr, nvc = prm.priorities, prm.vcs
     if any_request:
         islip_match(st.req[base:base + n], st.g_ptr[base:base + n], st.a_ptr[base:base + n],
                     prm.iterations, st.match_out[base:base + n], st.match_prio[base:base + n],
@@ -410,17 +427,15 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             if prm.islip:
                 p, go = st.match_prio[g], base + o
                 for v in range(nvc):
-                    if (st.nonempty[g, o * nvc + v] & st.credit_ok[go, v]) >> p & 1:
+                    if (st.nonempty[g, channel_index(o, v, nvc)] & st.credit_ok[go, v]) >> p & 1:
                         st.match_vc[g] = v
                         break
             else:
-                st.match_vc[g] = st.p_req[st.q_head[g, 0]] // npr - o * nvc
+                st.match_vc[g] = queue_parts(st.p_req[st.q_head[g, 0]], nvc, npr)[1]
     else:
         for g in range(base, base + n):
             st.match_out[g] = -1
     if prm.registered_grant:
-        # The grant register: this cycle starts last cycle's matches, and
-        # holds this cycle's until the next.
         for g in range(base, base + n):
             o, p, v = st.match_out[g], st.match_prio[g], st.match_vc[g]
             st.match_out[g] = st.gr_out[g]
@@ -430,40 +445,47 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             st.gr_prio[g] = p
             st.gr_vc[g] = v
 
-    # ECN: decide from the backlog at the start of the cycle, before this
-    # cycle's writes and reads change it, in input order (section 5.6).
-    if prm.ecn_on:
-        for g in range(base, base + n):
-            o = st.match_out[g]
-            if o < 0:
-                continue
-            p = st.match_prio[g]
-            q = (o * nvc + st.match_vc[g]) * npr + p
-            pkt = st.q_head[g, q if prm.islip else 0]
-            decision = (base + o) * npr + p
-            mark, seen = ecn_decide(st.backlog, st.lfsr, prm.kmin, prm.kmax, prm.slope, base + o,
-                                    decision)
-            st.p_ecn_backlog[pkt] = seen
-            # ECN-capable as it arrives here: a packet marked CE upstream is
-            # not marked (or counted) again.
-            if mark and (st.p_ecn_out[pkt] == ECT0 or st.p_ecn_out[pkt] == ECT1):
-                st.p_ecn_out[pkt] = CE
-                st.marks[decision] += 1
 
-    # 6. Egress handshakes (a link output is always ready), then the flits
-    # arriving from the read registers.
+@kernel(inline=True)
+def ecn_decisions(st, prm, base, n):
+    """ECN (sections 4.10, 5.6): the decision for every packet starting in this cycle,
+    from the backlog at its start, before this cycle's writes and reads change it, in
+    input order."""
+    npr, nvc = prm.priorities, prm.vcs
+    for g in range(base, base + n):
+        o = st.match_out[g]
+        if o < 0:
+            continue
+        p = st.match_prio[g]
+        pkt = st.q_head[g, queue_index(o, st.match_vc[g], p, nvc, npr) if prm.islip else 0]
+        decision = port_class(base + o, p, npr)
+        mark, seen = ecn_decide(st.backlog, st.lfsr, prm.kmin, prm.kmax, prm.slope, base + o,
+                                decision)
+        st.p_ecn_backlog[pkt] = seen
+        # ECN-capable as it arrives here: a packet marked CE upstream is
+        # not marked (or counted) again.
+        if mark and (st.p_ecn_out[pkt] == ECT0 or st.p_ecn_out[pkt] == ECT1):
+            st.p_ecn_out[pkt] = CE
+            st.marks[decision] += 1
+
+
+@kernel(inline=True)
+def egress_handover(st, prm, base, n, cycle, slot, ready, delivered):
+    """Step 6 (sections 5.2, 11.5): each output's egress handshake, a link output always
+    ready. A flit toward a link enters its slot of this cycle; a flit toward an endpoint
+    is written into ``delivered``. Returns the flits delivered, the packets whose
+    tails were, and whether any output handed a flit over."""
     handed = 0
-    progress = False
+    tails = 0
+    moved = False
     for go in range(base, base + n):
         link = st.port_link[go]
         e = st.port_endpoint[go]
         if st.eg_n[go] == 0 or (link < 0 and not ready[e]):
             continue
-        j = st.eg_first[go]
+        j = egress_pop(st.eg_n, st.eg_first, go)
+        moved = True
         pkt, k, last = st.eg_pkt[go, j], st.eg_flit[go, j], st.eg_last[go, j]
-        st.eg_first[go] = j + 1 if j + 1 < EGRESS_DEPTH else 0
-        st.eg_n[go] -= 1
-        progress = True
         if last:
             st.tx[go] += 1
         if link >= 0:
@@ -487,117 +509,170 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             st.p_out[pkt] = e
         if last:
             st.p_tail[pkt] = cycle
-            outstanding -= 1
+            tails += 1
             if prm.recycle:
                 _release(st, pkt)
+    return handed, tails, moved
+
+
+@kernel(inline=True)
+def crossbar_write(st, base, n):
+    """The edge (section 5.3): every valid read register's flit joins the egress queue
+    of its ``rd_out``, on the input's VC (at most one per output)."""
     for g in range(base, base + n):
         if st.rd_valid[g]:
             go = base + st.rd_out[g]
-            j = st.eg_first[go] + st.eg_n[go]
-            if j >= EGRESS_DEPTH:
-                j -= EGRESS_DEPTH
+            j = egress_push(st.eg_n, st.eg_first, go)
             st.eg_pkt[go, j] = st.rd_pkt[g]
             st.eg_flit[go, j] = st.rd_flit[g]
             st.eg_last[go, j] = st.rd_last[g]
             st.eg_vc[go, j] = st.cur_vc[g]
-            st.eg_n[go] += 1
 
-    # 7. Ingress: skid buffer into the input buffer (the routing decision is
-    # taken as a head flit is admitted), the source or link into the skid buffer.
-    stored = 0
+
+@kernel(inline=True)
+def admit_head(st, prm, r, base, n, g, pkt):
+    """Step 7 for a head flit on input ``g``'s skid buffer (sections 4.2, 11.4): if it
+    fits its pool, its length is reserved and the routing decision files the packet in
+    its queue; if not, in drop mode the packet is dropped, and in backpressure mode
+    the flit stays. Returns ``(taken, keep, last, dropped)``."""
+    npr = prm.priorities
+    size = st.p_length[pkt]
+    pool = 0 if st.in_link[g] < 0 else pool_index(st.p_prio[pkt], st.skid[g, 0, SKID_VC],
+                                                     prm.vcs)
+    fits = voq_fits(st.free, g, pool, size)
+    if not (fits or prm.drop):
+        return False, False, False, False
+    if fits:
+        st.reserve[g] = size
+        st.reserve_pool[g] = pool
+        st.rx[g] += 1
+        out, vc = _route(st, prm, r, base, n, pkt)
+        if _reserved(prm, vc):
+            st.book_port[g] = base + out
+            st.book_vc[g] = vc
+            st.book_prio[g] = st.p_prio[pkt]
+            st.book_len[g] = size
+        st.p_req[pkt] = queue_index(out, vc, st.p_prio[pkt], prm.vcs, npr)
+        st.p_pool[pkt] = pool
+        st.wr_ecn[g] = port_class(base + out, st.p_prio[pkt], npr)
+    else:
+        st.drops[g] += 1
+        st.p_dropped[pkt] = True
+    keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, size, fits)
+    return True, keep, last, not fits
+
+
+@kernel(inline=True)
+def store_flit(st, prm, g, pkt, last):
+    """A kept flit is written into input ``g``'s buffer; its packet's last flit makes it
+    complete: it joins the tail of its queue."""
+    st.stored[g] += 1
+    if prm.pfc_on:
+        st.occupancy[g, st.p_prio[pkt]] += 1
+    if prm.ecn_on:
+        st.backlog[st.wr_ecn[g]] += 1
+    if last:
+        q = st.p_req[pkt] if prm.islip else 0
+        voq_enqueue(st.q_head, st.q_tail, st.q_count, st.p_next, g, q, pkt)
+        st.waiting[g] += 1
+        if prm.islip:
+            o, v, p = queue_parts(q, prm.vcs, prm.priorities)
+            st.nonempty[g, channel_index(o, v, prm.vcs)] |= 1 << p
+
+
+@kernel(inline=True)
+def ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc):
+    """Step 7 (sections 5.2, 11.5): each skid buffer's oldest flit into the input buffer
+    (the routing decision taken as a head flit is admitted), then the source's or the
+    link's flit into the skid buffer. Returns whether a flit moved and how many packets
+    were dropped."""
+    moved = False
+    dropped = 0
     for g in range(base, base + n):
         st.reserve[g] = 0
         popped = False
         if st.skid_n[g]:
-            pkt = st.skid_pkt[g, 0]
+            pkt = st.skid[g, 0, SKID_PKT]
             keep = last = False
             if not st.in_packet[g]:
-                size = st.p_length[pkt]
-                pool = 0 if st.in_link[g] < 0 else st.p_prio[pkt] * nvc + st.skid_vc[g, 0]
-                fits = st.free[g, pool] >= size
-                if fits or prm.drop:
-                    popped = True
-                    if fits:
-                        st.reserve[g] = size
-                        st.reserve_pool[g] = pool
-                        st.rx[g] += 1
-                        out, vc = _route(st, prm, r, base, n, pkt)
-                        if _reserved(prm, vc):
-                            st.book_port[g] = base + out
-                            st.book_vc[g] = vc
-                            st.book_prio[g] = st.p_prio[pkt]
-                            st.book_len[g] = size
-                        st.p_req[pkt] = (out * nvc + vc) * npr + st.p_prio[pkt]
-                        st.p_pool[pkt] = pool
-                        st.wr_ecn[g] = (base + out) * npr + st.p_prio[pkt]
-                    else:
-                        st.drops[g] += 1
-                        st.p_dropped[pkt] = True
-                        outstanding -= 1
-                    keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, size, fits)
+                popped, keep, last, lost = admit_head(st, prm, r, base, n, g, pkt)
+                dropped += lost
             else:
                 popped = True
                 keep, last = frame_flit(st.in_packet, st.left, st.dropping, g, 0, False)
             if popped and not keep and last and prm.recycle:
                 _release(st, pkt)           # the dropped packet's last flit is gone
             if popped and keep:
-                st.stored[g] += 1
-                if prm.pfc_on:
-                    st.occupancy[g, st.p_prio[pkt]] += 1
-                if prm.ecn_on:
-                    st.backlog[st.wr_ecn[g]] += 1
-                if last:
-                    # Complete: it joins the tail of its queue.
-                    q = st.p_req[pkt] if prm.islip else 0
-                    voq_enqueue(st.q_head, st.q_tail, st.q_count, st.p_next, g, q, pkt)
-                    st.waiting[g] += 1
-                    if prm.islip:
-                        ov = q // npr
-                        st.nonempty[g, ov] |= 1 << (q - ov * npr)
+                store_flit(st, prm, g, pkt, last)
         pushed = offer_pkt[g] >= 0
         if popped or pushed:
-            progress = True
+            moved = True
         if popped:
-            st.skid_pkt[g, 0] = st.skid_pkt[g, 1]
-            st.skid_flit[g, 0] = st.skid_flit[g, 1]
-            st.skid_vc[g, 0] = st.skid_vc[g, 1]
-            st.skid_n[g] -= 1
+            skid_pop(st.skid_n, st.skid, g)
         if pushed:
-            if st.skid_n[g] == 2:
+            if not skid_ready(st.skid_n, g):
                 st.scalars[OVERFLOW] = g + 1
             else:
-                st.skid_pkt[g, st.skid_n[g]] = offer_pkt[g]
-                st.skid_flit[g, st.skid_n[g]] = offer_flit[g]
-                st.skid_vc[g, st.skid_n[g]] = offer_vc[g]
-                st.skid_n[g] += 1
+                j = skid_push(st.skid_n, g)
+                st.skid[g, j, SKID_PKT] = offer_pkt[g]
+                st.skid[g, j, SKID_FLIT] = offer_flit[g]
+                st.skid[g, j, SKID_VC] = offer_vc[g]
+    return moved, dropped
 
-    # 8. Reads: a new packet for matched inputs (taking its length from the
-    # credits of a link output), the next flit otherwise; every read from a
-    # link input returns a credit upstream.
-    for i in range(n):
-        g = base + i
+
+@kernel(inline=True)
+def start_packet(st, prm, base, g, o):
+    """Step 8 for input ``g`` matched to output ``o``: the oldest complete packet of its
+    queue leaves it for the read register, taking its length from the credits of a link
+    output (section 11.3)."""
+    npr, nvc = prm.priorities, prm.vcs
+    p, v = st.match_prio[g], st.match_vc[g]
+    q = queue_index(o, v, p, nvc, npr) if prm.islip else 0
+    pkt = voq_dequeue(st.q_head, st.q_count, st.p_next, g, q)
+    st.waiting[g] -= 1
+    if prm.islip and st.q_count[g, q] == 0:
+        st.nonempty[g, channel_index(o, v, nvc)] &= ~(1 << p)
+    go = base + o
+    if st.port_link[go] >= 0 and not _reserved(prm, v):
+        st.credits[go, p, v] -= st.p_length[pkt]
+    st.rd_valid[g] = True
+    st.rd_pkt[g] = pkt
+    st.rd_flit[g] = 0
+    st.rd_last[g] = st.p_length[pkt] == 1
+    st.active[g] = True
+    st.cur_out[g] = o
+    st.rd_out[g] = o
+    st.cur_vc[g] = v
+    st.rd_pool[g] = st.p_pool[pkt]
+    st.rd_ecn[g] = port_class(go, p, npr)
+
+
+@kernel(inline=True)
+def read_flit(st, prm, g, slot):
+    """A flit read from input ``g`` (a start or an advance): it leaves the ECN backlog
+    and the PFC occupancy, and from a link input returns a credit upstream."""
+    pkt = st.rd_pkt[g]
+    if prm.ecn_on:
+        st.backlog[st.rd_ecn[g]] -= 1
+    if prm.pfc_on:
+        st.occupancy[g, st.p_prio[pkt]] -= 1
+    link = st.in_link[g]
+    if link >= 0:
+        st.back_pool[link, slot] = st.rd_pool[g]
+        st.scalars[IN_FLIGHT] += 1
+
+
+@kernel(inline=True)
+def issue_reads(st, prm, r, base, n, slot):
+    """Step 8 (sections 5.2, 11.5) and the input buffers' edge (5.3): a new packet for
+    matched inputs, the next flit for inputs under way with credit; the space, the
+    adaptive bookings and the router's peak occupancy at the edge."""
+    stored = 0
+    for g in range(base, base + n):
         o = st.match_out[g]
         read = False
         if o >= 0:
-            p, v = st.match_prio[g], st.match_vc[g]
-            q = (o * nvc + v) * npr + p if prm.islip else 0
-            pkt = voq_dequeue(st.q_head, st.q_count, st.p_next, g, q)
-            st.waiting[g] -= 1
-            if prm.islip and st.q_count[g, q] == 0:
-                st.nonempty[g, o * nvc + v] &= ~(1 << p)
-            go = base + o
-            if st.port_link[go] >= 0 and not _reserved(prm, v):
-                st.credits[go, p, v] -= st.p_length[pkt]
-            st.rd_valid[g] = True
-            st.rd_pkt[g] = pkt
-            st.rd_flit[g] = 0
-            st.rd_last[g] = st.p_length[pkt] == 1
-            st.active[g] = True
-            st.cur_out[g] = o
-            st.rd_out[g] = o
-            st.cur_vc[g] = v
-            st.rd_pool[g] = st.p_pool[pkt]
-            st.rd_ecn[g] = go * npr + p
+            start_packet(st, prm, base, g, o)
             read = True
         elif st.active[g] and not st.finishing[g] and st.credit[base + st.cur_out[g]]:
             k = st.rd_flit[g] + 1
@@ -611,18 +686,8 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
             st.rd_out[g] = st.cur_out[g]
             st.active[g] = st.active[g] and not st.finishing[g]
         if read:
-            pkt = st.rd_pkt[g]
-            if prm.ecn_on:
-                st.backlog[st.rd_ecn[g]] -= 1
-            if prm.pfc_on:
-                st.occupancy[g, st.p_prio[pkt]] -= 1
-            st.free[g, st.rd_pool[g]] += 1
-            link = st.in_link[g]
-            if link >= 0:
-                st.back_pool[link, slot] = st.rd_pool[g]
-                st.scalars[IN_FLIGHT] += 1
-        if st.reserve[g]:
-            st.free[g, st.reserve_pool[g]] -= st.reserve[g]
+            read_flit(st, prm, g, slot)
+        voq_clock(st.free, g, st.rd_pool[g], read, st.reserve_pool[g], st.reserve[g])
         if st.book_port[g] >= 0:
             # The room reserved by an adaptive routing decision, at the edge.
             st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
@@ -632,16 +697,53 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     if stored > st.peak_stored[r]:
         st.peak_stored[r] = stored
 
-    # The sinks' frames take effect at egress from the next cycle; the
-    # router's own frames pause the sources, which is the caller's part.
-    if prm.pfc_on:
-        for g in range(base, base + n):
-            e = st.port_endpoint[g]
-            if e >= 0 and sink_enable[e]:
-                pfc_egress_receive(st.pause_start, st.pause_until, st.paused_before,
-                                   st.frames_received, npr, prm.data_width, cycle, g,
-                                   sink_enable[e], sink_times[e])
 
-    st.scalars[OUTSTANDING] = outstanding
+@kernel(inline=True)
+def pfc_receive(st, prm, base, n, cycle, sink_enable, sink_times):
+    """The sinks' pause frames of this cycle load the egress timers of their endpoint
+    outputs (section 4.11), in force from the next cycle."""
+    for g in range(base, base + n):
+        e = st.port_endpoint[g]
+        if e >= 0 and sink_enable[e]:
+            pfc_egress_receive(st.pause_start, st.pause_until, st.paused_before,
+                               st.frames_received, prm.priorities, prm.data_width, cycle, g,
+                               sink_enable[e], sink_times[e])
+
+
+@kernel(inline=True)
+def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
+                 sink_times, delivered):
+    """Simulate ``cycle`` of router ``r`` (docs/architecture.md 5.2, 11.5) and clock its edge (5.3).
+
+    Per global port ``g``: ``offer_pkt[g]`` is the packet whose flit
+    ``offer_flit[g]`` (on VC ``offer_vc[g]``, link inputs) is offered to the
+    input (NONE for none; a source offers only while the skid buffer holds
+    fewer than two flits, and then the flit is taken). Per endpoint ``e``:
+    ``ready[e]``, its sink is ready; ``paused[e * priorities + p]``, the pause
+    input's bit; ``sink_enable[e]`` and ``sink_times[e]``, the pause frame its
+    sink sends (enable 0: none). Writes the flits handed to endpoint sinks
+    into ``delivered`` as rows ``(endpoint, packet, flit, last)`` in output
+    order, link handovers into the links' slots of this cycle, and the
+    router's own pause frames into ``st.tx_enable`` and ``st.tx_times``.
+    Returns how many flits were delivered to endpoints and how many frames
+    sent. Each step is a rule of its own, called in the order of section 5.2.
+    """
+    base, n = st.base[r], st.nports[r]
+    slot = cycle % prm.link_latency
+    output_status(st, prm, base, n)
+    frames_now = pfc_send(st, prm, base, n, cycle) if prm.pfc_on else 0
+    any_request = request(st, prm, base, n, cycle, paused)
+    match_starts(st, prm, base, n, any_request)
+    if prm.ecn_on:
+        ecn_decisions(st, prm, base, n)
+    handed, tails, handed_over = egress_handover(st, prm, base, n, cycle, slot, ready, delivered)
+    crossbar_write(st, base, n)
+    taken, dropped = ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc)
+    issue_reads(st, prm, r, base, n, slot)
+    # The router's own frames pause the sources, which is the caller's part.
+    if prm.pfc_on:
+        pfc_receive(st, prm, base, n, cycle, sink_enable, sink_times)
+    st.scalars[OUTSTANDING] -= tails + dropped
+    progress = handed_over or taken
     st.scalars[PROGRESS] = st.scalars[PROGRESS] or progress
     return handed, frames_now

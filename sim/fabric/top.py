@@ -16,6 +16,7 @@ from ..backpressure import BLOCK, PauseSchedule, SinkReady
 from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sink_pause_frames
 from ..records import Records
+from ..skid_buffer import skid_ready
 from .router import (FRAMES, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS, router_busy,
                      router_cycle, router_params, router_state, trace_packets)
 from ..source import (NONE, source_accept, source_busy, source_next_generation, source_offer,
@@ -118,7 +119,7 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
             # input can take the flit (a stream source does not withdraw an
             # offer); the flit moves when the skid buffer has room.
             pkt = source_offer(src, e, cycle)
-            if pkt >= 0 and st.skid_n[g] < 2:
+            if pkt >= 0 and skid_ready(st.skid_n, g):
                 offer_pkt[g] = pkt
                 offer_flit[g] = src.flit[e]
                 offer_vc[g] = 0

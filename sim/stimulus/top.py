@@ -26,6 +26,7 @@ from ..kernel import kernel
 from ..fabric.router import (FREE, OUTSTANDING, PROGRESS, packet_arrays, router_cycle, router_params,
                      router_state)
 from ..source import NONE
+from ..skid_buffer import skid_ready
 from ..traffic import TrafficError, read_npz
 from .traffic_gen import KNOBS, draw_cycle
 from .traffic_sink import CRC32_TABLE, ready_draws, sink_flit
@@ -163,7 +164,7 @@ def stimulus_block(st, prm, gen, snk, cycle, end, run_cycles, last_progress, sta
         for p in range(endpoints):
             g = endpoint_port[p]
             offer_pkt[g] = NONE
-            if st.skid_n[g] < 2 and gen.level[p]:
+            if skid_ready(st.skid_n, g) and gen.level[p]:
                 pkt = gen.pending[p, gen.head[p]]
                 offer_pkt[g] = pkt
                 offer_flit[g] = gen.flit[p]

@@ -1,6 +1,6 @@
 """The fabric top: every router of the topology and the links between them (docs/architecture.md 11.9)."""
 
-from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, Value, unsigned
+from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,6 +9,7 @@ from ...formats.counters import COUNTER_WIDTH
 from ...network.topology import Topology
 from ..packet import packet_layout
 from ..pfc_frame import REQUEST_LAYOUT
+from ..ports import module_ports
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
 
@@ -188,7 +189,6 @@ def _instance(module: str, signature: wiring.Signature, ports) -> Instance:
     """An instance of the router module ``module``, its ports bound to the interface
     ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
     bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
-    for path, member, value in signature.flatten(ports):
-        name = "__".join(str(part) for part in path)
-        bound.append(("i" if member.flow == In else "o", name, Value.cast(value)))
+    for name, flow, value in module_ports(signature, ports):
+        bound.append(("i" if flow == In else "o", name, value))
     return Instance(module, *bound)

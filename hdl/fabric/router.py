@@ -100,7 +100,7 @@ class Router(wiring.Component):
     Ports
     -----
     i, o : packet streams of the endpoint ports.
-    link_i, link_o : flit channels of the link ports (no ``ready``: the
+    link_i, link_o : flit streams of the link ports, always ready (the
         credits guarantee the room), port ``endpoint ports + j``.
     credit_i, credit_o : credits arriving for link output ``j`` / returned
         for link input ``j``, one per ``valid``, of a (class, VC) ``pool``.

@@ -672,11 +672,11 @@ class RdmaEngine(wiring.Component):
         """The notification point hears the CE marks and the CNP picks; the
         reaction points the CNPs received and the data packets picked."""
         notify, react = cc.notify, cc.react
-        m.d.comb += [notify.marked_valid.eq(rx.v_marked), notify.marked_context.eq(rx.x),
+        m.d.comb += [notify.marked.valid.eq(rx.v_marked), notify.marked.payload.eq(rx.x),
                      notify.pick.eq(pick.cnp),
-                     react.cnp_valid.eq(rx.cnp_in), react.cnp_channel.eq(rx.ack_t),
-                     react.sent_valid.eq(pick.data), react.sent_channel.eq(pick.data_ch),
-                     react.sent_flits.eq(r.desc_tx.data.words + 2),
+                     react.cnp.valid.eq(rx.cnp_in), react.cnp.payload.eq(rx.ack_t),
+                     react.sent.valid.eq(pick.data), react.sent.payload.channel.eq(pick.data_ch),
+                     react.sent.payload.flits.eq(r.desc_tx.data.words + 2),
                      self.cnp_valid.eq(pick.cnp), self.cnp_context.eq(notify.lowest),
                      self.rate_changed.eq(react.changed)]
         m.d.comb += [self.rate[c].eq(react.rate[c]) for c in range(self._nc)]

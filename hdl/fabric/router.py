@@ -315,17 +315,17 @@ class Router(wiring.Component):
         for k in range(self._n):
             match_vc = self._lowest_vc(m, k, ready[k], islip)
             if not self._cfg.switch.registered_grant:
-                start.append(islip.match[k])
-                start_out.append(islip.match_out[k])
-                start_prio.append(islip.match_prio[k])
+                start.append(islip.match[k].valid)
+                start_out.append(islip.match[k].payload.output)
+                start_prio.append(islip.match[k].payload.prio)
                 start_vc.append(match_vc)
                 continue
-            grant_prio = Signal.like(islip.match_prio[k], name=f"grant_prio{k}")
+            grant_prio = Signal.like(islip.match[k].payload.prio, name=f"grant_prio{k}")
             grant_vc = Signal.like(match_vc, name=f"grant_vc{k}")
-            m.d.sync += rc.granted[k].eq(islip.match[k])
-            with m.If(islip.match[k]):
-                m.d.sync += [rc.grant_out[k].eq(islip.match_out[k]),
-                             grant_prio.eq(islip.match_prio[k]), grant_vc.eq(match_vc)]
+            m.d.sync += rc.granted[k].eq(islip.match[k].valid)
+            with m.If(islip.match[k].valid):
+                m.d.sync += [rc.grant_out[k].eq(islip.match[k].payload.output),
+                             grant_prio.eq(islip.match[k].payload.prio), grant_vc.eq(match_vc)]
             start.append(rc.granted[k])
             start_out.append(rc.grant_out[k])
             start_prio.append(grant_prio)
@@ -506,7 +506,7 @@ class Router(wiring.Component):
         if nvc == 1:
             return Const(0, 1)
         vc = Signal(range(nvc), name=f"match_vc{k}")
-        where = islip.match_out[k] * np_ + islip.match_prio[k]
+        where = islip.match[k].payload.output * np_ + islip.match[k].payload.prio
         for v in reversed(range(nvc)):
             with m.If(ready[v].bit_select(where, 1)):
                 m.d.comb += vc.eq(v)

@@ -17,8 +17,7 @@ from ..ecn import EcnMarker
 from ..egress_queue import EgressQueue
 from ..islip import ISLIP
 from ..packet import credit_signature, link_signature, packet_layout
-from ..pfc import PfcEgress, PfcIngress
-from ..pfc_frame import REQUEST_LAYOUT
+from ..pfc import PfcEgress, PfcIngress, frame_signature
 from .routing import Routing, credit_bits, tier_router
 from ..skid_buffer import SkidBuffer
 from ..voq import VOQBuffer
@@ -119,8 +118,8 @@ class Router(wiring.Component):
         in this cycle (the model's progress). Both for the testbench's stall
         detection and report.
     pfc_tx, pfc_rx : with ``[pfc] enabled``, pause frames sent to and
-        received from the endpoints (``pfc_*_valid`` bit per endpoint
-        port), and their counters; links are lossless by credits.
+        received from the endpoints (a frame stream per endpoint port), and
+        their counters; links are lossless by credits.
     ecn_marks : with ``[ecn] enabled``, packets marked CE per (output,
         priority); ``ecn_decided``/``ecn_backlog`` show each output's marking
         decisions and the backlog they saw. ``ecn_seed``: in a fabric, the
@@ -277,9 +276,8 @@ class Router(wiring.Component):
         paused = self.pause if ends else Const(0, 1)
         if cfg.pfc.enabled and ends:
             m.submodules.pfc_egress = pfc_egress = PfcEgress(cfg, ports=ends)
-            m.d.comb += pfc_egress.rx_valid.eq(self.pfc_rx_valid)
             for o in range(ends):
-                m.d.comb += pfc_egress.rx[o].eq(self.pfc_rx[o])
+                wiring.connect(m, wiring.flipped(self.pfc_rx[o]), pfc_egress.rx[o])
             for q in range(ends * np_):
                 m.d.comb += [self.pfc_rx_frames[q].eq(pfc_egress.frames_received[q]),
                              self.pfc_paused_cycles[q].eq(pfc_egress.paused_cycles[q])]
@@ -372,9 +370,8 @@ class Router(wiring.Component):
                 pfc_ingress.wr[k].eq(bufs[k].wr_valid), pfc_ingress.wr_prio[k].eq(bufs[k].wr_prio),
                 pfc_ingress.rd[k].eq(bufs[k].start | bufs[k].advance),
                 pfc_ingress.rd_prio[k].eq(read_prio[k]),
-                self.pfc_tx[k].eq(pfc_ingress.tx[k]),
             ]
-        m.d.comb += self.pfc_tx_valid.eq(pfc_ingress.tx_valid)
+            wiring.connect(m, pfc_ingress.tx[k], wiring.flipped(self.pfc_tx[k]))
         for q in range(ends * sw.priorities):
             m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
                          self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
@@ -637,10 +634,8 @@ def router_signature(cfg: FabricConfig, kind: str) -> wiring.Signature:
     if cfg.pfc.enabled and m:
         classes = m * sw.priorities
         members.update({
-            "pfc_tx_valid": Out(m),
-            "pfc_tx": Out(REQUEST_LAYOUT).array(m),
-            "pfc_rx_valid": In(m),
-            "pfc_rx": In(REQUEST_LAYOUT).array(m),
+            "pfc_tx": Out(frame_signature()).array(m),
+            "pfc_rx": In(frame_signature()).array(m),
             "pfc_tx_frames": Out(COUNTER_WIDTH).array(classes),
             "pfc_rx_frames": Out(COUNTER_WIDTH).array(classes),
             "pfc_paused_cycles": Out(COUNTER_WIDTH).array(classes),

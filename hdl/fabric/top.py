@@ -8,7 +8,7 @@ from ...config import FabricConfig
 from ...formats.counters import COUNTER_WIDTH
 from ...network.topology import Topology
 from ..packet import packet_layout
-from ..pfc_frame import REQUEST_LAYOUT
+from ..pfc import frame_signature
 from ..ports import module_ports
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
@@ -44,9 +44,9 @@ class Fabric(wiring.Component):
     link_credits : the credits of link ``k``'s output for pool ``prio * vcs
         + vc``, at ``k * priorities * vcs + pool``; moved: some router moved
         a flit in this cycle. For the testbench's stall detection and report.
-    pfc_* : with ``[pfc] enabled``, per endpoint (frames ``pfc_tx``,
-        ``pfc_rx`` and ``pfc_*_valid`` bit ``e``) and per ``e * priorities
-        + prio`` (counters).
+    pfc_* : with ``[pfc] enabled``, per endpoint ``e`` (the frame streams
+        ``pfc_tx[e]``, ``pfc_rx[e]``) and per ``e * priorities + prio``
+        (counters).
     ecn_marks : with ``[ecn] enabled``, per ``g * priorities + prio``;
         ``ecn_decided`` bit ``e`` and ``ecn_backlog[e]``: the decisions of
         the endpoint outputs.
@@ -88,10 +88,8 @@ class Fabric(wiring.Component):
         }
         if cfg.pfc.enabled:
             members.update({
-                "pfc_tx_valid": Out(e),
-                "pfc_tx": Out(REQUEST_LAYOUT).array(e),
-                "pfc_rx_valid": In(e),
-                "pfc_rx": In(REQUEST_LAYOUT).array(e),
+                "pfc_tx": Out(frame_signature()).array(e),
+                "pfc_rx": In(frame_signature()).array(e),
                 "pfc_tx_frames": Out(COUNTER_WIDTH).array(e * np_),
                 "pfc_rx_frames": Out(COUNTER_WIDTH).array(e * np_),
                 "pfc_paused_cycles": Out(COUNTER_WIDTH).array(e * np_),
@@ -145,10 +143,8 @@ class Fabric(wiring.Component):
         local = slice(p * np_, (p + 1) * np_)
         m.d.comb += router.pause[local].eq(self.pause[classes])
         if cfg.pfc.enabled:
-            m.d.comb += [router.pfc_rx_valid[p].eq(self.pfc_rx_valid[e]),
-                         router.pfc_rx[p].eq(self.pfc_rx[e]),
-                         self.pfc_tx_valid[e].eq(router.pfc_tx_valid[p]),
-                         self.pfc_tx[e].eq(router.pfc_tx[p])]
+            wiring.connect(m, wiring.flipped(self.pfc_rx[e]), router.pfc_rx[p])
+            wiring.connect(m, router.pfc_tx[p], wiring.flipped(self.pfc_tx[e]))
             for c in range(np_):
                 for name in ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles",
                              "pfc_peak_occupancy"):

@@ -88,9 +88,9 @@ class RdmaFabric(wiring.Component):
             # The engines' pause timers: per (endpoint, class), loaded by the
             # frames of the switch input the engine sends into.
             obey = m.submodules.obey = PfcEgress(cfg)
-            m.d.comb += [obey.rx_valid.eq(switch.pfc_tx_valid),
-                         self.pfc_tx.eq(Cat(*switch.pfc_tx))]
-            m.d.comb += [obey.rx[e].eq(switch.pfc_tx[e]) for e in range(n)]
+            m.d.comb += self.pfc_tx.eq(Cat(switch.pfc_tx[e].payload for e in range(n)))
+            for e in range(n):
+                wiring.connect(m, switch.pfc_tx[e], obey.rx[e])
         counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
         entering = []
         for e in range(n):
@@ -171,7 +171,8 @@ class RdmaFabric(wiring.Component):
         m.d.comb += [self.free.eq(Cat(*frees)),
                      self.rate.eq(Cat(*rates)), self.rate_changed.eq(Cat(*changed)),
                      self.cnp_context.eq(Cat(*contexts))]
-        pfc_sent = switch.pfc_tx_valid if cfg.pfc.enabled else Const(0, n)
+        pfc_sent = (Cat(switch.pfc_tx[e].valid for e in range(n)) if cfg.pfc.enabled
+                    else Const(0, n))
         m.d.comb += self.events.eq(Cat(pfc_sent, *cnps, *(c.any() for c in changed)))
 
         # Each output's queue: flits taken at the inputs toward it, less those handed over.

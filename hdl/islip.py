@@ -5,6 +5,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import round_robin_pick
+from .checks import check_count
 
 __all__ = ["ISLIP"]
 
@@ -42,11 +43,10 @@ class ISLIP(wiring.Component):
     """
 
     def __init__(self, *, ports: int, priorities: int, iterations: int):
-        if ports < 2:
-            raise ValueError(f"ports must be at least 2, not {ports}")
-        if priorities < 1:
-            raise ValueError(f"priorities must be at least 1, not {priorities}")
-        if not 1 <= iterations <= ports:
+        check_count("ports", ports, least=2)
+        check_count("priorities", priorities)
+        check_count("iterations", iterations)
+        if iterations > ports:
             raise ValueError(f"iterations must be in 1..{ports}, not {iterations}")
         self._n = ports
         self._p = priorities

@@ -13,6 +13,7 @@ from amaranth.lib.wiring import In, Out
 from ..config import FabricConfig
 from ..formats.pfc_frame import QUANTUM_BITS
 from .pfc_frame import REQUEST_LAYOUT
+from .checks import check_config, check_count
 
 __all__ = ["PfcIngress", "PfcEgress", "pause_shift", "frame_signature"]
 
@@ -54,6 +55,10 @@ class PfcIngress(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, *, refresh: int, ports: int | None = None):
+        check_config(cfg)
+        check_count("refresh", refresh)
+        if ports is not None:
+            check_count("ports", ports)
         sw = cfg.switch
         self._cfg = cfg
         self._refresh = refresh
@@ -128,6 +133,9 @@ class PfcEgress(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, *, ports: int | None = None):
+        check_config(cfg)
+        if ports is not None:
+            check_count("ports", ports)
         sw = cfg.switch
         self._cfg = cfg
         self._ports = n = sw.ports if ports is None else ports

@@ -26,7 +26,7 @@ __all__ = ["TOPS", "tops", "default_top", "convert", "write_verilog", "verilator
 #: Generated top-level blocks, by module name.
 TOPS = {
     "switch": lambda cfg: Switch(cfg),
-    "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
+    "skid_buffer": lambda cfg: SkidBuffer(payload_shape=packet_layout(cfg)),
     # One endpoint's engine, for FPGA builds (as endpoint 0; the index
     # only fixes the engine's own address on the fabric).
     "rdma_engine": lambda cfg: RdmaEngine(cfg, endpoint=0),

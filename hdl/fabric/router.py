@@ -21,6 +21,7 @@ from ..pfc import PfcEgress, PfcIngress, frame_signature
 from .routing import Routing, credit_bits, tier_router
 from ..skid_buffer import SkidBuffer
 from ..voq import VOQBuffer
+from ..checks import check_config
 
 __all__ = ["Router", "router_signature", "router_capacity", "SWITCH", "KINDS"]
 
@@ -128,6 +129,7 @@ class Router(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, kind: str = SWITCH):
+        check_config(cfg)
         topo = Topology.of(cfg)
         self._cfg = cfg
         self._kind = kind
@@ -175,7 +177,7 @@ class Router(wiring.Component):
         n, ends = self._n, self._m
         bufs, egress = [], []
         for k in range(n):
-            skid = SkidBuffer(self._layout)
+            skid = SkidBuffer(payload_shape=self._layout)
             buf = VOQBuffer(self._cfg, outputs=n, vcs=self._vcs, link=k >= ends)
             m.submodules[f"skid{k}"] = skid
             m.submodules[f"voq{k}"] = buf

@@ -12,6 +12,7 @@ from ..pfc import frame_signature
 from ..ports import module_ports
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
+from ..checks import check_config
 
 __all__ = ["Fabric"]
 
@@ -53,6 +54,7 @@ class Fabric(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, *, instances: bool = True):
+        check_config(cfg)
         topo = Topology.of(cfg)
         if topo.kind == "switch":
             raise ValueError("fabric.topology = 'switch': the fabric top needs a torus or a "

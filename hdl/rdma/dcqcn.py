@@ -12,13 +12,9 @@ from amaranth.lib.wiring import In, Out
 from ...formats.dcqcn import (ALPHA_BITS, ALPHA_ONE, LINE_RATE, RATE_BITS, DcqcnUnits, alpha_decay,
                              alpha_raise, cut, debt_after, debt_bits, increase, packet_debt,
                              stage_after, stage_bits)
+from ..checks import check_count
 
 __all__ = ["NotificationPoint", "ReactionPoint"]
-
-
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 class NotificationPoint(wiring.Component):
@@ -34,8 +30,8 @@ class NotificationPoint(wiring.Component):
     """
 
     def __init__(self, *, contexts: int, interval: int):
-        _check_count("contexts", contexts)
-        _check_count("interval", interval)
+        check_count("contexts", contexts)
+        check_count("interval", interval)
         self._contexts, self._interval = contexts, interval
         super().__init__({
             "marked": In(stream.Signature(range(contexts), always_ready=True)),
@@ -81,8 +77,8 @@ class ReactionPoint(wiring.Component):
     """
 
     def __init__(self, *, channels: int, units: DcqcnUnits, max_packet_flits: int):
-        _check_count("channels", channels)
-        _check_count("max_packet_flits", max_packet_flits)
+        check_count("channels", channels)
+        check_count("max_packet_flits", max_packet_flits)
         if not isinstance(units, DcqcnUnits):
             raise TypeError(f"units must be a DcqcnUnits, not {units!r}")
         self._channels, self._units, self._flits = channels, units, max_packet_flits

@@ -35,6 +35,7 @@ from .engine import RdmaEngine
 from .header import cpl_layout, rcpl_layout, wr_layout
 from .keys import table_width
 from ..switch import Switch
+from ..checks import check_config
 
 __all__ = ["RdmaFabric"]
 
@@ -51,6 +52,7 @@ class RdmaFabric(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg

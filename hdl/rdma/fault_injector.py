@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 from ...config import FabricConfig
 from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_step
 from ..packet import packet_layout
+from ..checks import check_config
 
 __all__ = ["FaultInjector", "FaultState"]
 
@@ -47,6 +48,7 @@ class FaultInjector(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         self._cfg = cfg
         layout = packet_layout(cfg)
         super().__init__({

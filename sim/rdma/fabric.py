@@ -241,8 +241,8 @@ class RdmaFabricModel:
         rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
         rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
                               CNP_COLUMNS)
-        rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines) if eng.rp
-                                for c, ch, r in eng.rp.changes], RATE_COLUMNS)
+        rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines)
+                                for c, ch, r in eng.rate_changes()], RATE_COLUMNS)
         rec.pfc_frames = switch.pfc_frames
         rec.queue_depth = depth_rows[:cycle].copy()
         rec.cycles = cycle

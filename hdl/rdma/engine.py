@@ -373,14 +373,17 @@ class RdmaEngine(wiring.Component):
              if name != "hcs"}
         reth = Signal(reth_layout())
         bth = pack(wire.BTH_FIELDS, **b)
-        with m.If(pick.cnp):
-            if cc is not None:       # else pick.cnp is 0
+        # Without DCQCN no CNP is ever picked: no branch is built for one.
+        control = m.If
+        if cc is not None:
+            with m.If(pick.cnp):
                 lowest = cc.notify.lowest
                 m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(lowest % C)]
                 m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1),
                              tx_dst.eq(self._peer(lowest)), tx_bth.eq(with_hcs(bth, hcs(bth))),
                              tx_words.eq(0)]
-        with m.Elif(pick.ctrl):
+            control = m.Elif
+        with control(pick.ctrl):
             m.d.comb += [b["opcode"].eq(wire.ACK_OPCODE), b["ch"].eq(ctrl_x % C),
                          b["syndrome"].eq(syndrome),
                          b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, r.denied[ctrl_x],

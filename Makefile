@@ -51,11 +51,15 @@ demo: setup
 # `make test` runs every layer but bench; `make test-fast` only what needs neither an RTL
 # simulator nor the FPGA tools, nor is slow or docs: the golden model, the Amaranth
 # simulator's block tests, the oracles and the command line on the model.
+# Both run one pytest worker per core (pytest-xdist), a test file to a worker: the tests of
+# one file share its RTL builds, and a build another worker needs too is made once (the
+# runner locks it). Most of a run is single-threaded Python (the model, cocotb, Icarus).
+PARALLEL := -n auto --dist loadfile
 test: setup
-	$(BIN)/pytest -v -m "not bench"
+	$(BIN)/pytest -v $(PARALLEL) -m "not bench"
 
 test-fast: $(BIN)/superfabric browser
-	$(BIN)/pytest -m "not rtl and not slow and not synth and not docs and not bench"
+	$(BIN)/pytest $(PARALLEL) -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
 # and machine). TABLES="model fabric" runs only those (model, fabric, trace, rdma, stimulus,

@@ -1,6 +1,8 @@
 """The input buffer of one router port: virtual output queues in one shared memory."""
 
-from amaranth.hdl import Signal, Module, Mux, Array, Cat, Const, unsigned
+from dataclasses import dataclass
+
+from amaranth.hdl import Signal, Module, Mux, Array, Cat, Const, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.memory import Memory
@@ -11,6 +13,22 @@ from ..formats.packet import vc_bits
 from .packet import packet_layout, pools
 
 __all__ = ["VOQBuffer"]
+
+
+@dataclass
+class _Admission:
+    """The flit on ``i`` as ingress sees it (section 4.2): ``write``, it is kept
+    and written this cycle into queue ``q_wr`` (its packet's queue, 0 with one
+    queue), ``is_last`` the regenerated ``last``; ``q_packet``, the packet's
+    queue in the request space; ``pool`` and ``length``, its head's pool and
+    length (valid on a head flit)."""
+
+    write: Value
+    is_last: Value
+    q_wr: Value
+    q_packet: Value
+    pool: Value
+    length: Value
 
 
 class VOQBuffer(wiring.Component):
@@ -114,8 +132,7 @@ class VOQBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        sw = self._cfg.switch
-        nq, np_, capacity = self._queues, sw.priorities, self.capacity
+        nq, capacity = self._queues, self.capacity
         depth = capacity + nq
         addr_bits = max(1, (depth - 1).bit_length())
         entry = data.StructLayout({"payload": self._layout, "next": unsigned(addr_bits)})
@@ -123,23 +140,7 @@ class VOQBuffer(wiring.Component):
         m.submodules.mem = mem = Memory(shape=entry, depth=depth, init=[])
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
-
-        # Free list: a FIFO of spare addresses whose read port always shows
-        # the entry at the read pointer, so an allocation needs no extra cycle.
-        # Transparency lets an address freed in one cycle be reused in the next.
-        m.submodules.free_mem = free_mem = Memory(
-            shape=unsigned(addr_bits), depth=capacity, init=[nq + k for k in range(capacity)])
-        free_wr = free_mem.write_port()
-        free_rd = free_mem.read_port(domain="sync", transparent_for=(free_wr,))
-        free_rd_ptr = Signal(range(capacity))
-        free_wr_ptr = Signal(range(capacity))
-
-        def wrap_inc(ptr):
-            return Mux(ptr == capacity - 1, 0, ptr + 1)
-
-        # Queue pointers start on the queues' own dummy entries 0..nq-1.
-        head = Array(Signal(addr_bits, init=q, name=f"head{q}") for q in range(nq))
-        tail = Array(Signal(addr_bits, init=q, name=f"tail{q}") for q in range(nq))
+        free_wr, free_rd = self._free_list(m, addr_bits)
         # Unreserved flits per pool. A read frees its slot in the pool of
         # the packet read, which is known once its head is in the read
         # register (rd_pool): the slot counts as free from the cycle after
@@ -148,7 +149,36 @@ class VOQBuffer(wiring.Component):
                      for k in range(self._pools))
         rd_valid = Signal()
 
-        # ---- ingress: framing, admission, linked-list write ---------------
+        ing = self._ingress(m, free, rd_valid)
+        self._linked_list_write(m, wr, free_rd, ing)
+        read = self._read_side(m, rd, entry, rd_valid)
+        self._space_accounting(m, rd, free_wr, free_rd, free, rd_valid, ing, read)
+        self._store_and_forward(m, ing)
+        return m
+
+    def _wrap_inc(self, ptr):
+        """The free list's next pointer: ``ptr + 1`` modulo its ``capacity`` entries."""
+        return Mux(ptr == self.capacity - 1, 0, ptr + 1)
+
+    def _free_list(self, m, addr_bits):
+        """The free list's memory, filled with every spare address; returns its
+        ``(write port, read port)``."""
+        capacity = self.capacity
+        # A FIFO of spare addresses whose read port always shows the entry at
+        # the read pointer, so an allocation needs no extra cycle.
+        # Transparency lets an address freed in one cycle be reused in the next.
+        m.submodules.free_mem = free_mem = Memory(
+            shape=unsigned(addr_bits), depth=capacity,
+            init=[self._queues + k for k in range(capacity)])
+        free_wr = free_mem.write_port()
+        free_rd = free_mem.read_port(domain="sync", transparent_for=(free_wr,))
+        return free_wr, free_rd
+
+    def _ingress(self, m, free, rd_valid):
+        """Ingress, framing and admission (section 4.2): drives ``i.ready``, the
+        ``wr_*`` and ``rx_packet``/``drop_packet`` ports; returns the flit's
+        :class:`_Admission`."""
+        np_ = self._cfg.switch.priorities
         in_packet = Signal()          # a packet's head has been taken
         dropping = Signal()           # ... and it is being discarded
         left = Signal(range(1 << self._layout["length"].shape.width))
@@ -173,7 +203,7 @@ class VOQBuffer(wiring.Component):
             index_in.eq(self.route_out * np_ + p.prio),
         ]
         is_head = ~in_packet
-        if sw.ingress_full == "backpressure":
+        if self._cfg.switch.ingress_full == "backpressure":
             m.d.comb += self.i.ready.eq(~is_head | fits)
         else:
             m.d.comb += self.i.ready.eq(1)
@@ -181,7 +211,7 @@ class VOQBuffer(wiring.Component):
         keep = Mux(is_head, fits, ~dropping)
         is_last = Mux(is_head, length == 1, left == 1)
         q_wr = Signal.like(q_in)
-        m.d.comb += q_wr.eq(Mux(is_head, q_in, wr_q) if nq > 1 else 0)
+        m.d.comb += q_wr.eq(Mux(is_head, q_in, wr_q) if self._queues > 1 else 0)
         write = Signal()
         m.d.comb += [write.eq(accept & keep), self.wr_valid.eq(write),
                      self.wr_index.eq(Mux(is_head, index_in, wr_index)),
@@ -198,22 +228,34 @@ class VOQBuffer(wiring.Component):
             self.rx_packet.eq(accept & is_head & fits),
             self.drop_packet.eq(accept & is_head & ~fits),
         ]
+        return _Admission(write=write, is_last=is_last, q_wr=q_wr,
+                          q_packet=Mux(is_head, q_in, wr_q), pool=pool, length=length)
 
+    def _linked_list_write(self, m, wr, free_rd, ing):
+        """A kept flit into its queue's tail entry, with the freshly allocated
+        entry (the free list's head) as its next pointer and the queue's new tail."""
+        # Queue tails start on the queues' own dummy entries 0..nq-1.
+        tail = Array(Signal(len(wr.addr), init=q, name=f"tail{q}") for q in range(self._queues))
         stored = self._layout(wr.data.payload)
         m.d.comb += [
-            wr.en.eq(write),
-            wr.addr.eq(tail[q_wr]),
+            wr.en.eq(ing.write),
+            wr.addr.eq(tail[ing.q_wr]),
             wr.data.payload.eq(self.i.payload),
-            stored.last.eq(is_last),
+            stored.last.eq(ing.is_last),
             wr.data.next.eq(free_rd.data),
         ]
         # Written entry by entry: an Array target would be a case over every
         # queue for every queue in the Verilog.
-        for q in range(nq):
-            with m.If(write & (q_wr == q)):
+        for q in range(self._queues):
+            with m.If(ing.write & (ing.q_wr == q)):
                 m.d.sync += tail[q].eq(free_rd.data)
 
-        # ---- read side ------------------------------------------------------
+    def _read_side(self, m, rd, entry, rd_valid):
+        """``start``/``advance`` read a queue's head or the next flit of the packet
+        under way; drives the ``rd_*`` ports. Returns ``read``: a flit is read."""
+        nq = self._queues
+        # Queue heads start on the queues' own dummy entries 0..nq-1.
+        head = Array(Signal(len(rd.addr), init=q, name=f"head{q}") for q in range(nq))
         rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
         rd_first = Signal()               # the read register holds a packet's head
         out = entry(rd.data)
@@ -243,30 +285,38 @@ class VOQBuffer(wiring.Component):
             with m.If(rd_first):
                 m.d.sync += rd_pool_held.eq(head_pool)
             m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
+        return read
 
-        # ---- free list and space accounting ---------------------------------
+    def _space_accounting(self, m, rd, free_wr, free_rd, free, rd_valid, ing, read):
+        """The free list's pointers (a write pops an address, a read pushes the one
+        it read) and each pool's unreserved flits."""
+        capacity = self.capacity
+        free_rd_ptr = Signal(range(capacity))
+        free_wr_ptr = Signal(range(capacity))
         m.d.comb += [
             free_wr.en.eq(read),
             free_wr.addr.eq(free_wr_ptr),
             free_wr.data.eq(rd.addr),
-            free_rd.addr.eq(Mux(write, wrap_inc(free_rd_ptr), free_rd_ptr)),
+            free_rd.addr.eq(Mux(ing.write, self._wrap_inc(free_rd_ptr), free_rd_ptr)),
         ]
-        with m.If(write):
-            m.d.sync += free_rd_ptr.eq(wrap_inc(free_rd_ptr))
+        with m.If(ing.write):
+            m.d.sync += free_rd_ptr.eq(self._wrap_inc(free_rd_ptr))
         with m.If(read):
-            m.d.sync += free_wr_ptr.eq(wrap_inc(free_wr_ptr))
+            m.d.sync += free_wr_ptr.eq(self._wrap_inc(free_wr_ptr))
         for k in range(self._pools):
-            reserve = Mux(self.rx_packet & (pool == k), length, 0)
+            reserve = Mux(self.rx_packet & (ing.pool == k), ing.length, 0)
             m.d.sync += free[k].eq(free[k] - reserve + (rd_valid & (self.rd_pool == k)))
 
-        # ---- requests: complete packets per queue ---------------------------
+    def _store_and_forward(self, m, ing):
+        """Store-and-forward: ``req`` shows the queues holding a complete packet."""
+        nq, capacity = self._queues, self.capacity
         complete = Signal()
-        m.d.comb += complete.eq(write & is_last)
+        m.d.comb += complete.eq(ing.write & ing.is_last)
         if nq > 1:
             pkt_bits = capacity.bit_length()
             pkts = [Signal(pkt_bits, name=f"pkts{q}") for q in range(nq)]
             for q, count in enumerate(pkts):
-                inc = complete & (q_wr == q)
+                inc = complete & (ing.q_wr == q)
                 dec = self.start & (self.start_q == q)
                 m.d.sync += count.eq(count + inc - dec)
             m.d.comb += self.req.eq(Cat(count != 0 for count in pkts))
@@ -276,8 +326,7 @@ class VOQBuffer(wiring.Component):
             m.submodules.desc = desc = SyncFIFO(width=self._requests.bit_length(), depth=capacity)
             m.d.comb += [
                 desc.w_en.eq(complete),
-                desc.w_data.eq(Mux(is_head, q_in, wr_q)),
+                desc.w_data.eq(ing.q_packet),
                 desc.r_en.eq(self.start),
                 self.req.eq(Mux(desc.r_rdy, Const(1, self._requests) << desc.r_data, 0)),
             ]
-        return m

@@ -1,14 +1,20 @@
-"""Golden model of the round-robin arbiter (:func:`superfabric.hdl.arbiter.round_robin_pick`), compiled.
+"""Golden model of the round-robin arbiter (:func:`superfabric.hdl.arbiter.round_robin_pick`).
 
-:func:`first_at_or_after` is the rule; iSLIP's model (:mod:`.islip`) calls it
-for its grant and accept steps, on requests held as bit masks.
+The rule: of the requests in a bit mask, the first at or after the pointer,
+wrapping (:func:`_from_pointer` keeps the requests the winner comes from; the
+lowest of them wins). :func:`first_at_or_after` is the rule compiled, for
+masks of up to 32 bits: iSLIP's model (:mod:`.islip`) calls it for its grant
+and accept steps. :func:`first_at_or_after_wide` is the same rule in Python
+for masks of any width: the RDMA engine's model (:mod:`.rdma.engine`) picks
+among its channels (up to 256) with it.
 """
 
 import numpy as np
+from numba.extending import register_jitable
 
 from .kernel import kernel
 
-__all__ = ["first_at_or_after"]
+__all__ = ["first_at_or_after", "first_at_or_after_wide"]
 
 # Count trailing zeros of a word of at most 32 bits: the lowest set bit times
 # a de Bruijn sequence names the bit position in its top five bits.
@@ -18,9 +24,22 @@ for _bit in range(32):
     _DE_BRUIJN_POSITION[((1 << _bit) * _DE_BRUIJN & 0xFFFFFFFF) >> 27] = _bit
 
 
+# Plain Python when called from Python, compiled into the kernels that call it.
+@register_jitable(inline="always")
+def _from_pointer(mask, ptr):
+    """The requests of ``mask`` at or after ``ptr``, or all of them if there are none."""
+    high = mask & ~((1 << ptr) - 1)
+    return high if high else mask
+
+
 @kernel(inline=True)
 def first_at_or_after(mask, ptr):
     """The first set bit of ``mask`` (non-zero, 32 bits at most) at or after ``ptr``, wrapping."""
-    high = mask & ~((1 << ptr) - 1)
-    x = high if high else mask
+    x = _from_pointer(mask, ptr)
     return _DE_BRUIJN_POSITION[((x & -x) * _DE_BRUIJN & 0xFFFFFFFF) >> 27]
+
+
+def first_at_or_after_wide(mask: int, ptr: int) -> int:
+    """:func:`first_at_or_after` for a non-zero ``mask`` of any width, in Python."""
+    x = _from_pointer(mask, ptr)
+    return (x & -x).bit_length() - 1

@@ -94,13 +94,43 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.rtl)
 
 
+#: Key of the cocotb runs a test made, in its report's ``user_properties``: reports are how a
+#: pytest-xdist worker tells the controlling process what happened, so the tally below counts
+#: the runs of every worker, not only those made in the process that prints it.
+COCOTB_RUN = "cocotb run"
+
+#: The cocotb runs of the session, as reported (simulator, testbench module, tests, failed).
+REPORTED_RUNS: list[tuple[str, str, int, int]] = []
+
+
+#: How many of this process's cocotb runs have been attached to a report.
+_attached = 0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Attach to each report (set-up, call, teardown) the cocotb runs made since the last:
+    a module's fixture may run the RTL once in the set-up of its first test."""
+    global _attached
+    outcome = yield
+    report = outcome.get_result()
+    report.user_properties = [*report.user_properties,
+                              *((COCOTB_RUN, tuple(run)) for run in RUNS[_attached:])]
+    _attached = len(RUNS)
+
+
+def pytest_runtest_logreport(report):
+    """Collect the cocotb runs from each report (this process's or a worker's)."""
+    REPORTED_RUNS.extend(tuple(run) for key, run in report.user_properties if key == COCOTB_RUN)
+
+
 def pytest_terminal_summary(terminalreporter):
     """Tally the cocotb runs per simulator, so a log shows that both really ran."""
-    if not RUNS:
+    if not REPORTED_RUNS:
         return
     terminalreporter.section("cocotb runs per simulator")
     for sim in SIMULATORS:
-        runs = [r for r in RUNS if r[0] == sim]
+        runs = [r for r in REPORTED_RUNS if r[0] == sim]
         tests = sum(r[2] for r in runs)
         failed = sum(r[3] for r in runs)
         modules = sorted({r[1] for r in runs})

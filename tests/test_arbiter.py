@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
 from superfabric.hdl.arbiter import round_robin_pick
-from superfabric.sim.arbiter import first_at_or_after
+from superfabric.sim.arbiter import first_at_or_after, first_at_or_after_wide
 
 
 class _Arbiter(wiring.Component):
@@ -70,6 +70,16 @@ def test_model_wraps_to_the_lowest_request():
     assert first_at_or_after(0b0101, 3) == 0
     assert first_at_or_after(0b0101, 1) == 2
     assert first_at_or_after(0b0101, 2) == 2
+
+
+def test_wide_model_is_the_same_rule():
+    """The RDMA engine's model picks among up to 256 channels with the rule in Python."""
+    for mask in range(1, 1 << 8):
+        for ptr in range(8):
+            assert first_at_or_after_wide(mask, ptr) == first_at_or_after(mask, ptr)
+    wide = 1 << 255 | 1 << 40 | 1 << 3
+    assert [first_at_or_after_wide(wide, ptr) for ptr in (0, 4, 41, 255)] == [3, 40, 255, 255]
+    assert first_at_or_after_wide(1 << 40 | 1 << 3, 41) == 3
 
 
 def test_rejects_no_requesters():

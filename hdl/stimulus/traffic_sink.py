@@ -141,9 +141,21 @@ class TrafficSink(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n, np_, width = self._ports, self._priorities, self._width
-        flit = self.i.payload
+        taken, tail = self._ready(m)
+        self._framing(m, taken)
+        latency = Signal(TIMESTAMP_BITS)
+        m.d.comb += latency.eq(self.timestamp - self.i.payload.data[:TIMESTAMP_BITS])
+        clear_addr, clearing = self._clearing(m)
+        self._histogram(m, tail, latency, clear_addr, clearing)
+        backwards = self._order(m, tail, clear_addr, clearing)
+        hash_next = self._hash(m)
+        self._at_tail(m, tail, latency, hash_next, backwards)
+        return m
 
+    def _ready(self, m):
+        """Ready from the seeded draw (section 12.3), less the planted fault;
+        returns ``(taken, tail)``: a flit, and a packet's last flit, is taken."""
+        flit = self.i.payload
         # The draw's state is loaded at start, before any draw: no reset needed.
         state = Signal(64, init=1, reset_less=True)
         draw = Signal(64)
@@ -167,8 +179,12 @@ class TrafficSink(wiring.Component):
         if self._fault:
             with m.If(tail & (received != self._fault)):
                 m.d.sync += received.eq(received + 1)
+        return taken, tail
 
-        # Framing: each flit against its packet's head flit.
+    def _framing(self, m, taken):
+        """Per flit taken: its class's flit count, and a framing error unless it
+        matches its packet's head flit and is for this output."""
+        flit = self.i.payload
         head = Signal(self._layout)
         index = Signal(range(max(2, 1 << self._layout["length"].shape.width)))
         fields = ["src", "tag", "data", "prio", "length", "ecn"]
@@ -190,21 +206,22 @@ class TrafficSink(wiring.Component):
             flits = Array(self.flits)
             m.d.sync += flits[flit.prio].eq(flits[flit.prio] + 1)
 
-        latency = Signal(TIMESTAMP_BITS)
-        m.d.comb += latency.eq(self.timestamp - flit.data[:TIMESTAMP_BITS])
-
-        # After reset the sink clears its memories, a word per cycle, before
-        # it reports `cleared`: a reset then also clears the statistics.
-        flows = n * np_
-        words = max(self._buckets, flows)
+    def _clearing(self, m):
+        """The memories' clearing after reset, a word per cycle, then ``cleared``;
+        returns ``(clear_addr, clearing)``: the word cleared, and whether one is."""
+        # A reset then also clears the statistics.
+        words = max(self._buckets, self._ports * self._priorities)
         clear_addr = Signal(range(words + 1))
         clearing = clear_addr != words
         with m.If(clearing):
             m.d.sync += clear_addr.eq(clear_addr + 1)
         m.d.comb += self.cleared.eq(~clearing)
+        return clear_addr, clearing
 
-        # Histogram buckets in a memory, read, incremented and written back.
-        hist = Memory(shape=width, depth=self._buckets, init=[])
+    def _histogram(self, m, tail, latency, clear_addr, clearing):
+        """The latency histogram: buckets in a memory, read, incremented and
+        written back at a tail; ``hist_addr``/``hist_data`` read it out."""
+        hist = Memory(shape=self._width, depth=self._buckets, init=[])
         m.submodules.hist = hist
         update = hist.read_port(domain="comb")
         readout = hist.read_port(domain="comb")
@@ -220,13 +237,17 @@ class TrafficSink(wiring.Component):
             self.hist_data.eq(readout.data),
         ]
 
-        # Order: per (source, class) flow, whether a tag was seen and the last one.
+    def _order(self, m, tail, clear_addr, clearing):
+        """Order: per (source, class) flow, whether a tag was seen and the last
+        one; returns ``backwards``, the tail's tag does not move its flow forward."""
+        flit = self.i.payload
+        flows = self._ports * self._priorities
         tag_bits = self._layout["tag"].shape.width
         last_tag = Memory(shape=data.StructLayout({"tag": tag_bits, "seen": 1}), depth=flows,
                           init=[])
         m.submodules.last_tag = last_tag
         flow = Signal(range(flows))
-        m.d.comb += flow.eq(flit.src * np_ + flit.prio)
+        m.d.comb += flow.eq(flit.src * self._priorities + flit.prio)
         seen_rd = last_tag.read_port(domain="comb")
         seen_wr = last_tag.write_port()
         ahead = Signal(tag_bits)
@@ -234,15 +255,23 @@ class TrafficSink(wiring.Component):
                      seen_wr.addr.eq(Mux(clearing, clear_addr, flow)),
                      seen_wr.data.tag.eq(flit.tag), seen_wr.data.seen.eq(~clearing),
                      seen_wr.en.eq(tail | (clearing & (clear_addr < flows)))]
-        backwards = seen_rd.data.seen & ((ahead == 0) | ahead[-1])
+        return seen_rd.data.seen & ((ahead == 0) | ahead[-1])
 
-        # superfabric.formats.stimulus.delivery_record
-        w = 8 * port_bytes(n)
-        record = Signal(record_bits(n))
+    def _hash(self, m):
+        """The delivery record of the flit's packet
+        (``superfabric.formats.stimulus.delivery_record``) folded into the running
+        CRC-32; returns the hash after it."""
+        flit = self.i.payload
+        w = 8 * port_bytes(self._ports)
+        record = Signal(record_bits(self._ports))
         m.d.comb += record.eq(flit.tag | (self.timestamp << 32) | (flit.src << 64)
                               | (self._port << (64 + w)) | (flit.ecn << (64 + 2 * w))
                               | (flit.prio << (72 + 2 * w)))
-        hash_next = crc32_network(m, self.hash, record)
+        return crc32_network(m, self.hash, record)
+
+    def _at_tail(self, m, tail, latency, hash_next, backwards):
+        """At a tail: the packet, latency, window, CE and order statistics, and the hash."""
+        flit = self.i.payload
         packets = Array(self.packets)
         with m.If(tail):
             m.d.sync += [
@@ -260,4 +289,3 @@ class TrafficSink(wiring.Component):
                 m.d.sync += self.ce_packets.eq(self.ce_packets + 1)
             with m.If(backwards):
                 m.d.sync += self.order_errors.eq(self.order_errors + 1)
-        return m

@@ -22,6 +22,7 @@ from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.counters import RDMA_COUNTERS
 from ...formats.packet import CE
+from ..arbiter import first_at_or_after_wide
 from .dcqcn import NEVER, NotificationPoint, ReactionPoint
 from .keys import KeyTable
 
@@ -42,10 +43,12 @@ _Received = namedtuple("_Received", "ack_t ack_update cnp_t marked x verdict wri
                        defaults=(-1, None, -1, -1, -1, None, None, None))
 
 
-def _round_robin(members, start: int) -> int:
-    """The first member at or after ``start``, wrapping around."""
-    after = [m for m in members if m >= start]
-    return min(after) if after else min(members)
+def _channel_mask(channels) -> int:
+    """``channels`` as the round-robin arbiter's requests: bit ``ch`` for channel ``ch``."""
+    mask = 0
+    for ch in channels:
+        mask |= 1 << ch
+    return mask
 
 
 class RdmaEngine:
@@ -185,11 +188,12 @@ class RdmaEngine:
         i = self._index(peer, ch % self._C)
         return self._W - ((self.nxt[i] - self.ret[i]) & _PSN_MASK)
 
-    def _sendable(self, cycle: int) -> list[int]:
-        """Channels with a packet to send whose pacer lets them start one in ``cycle``."""
+    def _sendable(self, cycle: int) -> int:
+        """Channels with a packet to send whose pacer lets them start one in ``cycle``,
+        as a mask (:func:`_channel_mask`)."""
         if self.rp is None:
-            return sorted(self._to_send)
-        return sorted(ch for ch in self._to_send if self.rp.eligible(ch, cycle))
+            return _channel_mask(self._to_send)
+        return _channel_mask(ch for ch in self._to_send if self.rp.eligible(ch, cycle))
 
     def _wakeup(self) -> float:
         """The first cycle a timer fires, the RP's included."""
@@ -353,7 +357,7 @@ class RdmaEngine:
         """
         if not self._to_retire:
             return None, None
-        ch = _round_robin(self._to_retire, self.ret_ptr)
+        ch = first_at_or_after_wide(_channel_mask(self._to_retire), self.ret_ptr)
         slot = self.ret[ch] % self._W
         d = self.desc[ch][slot]
         err = self.err[ch][slot]
@@ -416,7 +420,7 @@ class RdmaEngine:
             elif self._to_send and not data_paused:
                 sendable = self._sendable(cycle)
                 if sendable:
-                    pick_ch = _round_robin(sendable, self.tx_ptr)
+                    pick_ch = first_at_or_after_wide(sendable, self.tx_ptr)
         return pick_cnp, pick_x, pick_ch
 
     def _latch(self, cycle: int, pick_cnp: bool, pick_x: int, pick_ch: int,

@@ -107,20 +107,16 @@ class RdmaFabricModel:
 
         The run ends after the cycle in which the last completion is given,
         or as stalled when no WR is taken and no completion given for
-        ``stall_limit`` cycles (default :func:`default_stall_limit`).
-
-        One function of about 140 lines on purpose: it is the model's cycle loop in
-        Python, and its state (the uplinks' packets under way, the words in flight,
-        the switch's depth per output, the WRs' records) lives in local lists that
-        every step of a cycle reads and writes; split into functions, each cycle
-        would pass a dozen of them per call in the model's hottest loop.
+        ``stall_limit`` cycles (default :func:`default_stall_limit`). A cycle
+        follows section 10.11's order: the hosts' offers, the engines' and the
+        injectors' flits (:func:`_offer_to_switch`), the switch's cycle and its
+        deliveries (:func:`_egress`), then the injectors' and the engines' updates.
         """
         self._check(workload)
         cfg = self._cfg
         E = cfg.switch.ports
         stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
         wr = workload.wr
-        n = len(wr["post"])
         columns = [np.asarray(wr[c]).tolist() for c in _WR_FIELDS]
         rows = [(i, *fields) for i, fields in enumerate(zip(*columns))]
         host = SendQueues(cfg, workload)
@@ -128,10 +124,7 @@ class RdmaFabricModel:
         kinds = {length: packet_class(cfg, length)
                  for length in range(1, cfg.switch.max_packet_flits + 1)}
 
-        memories = [m.tolist() for m in np.asarray(workload.memory, np.uint64)]
-        engines = [RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg),
-                              memories[e]) for e in range(E)]
-        injectors = [FaultInjector(cfg.faults, e) for e in range(E)]
+        memories, engines, injectors = _endpoints(cfg, workload)
         switch = SwitchCore(cfg)
         uplinks = _Uplinks(E, cfg.switch.priorities)
         all_ready = (1 << E) - 1
@@ -140,38 +133,25 @@ class RdmaFabricModel:
         current = [-1] * E           # packet id of the injector's packet under way
         depth = [0] * E              # flits inside the switch per output
         depth_rows = np.zeros((1024, E), np.int32)
-
-        rec = RdmaRecords.empty(n, E, cfg.rdma.memory_words)
-        taken_at, done_at, status, count, order = [-1] * n, [-1] * n, [-1] * n, [0] * n, [-1] * n
-        given = [0] * E
-        rx_completions = []
+        wrs = _WrProgress(len(wr["post"]), E)
 
         def offers(cycle):
             return [rows[r] if r >= 0 else None
                     for r in (host.offer(e, cycle, engines[e].free_slots) for e in range(E))]
 
-        outstanding = n
         cycle = 0
         last_progress = 0
         stalled = False
-        while outstanding:
+        while wrs.outstanding:
             offered = offers(cycle)
-            if not switch.busy() and all(inj.quiet() for inj in injectors):
-                # Nothing in the switch or the injectors: jump to the first
-                # cycle in which an engine acts, a WR is due or a timer fires.
-                nxt = min(min(eng.next_event(cycle, w) for eng, w in zip(engines, offered)),
-                          min(host.next_post(e, cycle) for e in range(E)))
-                if nxt > cycle:
-                    cycle = int(min(nxt, last_progress + stall_limit))
-                    offered = offers(cycle)
+            nxt = _idle_until(cycle, switch, injectors, engines, host, offered)
+            if nxt > cycle:
+                cycle = int(min(nxt, last_progress + stall_limit))
+                offered = offers(cycle)
             if cycle - last_progress >= stall_limit:
                 stalled = True
                 break
-            if cycle >= len(depth_rows):
-                grown = np.zeros((max(2 * len(depth_rows), cycle + 1), E), np.int32)
-                grown[:len(depth_rows)] = depth_rows
-                depth_rows = grown
-            depth_rows[cycle] = depth
+            depth_rows = _record_depth(depth_rows, cycle, depth)
             # The classes the switch's pause frames hold in this cycle, before
             # this cycle's frames (which hold from the next).
             paused = [(uplinks.paused(e, data_class, cycle), uplinks.paused(e, control_class, cycle))
@@ -179,77 +159,172 @@ class RdmaFabricModel:
 
             flits = [eng.offer() for eng in engines]
             outs = [inj.prepare(flit) for inj, flit in zip(injectors, flits)]
-            for e, out in enumerate(outs):
-                uplinks.sent[e] = False
-                if out is None:
-                    uplinks.packet[e] = -1
-                    continue
-                k, word, dst, length = out
-                if current[e] < 0:
-                    prio, ecn = kinds[length]
-                    current[e] = switch.add_packet(dst, prio, length, ecn)
-                    words[current[e]] = []
-                    origin[current[e]] = e
-                uplinks.packet[e] = current[e]
-                uplinks.flit[e] = k
-            delivered = switch.step(cycle, uplinks, all_ready)
-            rx = [None] * E
-            if delivered:
-                ecn_out = switch.ecn_out
-                for o, pkt, k, last in delivered:
-                    rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
-                    depth[o] -= 1
-                    if last:
-                        del words[pkt], origin[pkt]
-            progress = False
-            for e in range(E):
-                if uplinks.sent[e]:
-                    pkt = current[e]
-                    k, word, dst, length = outs[e]
-                    words[pkt].append(word)
-                    depth[dst] += 1
-                    if k == length - 1:
-                        current[e] = -1
-                tx_taken = injectors[e].commit(uplinks.sent[e], flits[e])
-                taken, completion, rx_completion = engines[e].step(cycle, offered[e], tx_taken,
-                                                                   rx[e], paused[e])
-                if taken:
-                    taken_at[offered[e][0]] = cycle
-                    host.taken(e)
-                    progress = True
-                if completion is not None:
-                    i = completion[1]            # the tag: the WR's row
-                    if count[i] == 0:
-                        outstanding -= 1
-                    count[i] += 1
-                    done_at[i], status[i], order[i] = cycle, completion[2], given[e]
-                    given[e] += 1
-                    progress = True
-                if rx_completion is not None:
-                    rx_completions.append((cycle, e, *rx_completion))
-                # A packet retired is progress too: a long message completes
-                # only at its last packet.
-                progress = progress or engines[e].retired
-            if progress:
+            _offer_to_switch(switch, uplinks, outs, current, kinds, words, origin)
+            rx = _egress(switch, switch.step(cycle, uplinks, all_ready), origin, words, depth)
+            _entered(uplinks, outs, current, words, depth)
+            if _endpoint_updates(cycle, engines, injectors, host, wrs, uplinks.sent, flits,
+                                 offered, rx, paused):
                 last_progress = cycle + 1
             cycle += 1
 
-        rec.taken[:], rec.done[:], rec.status[:] = taken_at, done_at, status
-        rec.completions[:], rec.order[:] = count, order
-        rec.rx_completions = np.array(rx_completions, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
+        rec = RdmaRecords.empty(len(wr["post"]), E, cfg.rdma.memory_words)
+        wrs.fill(rec)
         rec.memory = np.array(memories, np.uint64).reshape(E, cfg.rdma.memory_words)
-        rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
-        rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
-                              CNP_COLUMNS)
-        rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines)
-                                for c, ch, r in eng.rate_changes()], RATE_COLUMNS)
+        _engine_records(rec, engines)
         rec.pfc_frames = switch.pfc_frames
         rec.queue_depth = depth_rows[:cycle].copy()
-        rec.cycles = cycle
-        rec.stalled = stalled
+        rec.cycles, rec.stalled = cycle, stalled
         if stalled:
-            rec.stuck = _stuck(engines, host, count)
+            rec.stuck = _stuck(engines, host, wrs.count)
         return rec
+
+
+class _WrProgress:
+    """What a run learns of each WR row, in lists (cheap to update every cycle):
+    ``taken``, the cycle the engine took it; ``done``, ``status`` and ``order``, of
+    its last completion; ``count``, the completions naming it. Per endpoint
+    ``given``, the completions given so far; ``rx_completions``, the receive
+    completions' rows; ``outstanding``, the WRs still without a completion."""
+
+    def __init__(self, wrs: int, endpoints: int):
+        self.taken = [-1] * wrs
+        self.done = [-1] * wrs
+        self.status = [-1] * wrs
+        self.count = [0] * wrs
+        self.order = [-1] * wrs
+        self.given = [0] * endpoints
+        self.rx_completions = []
+        self.outstanding = wrs
+
+    def record(self, e: int, cycle: int, row: int | None, completion, rx_completion) -> None:
+        """Endpoint ``e``'s engine step in ``cycle``: it took WR ``row`` (None: none), gave
+        ``completion`` and ``rx_completion`` (None: none)."""
+        if row is not None:
+            self.taken[row] = cycle
+        if completion is not None:
+            i = completion[1]            # the tag: the WR's row
+            if self.count[i] == 0:
+                self.outstanding -= 1
+            self.count[i] += 1
+            self.done[i], self.status[i], self.order[i] = cycle, completion[2], self.given[e]
+            self.given[e] += 1
+        if rx_completion is not None:
+            self.rx_completions.append((cycle, e, *rx_completion))
+
+    def fill(self, rec: RdmaRecords) -> None:
+        """Copy the WRs' columns and the receive completions into ``rec``."""
+        rec.taken[:], rec.done[:], rec.status[:] = self.taken, self.done, self.status
+        rec.completions[:], rec.order[:] = self.count, self.order
+        rec.rx_completions = np.array(self.rx_completions, np.int64).reshape(
+            -1, len(RX_COMPLETION_COLUMNS))
+
+
+def _endpoints(cfg: FabricConfig, workload) -> tuple[list, list, list]:
+    """Per endpoint its host memory (a list of words, which its engine reads and
+    writes in place), its engine and its uplink's fault injector."""
+    memories = [m.tolist() for m in np.asarray(workload.memory, np.uint64)]
+    engines = [RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg),
+                          memories[e]) for e in range(cfg.switch.ports)]
+    injectors = [FaultInjector(cfg.faults, e) for e in range(cfg.switch.ports)]
+    return memories, engines, injectors
+
+
+def _endpoint_updates(cycle: int, engines, injectors, host, wrs: "_WrProgress", sent, flits,
+                      offered, rx, paused) -> bool:
+    """The injectors' and the engines' updates at the end of ``cycle``: ``sent``, the
+    switch took each uplink's flit; ``flits``, the engines' offered flits;
+    ``offered``, the hosts' WRs; ``rx``, the flits delivered; ``paused``, the classes
+    paused. Returns whether the run made progress (a WR taken, a completion
+    given, a packet retired)."""
+    progress = False
+    for e, (engine, injector) in enumerate(zip(engines, injectors)):
+        tx_taken = injector.commit(sent[e], flits[e])
+        taken, completion, rx_completion = engine.step(cycle, offered[e], tx_taken, rx[e],
+                                                       paused[e])
+        if taken:
+            host.taken(e)
+        if taken or completion is not None or rx_completion is not None:
+            wrs.record(e, cycle, offered[e][0] if taken else None, completion, rx_completion)
+        # A packet retired is progress too: a long message completes
+        # only at its last packet.
+        if taken or completion is not None or engine.retired:
+            progress = True
+    return progress
+
+
+def _idle_until(cycle: int, switch, injectors, engines, host, offered) -> float:
+    """Idle skip (section 10.11): with nothing in the switch or the injectors, the
+    first cycle in which an engine acts, a WR is due or a timer fires; else ``cycle``."""
+    if switch.busy() or not all(inj.quiet() for inj in injectors):
+        return cycle
+    return min(min(eng.next_event(cycle, w) for eng, w in zip(engines, offered)),
+               min(host.next_post(e, cycle) for e in range(len(engines))))
+
+
+def _record_depth(depth_rows: np.ndarray, cycle: int, depth: list[int]) -> np.ndarray:
+    """``depth`` as ``cycle``'s row of the queue depths; returns the rows, grown when full."""
+    if cycle >= len(depth_rows):
+        grown = np.zeros((max(2 * len(depth_rows), cycle + 1), depth_rows.shape[1]), np.int32)
+        grown[:len(depth_rows)] = depth_rows
+        depth_rows = grown
+    depth_rows[cycle] = depth
+    return depth_rows
+
+
+def _offer_to_switch(switch, uplinks, outs, current, kinds, words, origin) -> None:
+    """The injectors' flits ``outs`` onto the switch's inputs ``uplinks``: a packet is
+    registered with the switch (its class from ``kinds``) when an injector first offers
+    its head, and keeps its id in ``current`` while it waits."""
+    for e, out in enumerate(outs):
+        uplinks.sent[e] = False
+        if out is None:
+            uplinks.packet[e] = -1
+            continue
+        k, word, dst, length = out
+        if current[e] < 0:
+            prio, ecn = kinds[length]
+            current[e] = switch.add_packet(dst, prio, length, ecn)
+            words[current[e]] = []
+            origin[current[e]] = e
+        uplinks.packet[e] = current[e]
+        uplinks.flit[e] = k
+
+
+def _egress(switch, delivered, origin, words, depth) -> list:
+    """The switch's ``delivered`` flits as each output's engine receives them:
+    ``(source, flit, last, data word, ECN)``, None where none. A packet's words
+    are forgotten after its last flit."""
+    rx = [None] * len(depth)
+    if delivered:
+        ecn_out = switch.ecn_out
+        for o, pkt, k, last in delivered:
+            rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
+            depth[o] -= 1
+            if last:
+                del words[pkt], origin[pkt]
+    return rx
+
+
+def _entered(uplinks, outs, current, words, depth) -> None:
+    """The flits the switch took this cycle: their data words as they entered it,
+    their outputs' depths, and the end of an injector's packet at its last flit."""
+    for e, out in enumerate(outs):
+        if uplinks.sent[e]:
+            pkt = current[e]
+            k, word, dst, length = out
+            words[pkt].append(word)
+            depth[dst] += 1
+            if k == length - 1:
+                current[e] = -1
+
+
+def _engine_records(rec: RdmaRecords, engines) -> None:
+    """The engines' counters, CNPs picked and rate changes into ``rec``."""
+    rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
+    rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
+                          CNP_COLUMNS)
+    rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines)
+                            for c, ch, r in eng.rate_changes()], RATE_COLUMNS)
 
 
 def _stuck(engines, host, count) -> str:

@@ -98,7 +98,6 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     superfabric.tools.synth.eda_tool.ToolFailed
         A tool failed for another reason (its first error line and log).
     """
-    from ...hdl.verilog import write_verilog
     try:
         dev = find_device(target, device)
     except ValueError as e:
@@ -114,86 +113,129 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     out.mkdir(parents=True, exist_ok=True)
     (out / "synth.json").unlink(missing_ok=True)
     say = (lambda text: None) if quiet else (lambda text: (stream.write(text), stream.flush()))
-    steps = []
     wall = time.monotonic()
+    verilog, step = _generate(cfg, out, top, say)
+    steps = [step]
+    resources, step = _yosys(cfg, tgt, top, verilog, out, flatten=flatten, stream=stream,
+                             quiet=quiet)
+    steps.append(step)
+    fixed = _synth_fields(cfg, tgt, dev, options, resources, target=target, top=top,
+                          flatten=flatten, seed=seed)
 
+    # A design that does not fit is a result too: synth.json says what it needs.
+    problems = fit_problems(resources["core"]["cells"], tgt, dev)
+    if problems:
+        message = f"--device = {dev.name}: the design does not fit: {'; '.join(problems)}"
+        _write_synth_json(out, fixed, steps, wall, error=message)
+        raise SynthError(message)
+    if not tgt.nextpnr:
+        return _write_synth_json(out, fixed, steps, wall)
+    result = _nextpnr(tgt, dev, options, seed, out, stream=stream, quiet=quiet)
+    steps.append(_step(tgt.nextpnr, result))
+    if result.returncode:
+        failure = _nextpnr_failure(result, dev)
+        if isinstance(failure, SynthError):
+            _write_synth_json(out, fixed, steps, wall, error=str(failure))
+        raise failure
+    report = json.loads((out / "report.json").read_text())
+    return _write_synth_json(
+        out, fixed, steps, wall, utilization=report.get("utilization", {}),
+        timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])))
+
+
+def _generate(cfg: FabricConfig, out: Path, top: str, say) -> tuple[Path, dict]:
+    """Step 1, generate: the block's Verilog and its scan wrapper in ``out``; returns
+    the Verilog file and the step's entry of synth.json."""
+    from ...hdl.verilog import write_verilog
     t0 = time.monotonic()
     say(f"generate: {top}, {_describe(cfg, top)}\n")
     verilog = write_verilog(cfg, out, top=top)
     (out / f"{WRAPPER}.v").write_text(scan_wrapper(verilog.read_text(), top))
-    steps.append({"step": "generate", "seconds": round(time.monotonic() - t0, 2)})
+    return verilog, {"step": "generate", "seconds": round(time.monotonic() - t0, 2)}
 
+
+def _yosys(cfg: FabricConfig, tgt: Target, top: str, verilog: Path, out: Path, *,
+           flatten: bool, stream, quiet: bool) -> tuple[dict, dict]:
+    """Step 2, yosys: synthesis and ``stat -json``; returns the resources
+    (:func:`count_resources`) and the step's entry of synth.json.
+
+    Raises
+    ------
+    superfabric.tools.synth.eda_tool.ToolFailed
+        Yosys failed (its first error line and log).
+    """
     script = _yosys_script(tgt, top, verilog.name, flatten=flatten,
                            netlist=tgt.nextpnr is not None)
     (out / "synth.ys").write_text(script)
     result = run_tool("yosys", ["-s", "synth.ys"], log=out / "yosys.log", cwd=out,
                       what=f"{tgt.synth.split()[0]} of {top} ({_describe(cfg, top)})",
                       stream=stream, quiet=quiet)
-    steps.append(_step("yosys", result))
+    step = _step("yosys", result)
     if result.returncode:
         raise ToolFailed(f"yosys failed: {result.first_error() or 'no ERROR line'}; "
                          f"see {result.log}")
     stat = json.loads((out / "stat.json").read_text())
-    resources = count_resources(stat, tgt, top)
-    versions = {"yosys": tool_version("yosys")}
-    if tgt.nextpnr:
-        versions["nextpnr"] = tool_version(tgt.nextpnr)
+    return count_resources(stat, tgt, top), step
 
-    def record(*, error: str | None = None, timing=None, utilization=None) -> dict:
-        """Write synth.json: resources always; Fmax when placed and routed."""
-        synth = {
-            "schema": SCHEMA,
-            "target": target,
-            "device": {"name": dev.name, "package": options["package"],
-                       "speed": options["speed"], "capacity": dev.capacity},
-            "top": top,
-            "flatten": flatten,
-            "config": cfg.to_dict(),
-            "build_key": cfg.build_key,
-            "resources": resources["core"]["resources"],
-            "cells": resources["core"]["cells"],
-            "fits": error is None,
-            "error": error,
-            "use": _use(resources["core"]["cells"], tgt, dev),
-            "modules": resources["modules"],
-            "wrapper": resources["wrapper"],
-            "utilization": utilization,
-            "timing": timing,
-            "seed": seed if tgt.nextpnr else None,
-            "router": options["router"],
-            "tools": versions,
-            "steps": steps,
-            "wall_seconds": round(time.monotonic() - wall, 2),
-        }
-        tmp = out / "synth.json.tmp"
-        tmp.write_text(json.dumps(synth, indent=2) + "\n")
-        tmp.replace(out / "synth.json")
-        return synth
 
-    # A design that does not fit is a result too: synth.json says what it needs.
-    problems = fit_problems(resources["core"]["cells"], tgt, dev)
-    if problems:
-        message = f"--device = {dev.name}: the design does not fit: {'; '.join(problems)}"
-        record(error=message)
-        raise SynthError(message)
-    if not tgt.nextpnr:
-        return record()
+def _nextpnr(tgt: Target, dev: Device, options: dict, seed: int, out: Path, *, stream,
+             quiet: bool):
+    """Step 4, nextpnr: place and route the netlist in ``out``; returns the tool's result."""
     args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
             "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
             *(["--router", options["router"]] if options["router"] else []),
             "--report", "report.json"]
-    result = run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
-                      what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
-                      stream=stream, quiet=quiet)
-    steps.append(_step(tgt.nextpnr, result))
-    if result.returncode:
-        failure = _nextpnr_failure(result, dev)
-        if isinstance(failure, SynthError):
-            record(error=str(failure))
-        raise failure
-    report = json.loads((out / "report.json").read_text())
-    return record(timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])),
-                  utilization=report.get("utilization", {}))
+    return run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
+                    what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
+                    stream=stream, quiet=quiet)
+
+
+def _synth_fields(cfg: FabricConfig, tgt: Target, dev: Device, options: dict, resources: dict,
+                  *, target: str, top: str, flatten: bool, seed: int) -> dict:
+    """synth.json's fields known once Yosys has run, in the file's order; the
+    outcome's fields (``fits``, ``error``, ``utilization``, ``timing``, ``steps``,
+    ``wall_seconds``) hold their place and are filled by :func:`_write_synth_json`."""
+    versions = {"yosys": tool_version("yosys")}
+    if tgt.nextpnr:
+        versions["nextpnr"] = tool_version(tgt.nextpnr)
+    return {
+        "schema": SCHEMA,
+        "target": target,
+        "device": {"name": dev.name, "package": options["package"],
+                   "speed": options["speed"], "capacity": dev.capacity},
+        "top": top,
+        "flatten": flatten,
+        "config": cfg.to_dict(),
+        "build_key": cfg.build_key,
+        "resources": resources["core"]["resources"],
+        "cells": resources["core"]["cells"],
+        "fits": None,
+        "error": None,
+        "use": _use(resources["core"]["cells"], tgt, dev),
+        "modules": resources["modules"],
+        "wrapper": resources["wrapper"],
+        "utilization": None,
+        "timing": None,
+        "seed": seed if tgt.nextpnr else None,
+        "router": options["router"],
+        "tools": versions,
+        "steps": None,
+        "wall_seconds": None,
+    }
+
+
+def _write_synth_json(out: Path, fixed: dict, steps: list[dict], wall: float, *,
+                      error: str | None = None, timing=None, utilization=None) -> dict:
+    """Write synth.json (last, and atomically: a directory with it is finished):
+    ``fixed`` (:func:`_synth_fields`) with the outcome, the steps so far and the
+    wall time since ``wall``; resources always, Fmax when placed and routed.
+    Returns its content."""
+    synth = dict(fixed, fits=error is None, error=error, utilization=utilization,
+                 timing=timing, steps=steps, wall_seconds=round(time.monotonic() - wall, 2))
+    tmp = out / "synth.json.tmp"
+    tmp.write_text(json.dumps(synth, indent=2) + "\n")
+    tmp.replace(out / "synth.json")
+    return synth
 
 
 def summary_line(synth: dict) -> str:

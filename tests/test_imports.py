@@ -106,8 +106,17 @@ SHARED = [name for name, path in MODULES.items()
           or _in("superfabric.network", name)]
 
 
+#: Packages of data alone (pyproject.toml installs them for their files): no code.
+DATA_PACKAGES = {"superfabric.presets": "*.toml"}
+
+
 def test_every_package_has_modules():
     for package in _packages():
+        if package in DATA_PACKAGES:
+            assert not any(_in(package, name) for name in MODULES), package
+            folder = Path(next(iter(importlib.util.find_spec(package).submodule_search_locations)))
+            assert list(folder.glob(DATA_PACKAGES[package])), package
+            continue
         assert any(_in(package, name) for name in MODULES), package
     assert {"superfabric.formats.rdma_wire", "superfabric.formats.lfsr", "superfabric.sim.switch",
             "superfabric.hdl.switch", "superfabric.tb.trace_tb", "superfabric.network.routing",

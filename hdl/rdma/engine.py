@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
-from ...formats.dcqcn import RATE_BITS
+from ...formats.dcqcn import LINE_RATE, RATE_BITS
 from ...formats.packet import CE, ECT0, NOT_ECT
 from .dcqcn import NotificationPoint, ReactionPoint
 from ..arbiter import round_robin_pick
@@ -106,7 +106,13 @@ class RdmaEngine(wiring.Component):
             raise ValueError(f"endpoint must be an integer in 0..{ports - 1}, not {endpoint!r}")
         self._cfg = cfg
         self._me = endpoint
-        nc = self._nc = ports * cfg.rdma.channels_per_peer
+        C = cfg.rdma.channels_per_peer
+        nc = ports * C
+        # The state of the channels and receive contexts toward the other
+        # endpoints, in channel order (section 10.5): index i holds channel
+        # _channel[i]; none toward the engine itself.
+        self._channel = [p * C + q for p in range(ports) if p != endpoint for q in range(C)]
+        self._n = len(self._channel)
         dcqcn = {}
         if cfg.dcqcn.enabled:
             dcqcn = {"cnp": Out(stream.Signature(range(nc), always_ready=True)),
@@ -158,7 +164,7 @@ class RdmaEngine(wiring.Component):
         """Section 10.5's state: the channels (sender role), the receive contexts
         (target role), the window of descriptors and the engine's own."""
         cfg, rd = self._cfg, self._cfg.rdma
-        NC, W = self._nc, rd.window
+        NC, W = self._n, rd.window
 
         def per(n, shape, name, init=0):
             return Array(Signal(shape, name=f"{name}{k}", init=init) for k in range(n))
@@ -190,8 +196,11 @@ class RdmaEngine(wiring.Component):
         desc_tx = desc.read_port(domain="comb")
         desc_ret = desc.read_port(domain="comb")
 
-        for c in range(NC):
-            m.d.comb += self.free[c].eq(W - (nxt[c] - ret[c])[:PSN])
+        # The port names channels by number; one toward the engine itself is always free.
+        index = {c: i for i, c in enumerate(self._channel)}
+        for c in range(len(self.free)):
+            i = index.get(c)
+            m.d.comb += self.free[c].eq(W if i is None else W - (nxt[i] - ret[i])[:PSN])
         return SimpleNamespace(
             nxt=nxt, snd=snd, una=una, ret=ret, hsn=hsn, timer=timer, msgerr=msgerr, epoch=epoch,
             err=err, epsn=epsn, nak_sent=nak_sent, pend_ack=pend_ack, pend_seq=pend_seq,
@@ -204,6 +213,16 @@ class RdmaEngine(wiring.Component):
         wbits = (self._cfg.rdma.window - 1).bit_length()
         return Cat(psn[:wbits], ch) if wbits else ch
 
+    def _index(self, peer, ch):
+        """The state index of channel (or receive context) ``ch`` toward ``peer``:
+        ``rank * C + ch``, ``rank = peer - (peer > me)`` (section 10.5)."""
+        return Mux(peer > self._me, peer - 1, peer) * self._cfg.rdma.channels_per_peer + ch
+
+    def _peer(self, index):
+        """The peer of the channel or receive context at state ``index``."""
+        rank = index // self._cfg.rdma.channels_per_peer
+        return Mux(rank >= self._me, rank + 1, rank)
+
     def _congestion_control(self, m: Module) -> SimpleNamespace | None:
         """DCQCN (section 10.13): the notification point of the receive contexts
         and the reaction points and pacers of the channels; ``None`` without it."""
@@ -211,8 +230,8 @@ class RdmaEngine(wiring.Component):
         if not cfg.dcqcn.enabled:
             return None
         units = cfg.dcqcn.units
-        notify = m.submodules.np = NotificationPoint(contexts=self._nc, interval=units.cnp_interval)
-        react = m.submodules.rp = ReactionPoint(channels=self._nc, units=units,
+        notify = m.submodules.np = NotificationPoint(contexts=self._n, interval=units.cnp_interval)
+        react = m.submodules.rp = ReactionPoint(channels=self._n, units=units,
                                                 max_packet_flits=cfg.switch.max_packet_flits)
         return SimpleNamespace(notify=notify, react=react)
 
@@ -222,15 +241,15 @@ class RdmaEngine(wiring.Component):
         """Step 1: the offered WR's channel and checks, its next packet's
         descriptor written to the window, and the WR taken."""
         cfg, rd = self._cfg, self._cfg.rdma
-        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._nc, self._me
+        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._n, self._me
         M = wire.payload_words(cfg.switch.max_packet_flits)
         Q = rd.per_endpoint(E)
         nxt, ret, seg_off = r.nxt, r.ret, r.seg_off
         wr = self.wr.payload
-        dst_ok = wr.dst < E
+        dst_ok = (wr.dst < E) & (wr.dst != me)
         ch_wr = Signal(range(NC))
-        m.d.comb += ch_wr.eq(Mux(dst_ok, wr.dst * C + wr.qp % C, 0))
-        bad = (wr.dst == me) | ~dst_ok | (wr.length == 0) | (wr.qp >= Q)
+        m.d.comb += ch_wr.eq(Mux(dst_ok, self._index(wr.dst, wr.qp % C), 0))
+        bad = ~dst_ok | (wr.length == 0) | (wr.qp >= Q)
         local = tables.lookup(m, wr.lkey, "local")
         local_ok = local.check(wr.laddr, wr.length, wire.ACCESS_LOCAL_READ)
         is_err = Signal()
@@ -269,7 +288,7 @@ class RdmaEngine(wiring.Component):
         """Step 2: the retire unit retires a channel's oldest packet (``ret``,
         ``msgerr``, ``ret_ptr``) and gives the completion, its own or, when it
         gives none, a failing WR's (``seg.err_cpl``)."""
-        NC = self._nc
+        NC = self._n
         ret, una, desc_ret = r.ret, r.una, r.desc_ret
         ret_mask = Cat(*(ret[k] != una[k] for k in range(NC)))
         ret_found, ret_ch = round_robin_pick(m, ret_mask, r.ret_ptr, NC, "retire")
@@ -305,7 +324,7 @@ class RdmaEngine(wiring.Component):
         """Step 3's decision, for an idle transmitter: a CNP, else the lowest
         context with a pending bit (its syndrome), else data round robin; a
         paused class waits."""
-        NC = self._nc
+        NC = self._n
         tx_busy = Signal()
         ctrl_mask = Cat(*(r.pend_ack[k] | r.pend_seq[k] | r.pend_acc[k] for k in range(NC)))
         ctrl_x = Signal(range(NC))
@@ -357,20 +376,23 @@ class RdmaEngine(wiring.Component):
              if name != "hcs"}
         reth = Signal(reth_layout())
         bth = pack(wire.BTH_FIELDS, **b)
-        with m.If(pick.cnp):
-            if cc is not None:       # else pick.cnp is 0
+        # Without DCQCN no CNP is ever picked: no branch is built for one.
+        control = m.If
+        if cc is not None:
+            with m.If(pick.cnp):
                 lowest = cc.notify.lowest
                 m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(lowest % C)]
                 m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1),
-                             tx_dst.eq(lowest // C), tx_bth.eq(with_hcs(bth, hcs(bth))),
+                             tx_dst.eq(self._peer(lowest)), tx_bth.eq(with_hcs(bth, hcs(bth))),
                              tx_words.eq(0)]
-        with m.Elif(pick.ctrl):
+            control = m.Elif
+        with control(pick.ctrl):
             m.d.comb += [b["opcode"].eq(wire.ACK_OPCODE), b["ch"].eq(ctrl_x % C),
                          b["syndrome"].eq(syndrome),
                          b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, r.denied[ctrl_x],
                                          Mux(syndrome == wire.SYN_NAK_SEQ, r.epsn[ctrl_x],
                                              r.epsn[ctrl_x] - 1)))]
-            m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1), tx_dst.eq(ctrl_x // C),
+            m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1), tx_dst.eq(self._peer(ctrl_x)),
                          tx_bth.eq(with_hcs(bth, hcs(bth))), tx_words.eq(0)]
         with m.Elif(pick.data):
             dd = r.desc_tx.data
@@ -381,7 +403,7 @@ class RdmaEngine(wiring.Component):
                          reth.rkey.eq(dd.rkey), reth.raddr.eq(dd.raddr), reth.mlen.eq(dd.mlen),
                          reth.offset.eq(dd.offset)]
             m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(dd.words + 2),
-                         tx_dst.eq(data_ch // C),
+                         tx_dst.eq(self._peer(data_ch)),
                          tx_bth.eq(with_hcs(bth, hcs(bth, reth.as_value()))),
                          tx_reth.eq(reth), tx_lkey.eq(dd.lkey), tx_va.eq(dd.va),
                          tx_words.eq(dd.words)]
@@ -433,13 +455,13 @@ class RdmaEngine(wiring.Component):
 
         # The data packet picked: snd moves on (hsn with it, unless a
         # retransmission), and the round-robin pointer one past the channel.
-        for c in range(self._nc):
+        for c in range(self._n):
             with m.If(pick.data & (data_ch == c)):
                 m.d.sync += r.snd[c].eq(r.snd[c] + 1)
                 with m.If(r.snd[c] == r.hsn[c]):
                     m.d.sync += r.hsn[c].eq(r.hsn[c] + 1)
         with m.If(pick.data):
-            m.d.sync += r.tx_ptr.eq(Mux(data_ch == self._nc - 1, 0, data_ch + 1))
+            m.d.sync += r.tx_ptr.eq(Mux(data_ch == self._n - 1, 0, data_ch + 1))
 
     # -- 5. receiver ----------------------------------------------------------------
 
@@ -449,7 +471,7 @@ class RdmaEngine(wiring.Component):
         its payload written to host memory, the receive completion.
         """
         cfg = self._cfg
-        C, NC = cfg.rdma.channels_per_peer, self._nc
+        NC = self._n
         epsn, denied, awaiting = r.epsn, r.denied, r.awaiting
         rx = self.rx.payload
         m.d.comb += self.rx.ready.eq(1)
@@ -478,7 +500,7 @@ class RdmaEngine(wiring.Component):
         cnp_in = one_good & (ack.opcode == wire.CNP_OPCODE)
         ack_good = one_good & (ack.opcode != wire.CNP_OPCODE)
         ack_t = Signal(range(NC))
-        m.d.comb += ack_t.eq(rx.src * C + ack.ch)
+        m.d.comb += ack_t.eq(self._index(rx.src, ack.ch))
         ack_corrupt = one_flit & ~one_good
 
         # A data packet's verdict, at its RETH (flit 1), for receive context x.
@@ -490,7 +512,7 @@ class RdmaEngine(wiring.Component):
         m.d.comb += verdict.eq(self.rx.valid & ~rx.first & (rx_k == 1))
         hdr_good = hcs(rx_bth_bits, rx.data) == hb.hcs
         x = Signal(range(NC))
-        m.d.comb += x.eq(rx_src * C + hb.ch)
+        m.d.comb += x.eq(self._index(rx_src, hb.ch))
         remote = tables.lookup(m, rr.rkey, "remote")
         remote_ok = remote.check(rr.raddr, rr.mlen, wire.ACCESS_REMOTE_WRITE, peer=rx_src)
         in_order = hb.psn == epsn[x]
@@ -566,7 +588,7 @@ class RdmaEngine(wiring.Component):
         over the pick's.
         """
         rd = self._cfg.rdma
-        NC, W = self._nc, rd.window
+        NC, W = self._n, rd.window
         nxt, snd, una, hsn, timer, epoch = r.nxt, r.snd, r.una, r.hsn, r.timer, r.epoch
         ack, ack_t = rx.ack, rx.ack_t
         a = ack.psn
@@ -628,7 +650,7 @@ class RdmaEngine(wiring.Component):
         (step 6), then the receiver's verdict applied at the packet's last
         flit (step 5)."""
         rd = self._cfg.rdma
-        NC, W = self._nc, rd.window
+        NC, W = self._n, rd.window
         pend_ack, pend_seq, pend_acc, ack_timer = r.pend_ack, r.pend_seq, r.pend_acc, r.ack_timer
         unacked, epsn, nak_sent, awaiting = r.unacked, r.epsn, r.nak_sent, r.awaiting
         rx_kind, rx_x, packet_end = rx.rx_kind, rx.rx_x, rx.packet_end
@@ -682,9 +704,15 @@ class RdmaEngine(wiring.Component):
                      react.cnp.valid.eq(rx.cnp_in), react.cnp.payload.eq(rx.ack_t),
                      react.sent.valid.eq(pick.data), react.sent.payload.channel.eq(pick.data_ch),
                      react.sent.payload.flits.eq(r.desc_tx.data.words + 2),
-                     self.cnp.valid.eq(pick.cnp), self.cnp.payload.eq(notify.lowest),
-                     self.rate_changed.eq(react.changed)]
-        m.d.comb += [self.rate[c].eq(react.rate[c]) for c in range(self._nc)]
+                     self.cnp.valid.eq(pick.cnp)]
+        # The ports name channels and contexts by number; the engine's own keep
+        # the line rate and never change.
+        C = self._cfg.rdma.channels_per_peer
+        m.d.comb += self.cnp.payload.eq(self._peer(notify.lowest) * C + notify.lowest % C)
+        for i, c in enumerate(self._channel):
+            m.d.comb += [self.rate[c].eq(react.rate[i]), self.rate_changed[c].eq(react.changed[i])]
+        for c in set(range(len(self.rate))) - set(self._channel):
+            m.d.comb += self.rate[c].eq(LINE_RATE)
 
     def _counters(self, m: Module, r: SimpleNamespace, pick: SimpleNamespace,
                   rx: SimpleNamespace, timeouts: list) -> None:

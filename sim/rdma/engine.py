@@ -75,7 +75,10 @@ class RdmaEngine:
         self._M = wire.payload_words(sw.max_packet_flits)
         self._Q = rd.per_endpoint(E)
         self._rto, self._ato, self._ack_every = rd.retransmit_timeout, rd.ack_timeout, rd.ack_every
-        NC = self._NC = E * C
+        # The state of the channels and receive contexts toward the other
+        # endpoints, in channel order (section 10.5): index i holds channel
+        # channel(i); the engine has none toward itself.
+        NC = self._NC = (E - 1) * C
         # Channels (sender role).
         start = rd.start_psn
         self.nxt, self.snd, self.una, self.ret, self.hsn = ([start] * NC for _ in range(5))
@@ -143,7 +146,7 @@ class RdmaEngine:
             return seen[1], seen[2]
         _, qp, dst, _, lkey, laddr, _, _, length, _ = wr
         E, C = self._E, self._C
-        ch = dst * C + qp % C if dst < E and dst != self.endpoint else -1
+        ch = self._index(dst, qp % C) if dst < E and dst != self.endpoint else -1
         if dst == self.endpoint or dst >= E or length == 0 or qp >= self._Q:
             status = wire.STATUS_BAD
         elif not self.tables.allowed(lkey, laddr, length, wire.ACCESS_LOCAL_READ):
@@ -152,6 +155,21 @@ class RdmaEngine:
             status = wire.STATUS_OK
         self._wr_seen = (row, ch, status)
         return ch, status
+
+    def _index(self, peer: int, ch: int) -> int:
+        """The state index of channel (or receive context) ``ch`` toward ``peer``:
+        ``rank * C + ch``, ``rank = peer - (peer > endpoint)`` (section 10.5)."""
+        return (peer - (peer > self.endpoint)) * self._C + ch
+
+    def _peer(self, index: int) -> int:
+        """The peer of the channel or receive context at state ``index``."""
+        rank = index // self._C
+        return rank + (rank >= self.endpoint)
+
+    def channel(self, index: int) -> int:
+        """The channel number (``peer * C + ch``, as the ports and records name it)
+        of state ``index``."""
+        return self._peer(index) * self._C + index % self._C
 
     def _drained(self) -> bool:
         """No channel holds a packet.
@@ -162,8 +180,13 @@ class RdmaEngine:
         return self.nxt == self.ret
 
     def free_slots(self, ch: int) -> int:
-        """Window slots channel ``ch`` has free: packets the segmenter can still write."""
-        return self._W - ((self.nxt[ch] - self.ret[ch]) & _PSN_MASK)
+        """Window slots channel number ``ch`` has free: packets the segmenter can still
+        write (all of them toward the engine itself, which has no such channel)."""
+        peer = ch // self._C
+        if peer == self.endpoint:
+            return self._W
+        i = self._index(peer, ch % self._C)
+        return self._W - ((self.nxt[i] - self.ret[i]) & _PSN_MASK)
 
     def _sendable(self, cycle: int) -> int:
         """Channels with a packet to send whose pacer lets them start one in ``cycle``,
@@ -406,7 +429,7 @@ class RdmaEngine:
         transmitter to latch (see :meth:`_pick_data`) or ``None``."""
         if pick_cnp:
             x = self.np.pick()
-            self.cnps.append((cycle, x))
+            self.cnps.append((cycle, self.channel(x)))
             return self._pick_cnp(x)
         if pick_x >= 0:
             ctx_touched.add(pick_x)
@@ -421,7 +444,7 @@ class RdmaEngine:
         bth = wire.pack(wire.BTH_FIELDS, opcode=wire.CNP_OPCODE, ch=x % self._C)
         bth |= wire.hcs(bth) << 16
         self.counters["cnp_sent"] += 1
-        return x // self._C, 1, bth, 0, ()
+        return self._peer(x), 1, bth, 0, ()
 
     def _pick_data(self, ch: int) -> tuple:
         """Step 3 for channel ``ch``: returns the packet in slot ``snd mod W``
@@ -441,7 +464,7 @@ class RdmaEngine:
             self.counters["retransmissions"] += 1
         self.counters["tx_data"] += 1
         self.tx_ptr = (ch + 1) % self._NC
-        return ch // self._C, 2 + d.words, bth, reth, self.tables.addresses(d.lkey, d.va, d.words)
+        return self._peer(ch), 2 + d.words, bth, reth, self.tables.addresses(d.lkey, d.va, d.words)
 
     def _transmitter_edge(self, tx_taken: bool, picked, request, arriving) -> None:
         """Clock the read buffer (the word taken leaves, the word arriving
@@ -534,7 +557,7 @@ class RdmaEngine:
         self.pend[x] = 0
         self.unacked[x] = 0
         self.counters["naks" if syndrome != wire.SYN_ACK else "tx_acks"] += 1
-        return x // self._C, 1, bth, 0, ()
+        return self._peer(x), 1, bth, 0, ()
 
     # -- receiver (step 5) -------------------------------------------------------------
 
@@ -579,7 +602,7 @@ class RdmaEngine:
         if wire.hcs(bth) != f["hcs"]:
             self.counters["corrupt"] += 1
             return -1, None, -1
-        t = src * self._C + f["ch"]
+        t = self._index(src, f["ch"])
         if f["opcode"] == wire.CNP_OPCODE:
             self.counters["cnp_handled"] += 1
             return -1, None, t if self.rp is not None else -1
@@ -597,7 +620,7 @@ class RdmaEngine:
             self.counters["corrupt"] += 1
             return -1, None
         r = wire.unpack(wire.RETH_FIELDS, reth)
-        x = src * self._C + h["ch"]
+        x = self._index(src, h["ch"])
         psn, epsn = h["psn"], self.epsn[x]
         ahead = (h["epoch"] - self.epoch_in[x]) % _EPOCHS
         if self.awaiting[x] and ahead == 0 and psn == self.denied[x]:
@@ -692,11 +715,15 @@ class RdmaEngine:
     # -- reporting ---------------------------------------------------------------------
 
     def describe_channel(self, ch: int) -> str:
-        """One line of channel ``ch``'s state."""
-        return (f"endpoint {self.endpoint} channel {ch} (peer {ch // self._C}, index "
-                f"{ch % self._C}): una {self.una[ch]} snd {self.snd[ch]} nxt {self.nxt[ch]} "
+        """One line of the state of the channel at state index ``ch``."""
+        return (f"endpoint {self.endpoint} channel {self.channel(ch)} (peer {self._peer(ch)}, "
+                f"index {ch % self._C}): una {self.una[ch]} snd {self.snd[ch]} nxt {self.nxt[ch]} "
                 f"ret {self.ret[ch]} hsn {self.hsn[ch]}")
 
+    def rate_changes(self) -> list[tuple[int, int, int]]:
+        """The reaction point's rate changes, ``(cycle, channel number, rate)``."""
+        return [(c, self.channel(i), r) for c, i, r in self.rp.changes] if self.rp else []
+
     def busy_channels(self) -> list[int]:
-        """Channels holding packets not yet retired."""
+        """State indices of the channels holding packets not yet retired."""
         return [ch for ch in range(self._NC) if self.ret[ch] != self.nxt[ch]]

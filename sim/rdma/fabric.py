@@ -323,8 +323,8 @@ def _engine_records(rec: RdmaRecords, engines) -> None:
     rec.counters = {name: [eng.counters[name] for eng in engines] for name in rec.counters}
     rec.cnps = event_rows([(c, e, x) for e, eng in enumerate(engines) for c, x in eng.cnps],
                           CNP_COLUMNS)
-    rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines) if eng.rp
-                            for c, ch, r in eng.rp.changes], RATE_COLUMNS)
+    rec.rates = event_rows([(c, e, ch, r) for e, eng in enumerate(engines)
+                            for c, ch, r in eng.rate_changes()], RATE_COLUMNS)
 
 
 def _stuck(engines, host, count) -> str:

@@ -155,8 +155,8 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
     context of ``epsn`` and ``denied`` (24 each), five flag bits, its epoch,
     ``unacked`` (``bit_length(W)``) and an ack timer
     (``bit_length(ack_timeout)``). Each side is rounded up to whole bytes.
-    Aggregation uses ``(E - 1) * C`` channels per endpoint (``E * C``
-    provisioned in the RTL); one connection per QP would need ``Q`` per
+    Aggregation uses ``(E - 1) * C`` channels per endpoint, as many as the RTL
+    holds (none toward itself); one connection per QP would need ``Q`` per
     endpoint. Fabric totals count both ends of every channel.
 
     With a workload, also the channels and QPs that carry a WR meant to
@@ -173,8 +173,7 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
     per_qp = E * Q * per_channel
     out = {"sender_bits": sender_bits, "receiver_bits": receiver_bits,
            "bytes_per_channel": per_channel,
-           "channels_per_endpoint": channels, "channels_provisioned_per_endpoint": E * C,
-           "aggregated_bytes": aggregated, "provisioned_bytes": E * E * C * per_channel,
+           "channels_per_endpoint": channels, "aggregated_bytes": aggregated,
            "connections_per_endpoint": Q, "per_qp_bytes": per_qp,
            "reduction": per_qp / aggregated}
     if workload is not None:

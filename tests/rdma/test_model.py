@@ -222,7 +222,8 @@ def test_nak_access_after_go_back_n_is_not_stale():
     cfg = _config()
     w = _workload(cfg, [])
     engine = RdmaEngine(cfg, 0, KeyTable(w.keys[0], w.page_table[0], cfg), w.memory[0].tolist())
-    t = 1 * cfg.rdma.channels_per_peer
+    t = 0                    # channel 0 toward peer 1 (state index 0 of endpoint 0)
+    assert engine.channel(t) == 1 * cfg.rdma.channels_per_peer
     engine.ret[t], engine.una[t], engine.snd[t], engine.nxt[t], engine.hsn[t] = 5, 5, 5, 6, 6
     bth = wire.pack(wire.BTH_FIELDS, opcode=wire.ACK_OPCODE, syndrome=wire.SYN_NAK_ACCESS, psn=5)
     bth |= wire.hcs(bth) << 16

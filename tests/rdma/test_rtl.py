@@ -6,8 +6,8 @@ build key), and the cases differ only in workload and faults; congestion
 control (PFC, ECN and DCQCN) is a second build, PFC alone a third (Verilator). Every run is also checked
 on its own by the scoreboard (each request completed once with the status it
 was generated for, per-QP order, memories, receive completions). The last
-section drives every channel of every engine, on each of the three builds, for
-the arms that the patterns alone leave idle (``make coverage``).
+section drives every channel of every engine, on each of those builds and the
+PSN-wrap build, for the arms that the patterns alone leave idle (``make coverage``).
 """
 
 import numpy as np
@@ -83,10 +83,13 @@ def test_dead_link_stalls_naming_the_channel(tmp_path):
     assert " channel " in match["problems"][0]
 
 
+#: Channels start just short of 2**24 (a build of its own: the PSN is a register's reset value).
+WRAP = [f"rdma.start_psn={(1 << 24) - 8}"]
+
+
 def test_psn_wrap_exact(sim, tmp_path):
     """Channels start just short of 2**24: the run crosses the PSN wrap, with drops."""
-    workload, model, rtl, match = _run(sim, tmp_path, [f"rdma.start_psn={(1 << 24) - 8}",
-                                                       "faults.drop_rate=0.05"])
+    workload, model, rtl, match = _run(sim, tmp_path, WRAP + ["faults.drop_rate=0.05"])
     assert match["exact"], match["problems"]
     assert match["problems"] == [], match["problems"]
     assert sum(rtl.counters["tx_data"]) > 8 * 8 and sum(rtl.counters["retransmissions"]) > 0
@@ -174,6 +177,7 @@ ROUNDS = {
     "faults": (HEAVY, 0.6, 500, 0.6),
     "congestion-control": (CONGESTED + HEAVY, 0.6, 500, 0.6),
     "pfc": (["pfc.enabled=true"] + HEAVY, 0.6, 500, 0.6),
+    "psn-wrap": (WRAP + HEAVY, 0.6, 500, 0.6),
 }
 
 

@@ -362,9 +362,7 @@ def _connection_state(data: ReportData) -> list[tuple]:
         rows.append([variant, str(endpoints), str(cs["connections_per_endpoint"]),
                      str(cfg["rdma"]["channels_per_peer"]), str(cfg["rdma"]["window"]),
                      f"{cs['sender_bits']}/{cs['receiver_bits']}", f"{cs['bytes_per_channel']:,}",
-                     f"{cs['channels_per_endpoint']} ({cs['channels_provisioned_per_endpoint']} "
-                     f"provisioned)",
-                     f"{cs['aggregated_bytes']:,} ({cs['provisioned_bytes']:,} provisioned)",
+                     str(cs["channels_per_endpoint"]), f"{cs['aggregated_bytes']:,}",
                      f"{cs['per_qp_bytes']:,}", f"{cs['reduction']:.2f}×",
                      _span([m.figures["connection_state"]["channels_carrying_traffic"]
                             for m in ms]),
@@ -376,7 +374,7 @@ def _connection_state(data: ReportData) -> list[tuple]:
                   "per QP, for the whole fabric, both ends of every channel "
                   "(docs/architecture.md section 10.9). A channel or connection needs the "
                   "sender's and the receiver's bits, each rounded up to bytes. Aggregation "
-                  "keeps (E − 1)·C channels per endpoint (E·C provisioned in the RTL); one "
+                  "keeps (E − 1)·C channels per endpoint, as the RTL does; one "
                   "connection per QP would keep Q. Reduction = per-QP bytes / channel bytes "
                   "= Q / ((E − 1)·C): below 1 the channels cost more than per-QP connections "
                   "would. The last two columns count the channels and QPs the runs' requests "

@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
 from ..formats.lfsr import LFSR_BITS, lfsr_step
+from .checks import check_config, check_count
 
 __all__ = ["EcnMarker"]
 
@@ -44,6 +45,11 @@ class EcnMarker(wiring.Component):
 
     def __init__(self, cfg: FabricConfig, *, ports: int | None = None, most: int | None = None,
                  seeded: bool = False):
+        check_config(cfg)
+        if ports is not None:
+            check_count("ports", ports)
+        if most is not None:
+            check_count("most", most)
         sw = cfg.switch
         self._cfg = cfg
         self._ports = n = sw.ports if ports is None else ports

@@ -1,11 +1,12 @@
 """An output's egress queue: a small FIFO between the crossbar and the output port."""
 
-from amaranth.hdl import Module, Shape
+from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..config import EGRESS_DEPTH
+from .checks import check_shape
 
 __all__ = ["EgressQueue"]
 
@@ -37,7 +38,7 @@ class EgressQueue(wiring.Component):
     """
 
     def __init__(self, *, payload_shape):
-        self._width = Shape.cast(payload_shape).width
+        self._width = check_shape("payload_shape", payload_shape).width
         self._payload_shape = payload_shape
         super().__init__({
             "i": In(stream.Signature(payload_shape)),

@@ -1,10 +1,11 @@
 """iSLIP: the request-grant-accept matching of an input-queued crossbar."""
 
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .arbiter import round_robin_pick
+from .checks import check_count
 
 __all__ = ["ISLIP"]
 
@@ -32,24 +33,34 @@ class ISLIP(wiring.Component):
     the partner: ``g[o][p] = i + 1``, ``a[i][p] = o + 1`` (mod ``ports``).
     Classes have separate pointers, so strict priority does not disturb the
     round-robin order within a class.
+
+    Ports
+    -----
+    req : per input, its requests, bit ``dst * priorities + prio``.
+    match : per input, a stream of :meth:`match_layout`, always ready (the
+        crossbar takes every match): the input is matched this cycle to
+        ``output`` at class ``prio``.
     """
 
     def __init__(self, *, ports: int, priorities: int, iterations: int):
-        if ports < 2:
-            raise ValueError(f"ports must be at least 2, not {ports}")
-        if priorities < 1:
-            raise ValueError(f"priorities must be at least 1, not {priorities}")
-        if not 1 <= iterations <= ports:
+        check_count("ports", ports, least=2)
+        check_count("priorities", priorities)
+        check_count("iterations", iterations)
+        if iterations > ports:
             raise ValueError(f"iterations must be in 1..{ports}, not {iterations}")
         self._n = ports
         self._p = priorities
         self._iterations = iterations
         super().__init__({
             "req": In(unsigned(ports * priorities)).array(ports),
-            "match": Out(1).array(ports),
-            "match_out": Out(range(ports)).array(ports),
-            "match_prio": Out(range(max(priorities, 2))).array(ports),
+            "match": Out(stream.Signature(self.match_layout(ports, priorities),
+                                          always_ready=True)).array(ports),
         })
+
+    @staticmethod
+    def match_layout(ports: int, priorities: int) -> data.StructLayout:
+        """The payload of a match: the output and the class."""
+        return data.StructLayout({"output": range(ports), "prio": range(max(priorities, 2))})
 
     def _highest(self, m, masks, ptrs, name):
         """The highest class with a non-empty mask: (class, its mask, its pointer)."""
@@ -139,8 +150,8 @@ class ISLIP(wiring.Component):
 
         for i in range(n):
             m.d.comb += [
-                self.match[i].eq(in_matched[i]),
-                self.match_out[i].eq(match_out[i]),
-                self.match_prio[i].eq(match_prio[i]),
+                self.match[i].valid.eq(in_matched[i]),
+                self.match[i].payload.output.eq(match_out[i]),
+                self.match[i].payload.prio.eq(match_prio[i]),
             ]
         return m

@@ -33,10 +33,11 @@ def packet_signature(cfg: FabricConfig) -> stream.Signature:
     return stream.Signature(packet_layout(cfg))
 
 
-def link_signature(cfg: FabricConfig) -> wiring.Signature:
-    """A router-to-router flit channel: ``valid`` and ``payload``, and no ``ready``,
-    because the sender's credits guarantee the room (docs/architecture.md 11.3)."""
-    return wiring.Signature({"valid": Out(1), "payload": Out(packet_layout(cfg))})
+def link_signature(cfg: FabricConfig) -> stream.Signature:
+    """A router-to-router flit channel: a packet stream that is always ready,
+    because the sender's credits guarantee the room (docs/architecture.md 11.3);
+    the generated modules have no port for its constant ``ready``."""
+    return stream.Signature(packet_layout(cfg), always_ready=True)
 
 
 def pools(cfg: FabricConfig) -> int:

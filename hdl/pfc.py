@@ -7,14 +7,21 @@ MAC control frame and back for a port that faces a MAC.
 """
 
 from amaranth.hdl import Signal, Module, Mux, Cat, Const
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import FabricConfig
 from ..formats.pfc_frame import QUANTUM_BITS
 from .pfc_frame import REQUEST_LAYOUT
+from .checks import check_config, check_count
 
-__all__ = ["PfcIngress", "PfcEgress", "pause_shift"]
+__all__ = ["PfcIngress", "PfcEgress", "pause_shift", "frame_signature"]
+
+
+def frame_signature() -> stream.Signature:
+    """A port's pause frames: a stream of :data:`REQUEST_LAYOUT`, always ready,
+    because a frame is acted on in the cycle it arrives and never held back."""
+    return stream.Signature(REQUEST_LAYOUT, always_ready=True)
 
 
 def pause_shift(data_width: int) -> int:
@@ -40,14 +47,18 @@ class PfcIngress(wiring.Component):
     paused sends ``pause_quanta`` (pause); staying at or above ``xon`` while
     paused resends it when the refresh countdown reaches zero (every half
     pause); falling below ``xon`` sends zero quanta (resume). Every class with
-    an event goes into the port's frame ``tx[k]`` of that cycle
-    (``tx_valid`` bit ``k``). Counters per (input, class), index
+    an event goes into the port's frame ``tx[k]`` of that cycle (a
+    :func:`frame_signature` stream, valid when any class has one). Counters per (input, class), index
     ``k * priorities + class``: frames sent, peak occupancy. ``ports`` is
     the count of input ports (default ``switch.ports``; a fabric's router
     runs PFC on its endpoint ports only).
     """
 
     def __init__(self, cfg: FabricConfig, *, refresh: int, ports: int | None = None):
+        check_config(cfg)
+        check_count("refresh", refresh)
+        if ports is not None:
+            check_count("ports", ports)
         sw = cfg.switch
         self._cfg = cfg
         self._refresh = refresh
@@ -58,8 +69,7 @@ class PfcIngress(wiring.Component):
         super().__init__({
             "wr": In(1).array(n), "wr_prio": In(prio).array(n),
             "rd": In(1).array(n), "rd_prio": In(prio).array(n),
-            "tx_valid": Out(n),
-            "tx": Out(REQUEST_LAYOUT).array(n),
+            "tx": Out(frame_signature()).array(n),
             "frames_sent": Out(32).array(classes),
             "peak": Out(self.occupancy_bits).array(classes),
         })
@@ -78,7 +88,7 @@ class PfcIngress(wiring.Component):
                 with m.If(occ > self.peak[idx]):
                     m.d.sync += self.peak[idx].eq(occ)
                 if p not in pfc.priorities:
-                    m.d.comb += self.tx[k].times[p].eq(0)
+                    m.d.comb += self.tx[k].payload.times[p].eq(0)
                     enable.append(Const(0, 1))
                     continue
                 paused = Signal(name=f"xoff{k}_{p}")
@@ -90,7 +100,7 @@ class PfcIngress(wiring.Component):
                              | (paused & ((occ >= pfc.xon) if pfc.xon else Const(1, 1))
                                 & (refresh == 0))),
                     resume.eq(paused & (occ < pfc.xon) if pfc.xon else Const(0, 1)),
-                    self.tx[k].times[p].eq(Mux(pause, pfc.pause_quanta, 0)),
+                    self.tx[k].payload.times[p].eq(Mux(pause, pfc.pause_quanta, 0)),
                 ]
                 with m.If(pause):
                     # Counting R-1 down to 0 makes the refresh period R cycles.
@@ -104,16 +114,16 @@ class PfcIngress(wiring.Component):
                     m.d.sync += self.frames_sent[idx].eq(self.frames_sent[idx] + 1)
                 enable.append(pause | resume)
             for p in range(np_, 8):
-                m.d.comb += self.tx[k].times[p].eq(0)
-            m.d.comb += [self.tx[k].class_enable.eq(Cat(*enable)),
-                         self.tx_valid[k].eq(Cat(*enable).any())]
+                m.d.comb += self.tx[k].payload.times[p].eq(0)
+            m.d.comb += [self.tx[k].payload.class_enable.eq(Cat(*enable)),
+                         self.tx[k].valid.eq(Cat(*enable).any())]
         return m
 
 
 class PfcEgress(wiring.Component):
     """Per (output, class): a pause timer loaded by received frames; the pause mask.
 
-    A frame ``rx[o]`` (``rx_valid`` bit ``o``) loads the timer of every
+    A frame on ``rx[o]`` (a :func:`frame_signature` stream) loads the timer of every
     class it enables with its time converted to cycles (512 bit times per
     quantum, ``data_width`` bits per cycle); zero quanta clear it. The timer
     counts down each cycle; while it is non-zero, ``pause`` bit
@@ -123,14 +133,16 @@ class PfcEgress(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, *, ports: int | None = None):
+        check_config(cfg)
+        if ports is not None:
+            check_count("ports", ports)
         sw = cfg.switch
         self._cfg = cfg
         self._ports = n = sw.ports if ports is None else ports
         classes = n * sw.priorities
         self.timer_bits = (65535 << pause_shift(sw.data_width)).bit_length()
         super().__init__({
-            "rx_valid": In(n),
-            "rx": In(REQUEST_LAYOUT).array(n),
+            "rx": In(frame_signature()).array(n),
             "pause": Out(classes),
             "frames_received": Out(32).array(classes),
             "paused_cycles": Out(32).array(classes),
@@ -147,9 +159,10 @@ class PfcEgress(wiring.Component):
                 timer = Signal(self.timer_bits, name=f"timer{o}_{p}")
                 running = Signal(name=f"paused{o}_{p}")
                 m.d.comb += running.eq(timer != 0)
-                hit = self.rx_valid[o] & self.rx[o].class_enable[p]
+                frame = self.rx[o].payload
+                hit = self.rx[o].valid & frame.class_enable[p]
                 with m.If(hit):
-                    m.d.sync += [timer.eq(_quanta_to_cycles(self.rx[o].times[p], sw.data_width)),
+                    m.d.sync += [timer.eq(_quanta_to_cycles(frame.times[p], sw.data_width)),
                                  self.frames_received[idx].eq(self.frames_received[idx] + 1)]
                 with m.Elif(running):
                     m.d.sync += timer.eq(timer - 1)

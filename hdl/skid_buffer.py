@@ -4,6 +4,8 @@ from amaranth.hdl import Signal, Module, ShapeLike
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .checks import check_shape
+
 __all__ = ["SkidBuffer"]
 
 
@@ -28,7 +30,8 @@ class SkidBuffer(wiring.Component):
         Shape of the stream payload, for the fabric a packet layout.
     """
 
-    def __init__(self, payload_shape: ShapeLike):
+    def __init__(self, *, payload_shape: ShapeLike):
+        check_shape("payload_shape", payload_shape)
         self._payload_shape = payload_shape
         super().__init__({
             "i": In(stream.Signature(payload_shape)),

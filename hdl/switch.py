@@ -28,7 +28,7 @@ class Switch(Router):
     rx_packets, tx_packets, drops : per-port packet counters.
     pfc_tx, pfc_rx : with ``[pfc] enabled``, pause frames sent upstream by
         each input port and received from downstream at each output port
-        (``pfc_*_valid`` bit per port), and their counters.
+        (a frame stream per port), and their counters.
     ecn_marks : with ``[ecn] enabled``, packets marked CE per (output,
         priority); ``ecn_decided``/``ecn_backlog`` show each output's marking
         decisions and the backlog they saw (for the testbench's curves).

@@ -4,11 +4,16 @@ import re
 from pathlib import Path
 
 from amaranth.back import verilog
+# Port directions are the one name of Amaranth's IR needed to list a top's
+# ports by hand; amaranth.back.verilog.convert uses the same when it lists them.
+from amaranth.hdl._ir import PortDirection
+from amaranth.lib import wiring
 
 from ..config import FabricConfig
 from ..network.topology import LEAF, SPINE, TORUS_ROUTER
 from .fabric.top import Fabric
 from .packet import packet_layout
+from .ports import module_ports
 from .rdma.engine import RdmaEngine
 from .rdma.fabric import RdmaFabric
 from .fabric.router import Router
@@ -16,12 +21,12 @@ from .skid_buffer import SkidBuffer
 from .stimulus.top import Stimulus
 from .switch import Switch
 
-__all__ = ["TOPS", "tops", "default_top", "write_verilog", "verilator_build_args"]
+__all__ = ["TOPS", "tops", "default_top", "convert", "write_verilog", "verilator_build_args"]
 
 #: Generated top-level blocks, by module name.
 TOPS = {
     "switch": lambda cfg: Switch(cfg),
-    "skid_buffer": lambda cfg: SkidBuffer(packet_layout(cfg)),
+    "skid_buffer": lambda cfg: SkidBuffer(payload_shape=packet_layout(cfg)),
     # One endpoint's engine, for FPGA builds (as endpoint 0; the index
     # only fixes the engine's own address on the fabric).
     "rdma_engine": lambda cfg: RdmaEngine(cfg, endpoint=0),
@@ -152,6 +157,21 @@ def _hier_block(text: str, module: str) -> str:
     return header.sub(lambda m: m[0] + "  /* verilator hier_block */\n", text, count=1)
 
 
+def convert(component: wiring.Component, name: str) -> str:
+    """The Verilog of ``component`` as a module named ``name``, one port per member
+    of its signature that is a signal.
+
+    Amaranth derives a top's ports from its signature itself, but stops at a
+    member that is a constant (the ``ready`` of an ``always_ready`` stream);
+    :func:`~superfabric.hdl.ports.module_ports` says why such a member needs
+    no port, and leaves it out.
+    """
+    directions = {wiring.In: PortDirection.Input, wiring.Out: PortDirection.Output}
+    ports = {port: (value, directions[flow])
+             for port, flow, value in module_ports(component.signature, component)}
+    return verilog.convert(component, name=name, ports=ports, emit_src=False)
+
+
 def _modules(cfg: FabricConfig, top: str) -> list:
     """(module name, component) of every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
@@ -173,8 +193,7 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top)
-    text = "".join(verilog.convert(component, name=name, emit_src=False)
-                   for name, component in modules)
+    text = "".join(convert(component, name) for name, component in modules)
     for name, _ in modules[:-1]:
         text = _hier_block(text, name)
     path = out / f"{top}.v"

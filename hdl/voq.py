@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 from ..config import FabricConfig
 from ..formats.packet import vc_bits
 from .packet import packet_layout, pools
+from .checks import check_config, check_count
 
 __all__ = ["VOQBuffer"]
 
@@ -88,12 +89,14 @@ class VOQBuffer(wiring.Component):
 
     def __init__(self, cfg: FabricConfig, *, outputs: int | None = None, vcs: int = 1,
                  link: bool = False):
+        check_config(cfg)
+        if outputs is not None:
+            check_count("outputs", outputs)
+        check_count("vcs", vcs)
         sw = cfg.switch
         self._cfg = cfg
         self._layout = packet_layout(cfg)
         self._outputs = sw.ports if outputs is None else outputs
-        if vcs < 1:
-            raise ValueError(f"vcs must be at least 1, not {vcs}")
         if link and "vc" not in self._layout.members:
             raise ValueError("link = True needs a fabric's packet layout, with a vc field")
         self._vcs = vcs

@@ -306,10 +306,10 @@ class PfcMonitor:
         self._sources = sources
         self._ports, self._priorities = cfg.endpoints, cfg.switch.priorities
         self._data_width = cfg.switch.data_width
-        self._rx_valid = dut.pfc_rx_valid
-        self._rx = [getattr(dut, f"pfc_rx__{k}") for k in range(self._ports)]
-        self._tx_valid = dut.pfc_tx_valid
-        self._tx = [getattr(dut, f"pfc_tx__{k}") for k in range(self._ports)]
+        self._rx_valid = [getattr(dut, f"pfc_rx__{k}__valid") for k in range(self._ports)]
+        self._rx = [getattr(dut, f"pfc_rx__{k}__payload") for k in range(self._ports)]
+        self._tx_valid = [getattr(dut, f"pfc_tx__{k}__valid") for k in range(self._ports)]
+        self._tx = [getattr(dut, f"pfc_tx__{k}__payload") for k in range(self._ports)]
         self._rx_driven = 0
         self._frames = []
         #: (port, class) paused upstream, as the switch's frames say.
@@ -317,7 +317,7 @@ class PfcMonitor:
 
     def inputs(self) -> list:
         """The handles reset holds at zero."""
-        return [self._rx_valid, *self._rx]
+        return [*self._rx_valid, *self._rx]
 
     def next_frame(self, cycle: int) -> int | None:
         """The first cycle at or after ``cycle`` in which a sink may send a frame."""
@@ -330,15 +330,15 @@ class PfcMonitor:
             self._rx[port].value = pack_request(enable, times)
             valid |= 1 << port
         if valid != self._rx_driven:
-            self._rx_valid.value = self._rx_driven = valid
+            self._drive_valid(valid)
 
     def sample(self, cycle: int) -> bool:
         """Take the frames the switch sent; True if it sent any."""
-        bits = int(self._tx_valid.value)
-        if not bits:
+        bits = [int(valid.value) for valid in self._tx_valid]
+        if not any(bits):
             return False
         for k in range(self._ports):
-            if (bits >> k) & 1:
+            if bits[k]:
                 enable, times = unpack_request(int(self._tx[k].value))
                 self._frames.append((cycle, k, enable, *times))
                 for p in range(self._priorities):
@@ -349,9 +349,16 @@ class PfcMonitor:
         return True
 
     def quiesce(self) -> None:
-        """Drop ``pfc_rx_valid``, before the clock runs on without the loop."""
+        """Drop the ``pfc_rx`` valids, before the clock runs on without the loop."""
         if self._rx_driven:
-            self._rx_valid.value = self._rx_driven = 0
+            self._drive_valid(0)
+
+    def _drive_valid(self, valid: int) -> None:
+        """The ``pfc_rx`` valids, bit ``k`` to port ``k``'s."""
+        for k, handle in enumerate(self._rx_valid):
+            if (valid ^ self._rx_driven) >> k & 1:
+                handle.value = valid >> k & 1
+        self._rx_driven = valid
 
     def finish(self, rec: Records) -> None:
         """The frames the switch sent."""

@@ -1,12 +1,18 @@
 """Verilog generation through the command line: files, lint, Icarus, and user errors."""
 
 import json
+import re
 import subprocess
 import sys
 
 import pytest
+from amaranth.back import verilog as amaranth_verilog
+from amaranth.hdl import Module
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
 
 from superfabric.config import FabricConfig
+from superfabric.hdl import verilog
 from superfabric.tb.runner import find_simulator
 from superfabric.network.topology import Topology
 
@@ -156,6 +162,37 @@ def test_generate_skid_buffer(tmp_path):
     lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall",
                            str(tmp_path / "skid_buffer.v")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stderr[:3000]
+
+
+class _AlwaysReady(wiring.Component):
+    """A register stage between an ``always_ready`` input stream and an ``always_valid``
+    output: a top whose signature holds a constant on either side."""
+
+    i: In(stream.Signature(8, always_ready=True))
+    o: Out(stream.Signature(8, always_valid=True))
+
+    def elaborate(self, platform):
+        m = Module()
+        with m.If(self.i.valid):
+            m.d.sync += self.o.payload.eq(self.i.payload)
+        return m
+
+
+def test_generate_leaves_out_the_constant_members_of_a_top(tmp_path):
+    # Amaranth alone refuses the constant ``ready`` (and ``valid``) as a port.
+    with pytest.raises(TypeError, match="Only signals and IO ports"):
+        amaranth_verilog.convert(_AlwaysReady(), name="always_ready")
+    text = verilog.convert(_AlwaysReady(), name="always_ready")
+    header = re.search(r"^module always_ready\(([^)]*)\);", text, re.M)
+    assert header, text
+    ports = {name.strip() for name in header[1].split(",")}
+    assert ports == {"clk", "rst", "i__valid", "i__payload", "o__ready", "o__payload"}
+    path = tmp_path / "always_ready.v"
+    path.write_text(text)
+    require_simulator("icarus")
+    icarus = subprocess.run(["iverilog", "-g2012", "-o", str(tmp_path / "a.vvp"), str(path)],
+                            capture_output=True, text=True)
+    assert icarus.returncode == 0, icarus.stderr[:3000]
 
 
 @pytest.mark.parametrize("top", ["rdma_engine", "rdma_fabric"])

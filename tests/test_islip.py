@@ -152,8 +152,8 @@ def _check(rng: random.Random, case: dict, cycles: int) -> None:
             reqs = crossbar.requests()
             ctx.set(req, sum(bits << (k * width) for k, bits in enumerate(reqs)))
             want = model.match(_levels(reqs, n, p))
-            got = [(ctx.get(dut.match_out[k]), ctx.get(dut.match_prio[k]))
-                   if ctx.get(dut.match[k]) else None for k in range(n)]
+            got = [(ctx.get(dut.match[k].payload.output), ctx.get(dut.match[k].payload.prio))
+                   if ctx.get(dut.match[k].valid) else None for k in range(n)]
             if got != want:
                 wrong.append((cycle, reqs, got, want))
             matched_classes.update(m[1] for m in want if m is not None)

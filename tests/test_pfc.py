@@ -209,9 +209,9 @@ def test_ingress_block_equals_the_model(seed):
             was_paused = paused.copy()
             pfc_ingress_step(occupancy, paused, refresh, frames_sent, peak, lossless, pfc.xoff,
                              pfc.xon, pfc.pause_quanta, refresh_period, enable, times)
-            tx_valid = ctx.get(dut.tx_valid)
+            tx_valid = sum(ctx.get(dut.tx[k].valid) << k for k in range(n))
             for k in range(n):
-                frame = ctx.get(dut.tx[k])
+                frame = ctx.get(dut.tx[k].payload)
                 got = (tx_valid >> k & 1, frame.class_enable, list(frame.times))
                 want = (int(enable[k] != 0), int(enable[k]), times[k].tolist())
                 if got != want:
@@ -258,8 +258,8 @@ def test_egress_block_equals_the_model(seed):
     async def testbench(ctx):
         for cycle in range(BLOCK_CYCLES):
             frames = {o: frame() for o in range(n) if rng.random() < rate}
-            drive(ctx, [(dut.rx_valid, sum(1 << o for o in frames))]
-                  + [(dut.rx[o], {"class_enable": frames[o][0], "times": frames[o][1]}
+            drive(ctx, [(dut.rx[o].valid, o in frames) for o in range(n)]
+                  + [(dut.rx[o].payload, {"class_enable": frames[o][0], "times": frames[o][1]}
                       if o in frames else 0) for o in range(n)])
             want_pause = sum(1 << q for q in range(n * np_) if start[q] <= cycle < until[q])
             got = (ctx.get(dut.pause), [ctx.get(dut.frames_received[q]) for q in range(n * np_)],

@@ -50,7 +50,7 @@ def simulate(payload_shape, *, flits, seed, valid_stall, ready_stall):
     :class:`SkidBufferModel`. Returns the flits delivered, in order, and how
     many cycles the buffer held two transfers.
     """
-    dut = SkidBuffer(payload_shape)
+    dut = SkidBuffer(payload_shape=payload_shape)
     width = Shape.cast(payload_shape).width
     rng = random.Random(seed)
     delivered = []

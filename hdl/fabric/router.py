@@ -17,11 +17,11 @@ from ..ecn import EcnMarker
 from ..egress_queue import EgressQueue
 from ..islip import ISLIP
 from ..packet import credit_signature, link_signature, packet_layout
-from ..pfc import PfcEgress, PfcIngress
-from ..pfc_frame import REQUEST_LAYOUT
+from ..pfc import PfcEgress, PfcIngress, frame_signature
 from .routing import Routing, credit_bits, tier_router
 from ..skid_buffer import SkidBuffer
 from ..voq import VOQBuffer
+from ..checks import check_config
 
 __all__ = ["Router", "router_signature", "router_capacity", "SWITCH", "KINDS"]
 
@@ -100,7 +100,7 @@ class Router(wiring.Component):
     Ports
     -----
     i, o : packet streams of the endpoint ports.
-    link_i, link_o : flit channels of the link ports (no ``ready``: the
+    link_i, link_o : flit streams of the link ports, always ready (the
         credits guarantee the room), port ``endpoint ports + j``.
     credit_i, credit_o : credits arriving for link output ``j`` / returned
         for link input ``j``, one per ``valid``, of a (class, VC) ``pool``.
@@ -119,8 +119,8 @@ class Router(wiring.Component):
         in this cycle (the model's progress). Both for the testbench's stall
         detection and report.
     pfc_tx, pfc_rx : with ``[pfc] enabled``, pause frames sent to and
-        received from the endpoints (``pfc_*_valid`` bit per endpoint
-        port), and their counters; links are lossless by credits.
+        received from the endpoints (a frame stream per endpoint port), and
+        their counters; links are lossless by credits.
     ecn_marks : with ``[ecn] enabled``, packets marked CE per (output,
         priority); ``ecn_decided``/``ecn_backlog`` show each output's marking
         decisions and the backlog they saw. ``ecn_seed``: in a fabric, the
@@ -129,6 +129,7 @@ class Router(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, kind: str = SWITCH):
+        check_config(cfg)
         topo = Topology.of(cfg)
         self._cfg = cfg
         self._kind = kind
@@ -176,7 +177,7 @@ class Router(wiring.Component):
         n, ends = self._n, self._m
         bufs, egress = [], []
         for k in range(n):
-            skid = SkidBuffer(self._layout)
+            skid = SkidBuffer(payload_shape=self._layout)
             buf = VOQBuffer(self._cfg, outputs=n, vcs=self._vcs, link=k >= ends)
             m.submodules[f"skid{k}"] = skid
             m.submodules[f"voq{k}"] = buf
@@ -277,9 +278,8 @@ class Router(wiring.Component):
         paused = self.pause if ends else Const(0, 1)
         if cfg.pfc.enabled and ends:
             m.submodules.pfc_egress = pfc_egress = PfcEgress(cfg, ports=ends)
-            m.d.comb += pfc_egress.rx_valid.eq(self.pfc_rx_valid)
             for o in range(ends):
-                m.d.comb += pfc_egress.rx[o].eq(self.pfc_rx[o])
+                wiring.connect(m, wiring.flipped(self.pfc_rx[o]), pfc_egress.rx[o])
             for q in range(ends * np_):
                 m.d.comb += [self.pfc_rx_frames[q].eq(pfc_egress.frames_received[q]),
                              self.pfc_paused_cycles[q].eq(pfc_egress.paused_cycles[q])]
@@ -315,17 +315,17 @@ class Router(wiring.Component):
         for k in range(self._n):
             match_vc = self._lowest_vc(m, k, ready[k], islip)
             if not self._cfg.switch.registered_grant:
-                start.append(islip.match[k])
-                start_out.append(islip.match_out[k])
-                start_prio.append(islip.match_prio[k])
+                start.append(islip.match[k].valid)
+                start_out.append(islip.match[k].payload.output)
+                start_prio.append(islip.match[k].payload.prio)
                 start_vc.append(match_vc)
                 continue
-            grant_prio = Signal.like(islip.match_prio[k], name=f"grant_prio{k}")
+            grant_prio = Signal.like(islip.match[k].payload.prio, name=f"grant_prio{k}")
             grant_vc = Signal.like(match_vc, name=f"grant_vc{k}")
-            m.d.sync += rc.granted[k].eq(islip.match[k])
-            with m.If(islip.match[k]):
-                m.d.sync += [rc.grant_out[k].eq(islip.match_out[k]),
-                             grant_prio.eq(islip.match_prio[k]), grant_vc.eq(match_vc)]
+            m.d.sync += rc.granted[k].eq(islip.match[k].valid)
+            with m.If(islip.match[k].valid):
+                m.d.sync += [rc.grant_out[k].eq(islip.match[k].payload.output),
+                             grant_prio.eq(islip.match[k].payload.prio), grant_vc.eq(match_vc)]
             start.append(rc.granted[k])
             start_out.append(rc.grant_out[k])
             start_prio.append(grant_prio)
@@ -372,9 +372,8 @@ class Router(wiring.Component):
                 pfc_ingress.wr[k].eq(bufs[k].wr_valid), pfc_ingress.wr_prio[k].eq(bufs[k].wr_prio),
                 pfc_ingress.rd[k].eq(bufs[k].start | bufs[k].advance),
                 pfc_ingress.rd_prio[k].eq(read_prio[k]),
-                self.pfc_tx[k].eq(pfc_ingress.tx[k]),
             ]
-        m.d.comb += self.pfc_tx_valid.eq(pfc_ingress.tx_valid)
+            wiring.connect(m, pfc_ingress.tx[k], wiring.flipped(self.pfc_tx[k]))
         for q in range(ends * sw.priorities):
             m.d.comb += [self.pfc_tx_frames[q].eq(pfc_ingress.frames_sent[q]),
                          self.pfc_peak_occupancy[q].eq(pfc_ingress.peak[q])]
@@ -506,7 +505,7 @@ class Router(wiring.Component):
         if nvc == 1:
             return Const(0, 1)
         vc = Signal(range(nvc), name=f"match_vc{k}")
-        where = islip.match_out[k] * np_ + islip.match_prio[k]
+        where = islip.match[k].payload.output * np_ + islip.match[k].payload.prio
         for v in reversed(range(nvc)):
             with m.If(ready[v].bit_select(where, 1)):
                 m.d.comb += vc.eq(v)
@@ -637,10 +636,8 @@ def router_signature(cfg: FabricConfig, kind: str) -> wiring.Signature:
     if cfg.pfc.enabled and m:
         classes = m * sw.priorities
         members.update({
-            "pfc_tx_valid": Out(m),
-            "pfc_tx": Out(REQUEST_LAYOUT).array(m),
-            "pfc_rx_valid": In(m),
-            "pfc_rx": In(REQUEST_LAYOUT).array(m),
+            "pfc_tx": Out(frame_signature()).array(m),
+            "pfc_rx": In(frame_signature()).array(m),
             "pfc_tx_frames": Out(COUNTER_WIDTH).array(classes),
             "pfc_rx_frames": Out(COUNTER_WIDTH).array(classes),
             "pfc_paused_cycles": Out(COUNTER_WIDTH).array(classes),

@@ -17,6 +17,7 @@ from ...config import FabricConfig
 from ...formats.packet import port_bits, prio_bits, vc_bits
 from ...network.routing import ESCAPE_VCS
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
+from ..checks import check_config
 
 __all__ = ["Routing", "credit_bits", "tier_router"]
 
@@ -53,6 +54,7 @@ class Routing(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, kind: str):
+        check_config(cfg)
         if kind not in (TORUS_ROUTER, LEAF, SPINE):
             raise ValueError(f"kind = {kind!r}: must be {TORUS_ROUTER!r}, {LEAF!r} or {SPINE!r}")
         topo = Topology.of(cfg)

@@ -1,6 +1,6 @@
 """The fabric top: every router of the topology and the links between them (docs/architecture.md 11.9)."""
 
-from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, Value, unsigned
+from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -8,9 +8,11 @@ from ...config import FabricConfig
 from ...formats.counters import COUNTER_WIDTH
 from ...network.topology import Topology
 from ..packet import packet_layout
-from ..pfc_frame import REQUEST_LAYOUT
+from ..pfc import frame_signature
+from ..ports import module_ports
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
+from ..checks import check_config
 
 __all__ = ["Fabric"]
 
@@ -43,15 +45,16 @@ class Fabric(wiring.Component):
     link_credits : the credits of link ``k``'s output for pool ``prio * vcs
         + vc``, at ``k * priorities * vcs + pool``; moved: some router moved
         a flit in this cycle. For the testbench's stall detection and report.
-    pfc_* : with ``[pfc] enabled``, per endpoint (frames ``pfc_tx``,
-        ``pfc_rx`` and ``pfc_*_valid`` bit ``e``) and per ``e * priorities
-        + prio`` (counters).
+    pfc_* : with ``[pfc] enabled``, per endpoint ``e`` (the frame streams
+        ``pfc_tx[e]``, ``pfc_rx[e]``) and per ``e * priorities + prio``
+        (counters).
     ecn_marks : with ``[ecn] enabled``, per ``g * priorities + prio``;
         ``ecn_decided`` bit ``e`` and ``ecn_backlog[e]``: the decisions of
         the endpoint outputs.
     """
 
     def __init__(self, cfg: FabricConfig, *, instances: bool = True):
+        check_config(cfg)
         topo = Topology.of(cfg)
         if topo.kind == "switch":
             raise ValueError("fabric.topology = 'switch': the fabric top needs a torus or a "
@@ -87,10 +90,8 @@ class Fabric(wiring.Component):
         }
         if cfg.pfc.enabled:
             members.update({
-                "pfc_tx_valid": Out(e),
-                "pfc_tx": Out(REQUEST_LAYOUT).array(e),
-                "pfc_rx_valid": In(e),
-                "pfc_rx": In(REQUEST_LAYOUT).array(e),
+                "pfc_tx": Out(frame_signature()).array(e),
+                "pfc_rx": In(frame_signature()).array(e),
                 "pfc_tx_frames": Out(COUNTER_WIDTH).array(e * np_),
                 "pfc_rx_frames": Out(COUNTER_WIDTH).array(e * np_),
                 "pfc_paused_cycles": Out(COUNTER_WIDTH).array(e * np_),
@@ -144,10 +145,8 @@ class Fabric(wiring.Component):
         local = slice(p * np_, (p + 1) * np_)
         m.d.comb += router.pause[local].eq(self.pause[classes])
         if cfg.pfc.enabled:
-            m.d.comb += [router.pfc_rx_valid[p].eq(self.pfc_rx_valid[e]),
-                         router.pfc_rx[p].eq(self.pfc_rx[e]),
-                         self.pfc_tx_valid[e].eq(router.pfc_tx_valid[p]),
-                         self.pfc_tx[e].eq(router.pfc_tx[p])]
+            wiring.connect(m, wiring.flipped(self.pfc_rx[e]), router.pfc_rx[p])
+            wiring.connect(m, router.pfc_tx[p], wiring.flipped(self.pfc_tx[e]))
             for c in range(np_):
                 for name in ("pfc_tx_frames", "pfc_rx_frames", "pfc_paused_cycles",
                              "pfc_peak_occupancy"):
@@ -188,7 +187,6 @@ def _instance(module: str, signature: wiring.Signature, ports) -> Instance:
     """An instance of the router module ``module``, its ports bound to the interface
     ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
     bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
-    for path, member, value in signature.flatten(ports):
-        name = "__".join(str(part) for part in path)
-        bound.append(("i" if member.flow == In else "o", name, Value.cast(value)))
+    for name, flow, value in module_ports(signature, ports):
+        bound.append(("i" if flow == In else "o", name, value))
     return Instance(module, *bound)

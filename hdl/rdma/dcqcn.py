@@ -6,19 +6,15 @@ Amaranth values and in the golden model (``sim/rdma/dcqcn.py``) on integers.
 """
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal
-from amaranth.lib import wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...formats.dcqcn import (ALPHA_BITS, ALPHA_ONE, LINE_RATE, RATE_BITS, DcqcnUnits, alpha_decay,
                              alpha_raise, cut, debt_after, debt_bits, increase, packet_debt,
                              stage_after, stage_bits)
+from ..checks import check_count
 
 __all__ = ["NotificationPoint", "ReactionPoint"]
-
-
-def _check_count(name: str, value) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, not {value!r}")
 
 
 class NotificationPoint(wiring.Component):
@@ -26,19 +22,19 @@ class NotificationPoint(wiring.Component):
 
     Ports
     -----
-    marked_valid, marked_context : a CE-marked data packet for that context
-        this cycle; it makes a CNP pending unless one was made pending for
-        the context fewer than ``interval`` cycles ago.
+    marked : stream of contexts, always ready: a CE-marked data packet for
+        that context this cycle; it makes a CNP pending unless one was made
+        pending for the context fewer than ``interval`` cycles ago.
     pick : the transmitter takes the CNP of context ``lowest`` this cycle.
     pending : one bit per context; ``lowest`` the first pending context.
     """
 
     def __init__(self, *, contexts: int, interval: int):
-        _check_count("contexts", contexts)
-        _check_count("interval", interval)
+        check_count("contexts", contexts)
+        check_count("interval", interval)
         self._contexts, self._interval = contexts, interval
         super().__init__({
-            "marked_valid": In(1), "marked_context": In(range(contexts)),
+            "marked": In(stream.Signature(range(contexts), always_ready=True)),
             "pick": In(1),
             "pending": Out(contexts), "lowest": Out(range(contexts)),
         })
@@ -53,7 +49,7 @@ class NotificationPoint(wiring.Component):
         for x in range(n):
             # Cycles until the context may make its next CNP pending.
             wait = Signal(range(max(2, interval)), name=f"cnp_wait{x}")
-            mark = self.marked_valid & (self.marked_context == x) & (wait == 0)
+            mark = self.marked.valid & (self.marked.payload == x) & (wait == 0)
             picked = self.pick & (self.lowest == x)
             pending = Signal(name=f"cnp_pending{x}")
             m.d.comb += self.pending[x].eq(pending)
@@ -70,39 +66,48 @@ class ReactionPoint(wiring.Component):
 
     Ports
     -----
-    cnp_valid, cnp_channel : a CNP for that channel arrived this cycle.
-    sent_valid, sent_channel, sent_flits : a data packet of ``sent_flits``
-        flits was picked on that channel this cycle (only while it is ``ready``).
+    cnp : stream of channels, always ready: a CNP for that channel arrived
+        this cycle.
+    sent : stream of :meth:`sent_layout`, always ready: a data packet of
+        ``flits`` flits was picked on ``channel`` this cycle (only while it
+        is ``ready``).
     ready : per channel, the pacer lets it start a packet (its debt is zero).
     rate : per channel, the current rate (``superfabric.formats.dcqcn`` units).
     changed : per channel, its rate changed at the last edge.
     """
 
     def __init__(self, *, channels: int, units: DcqcnUnits, max_packet_flits: int):
-        _check_count("channels", channels)
-        _check_count("max_packet_flits", max_packet_flits)
+        check_count("channels", channels)
+        check_count("max_packet_flits", max_packet_flits)
         if not isinstance(units, DcqcnUnits):
             raise TypeError(f"units must be a DcqcnUnits, not {units!r}")
         self._channels, self._units, self._flits = channels, units, max_packet_flits
         super().__init__({
-            "cnp_valid": In(1), "cnp_channel": In(range(channels)),
-            "sent_valid": In(1), "sent_channel": In(range(channels)),
-            "sent_flits": In(range(max_packet_flits + 1)),
+            "cnp": In(stream.Signature(range(channels), always_ready=True)),
+            "sent": In(stream.Signature(self.sent_layout(channels, max_packet_flits),
+                                        always_ready=True)),
             "ready": Out(channels),
             "rate": Out(RATE_BITS).array(channels),
             "changed": Out(channels),
         })
 
+    @staticmethod
+    def sent_layout(channels: int, max_packet_flits: int) -> data.StructLayout:
+        """The payload of ``sent``: the channel and the packet's length in flits."""
+        return data.StructLayout({"channel": range(channels),
+                                  "flits": range(max_packet_flits + 1)})
+
     def elaborate(self, platform):
         m = Module()
         n, u = self._channels, self._units
+        cnp_channel, sent_packet = self.cnp.payload, self.sent.payload
         rate = Array(Signal(RATE_BITS, name=f"rp_rate{c}", init=LINE_RATE) for c in range(n))
         alpha = Array(Signal(ALPHA_BITS, name=f"rp_alpha{c}", init=ALPHA_ONE) for c in range(n))
         # One CNP per cycle at most: the cut, and its multiplier, are shared.
         cut_rate = Signal(RATE_BITS)
         raised = Signal(ALPHA_BITS)
-        m.d.comb += [cut_rate.eq(cut(rate[self.cnp_channel], alpha[self.cnp_channel], u.min_rate)),
-                     raised.eq(alpha_raise(alpha[self.cnp_channel], u.g_shift))]
+        m.d.comb += [cut_rate.eq(cut(rate[cnp_channel], alpha[cnp_channel], u.min_rate)),
+                     raised.eq(alpha_raise(alpha[cnp_channel], u.g_shift))]
         stage = stage_bits(u.fast_recovery)
         for c in range(n):
             target = Signal(RATE_BITS, name=f"rp_target{c}", init=LINE_RATE)
@@ -115,13 +120,13 @@ class ReactionPoint(wiring.Component):
             debt = Signal(debt_bits(self._flits), name=f"rp_debt{c}")
             changed = Signal(name=f"rp_changed{c}")
 
-            cnp = self.cnp_valid & (self.cnp_channel == c)
-            sent = self.sent_valid & (self.sent_channel == c)
+            cnp = self.cnp.valid & (cnp_channel == c)
+            sent = self.sent.valid & (sent_packet.channel == c)
             running = throttled & ~cnp
             alpha_fire = running & (alpha_count + 1 == u.alpha_timer)
             timer_fire = running & (increase_count + 1 == u.increase_timer)
             total = Signal(range(u.byte_counter + self._flits), name=f"rp_total{c}")
-            m.d.comb += total.eq(flits + self.sent_flits)
+            m.d.comb += total.eq(flits + sent_packet.flits)
             byte_fire = running & sent & (total >= u.byte_counter)
             t_next = Signal(stage, name=f"rp_timer_stage_next{c}")
             b_next = Signal(stage, name=f"rp_byte_stage_next{c}")
@@ -137,7 +142,7 @@ class ReactionPoint(wiring.Component):
 
             m.d.comb += [self.ready[c].eq(debt == 0), self.rate[c].eq(rate[c]),
                          self.changed[c].eq(changed)]
-            m.d.sync += [debt.eq(debt_after(Mux(sent, packet_debt(self.sent_flits), debt), rate[c])),
+            m.d.sync += [debt.eq(debt_after(Mux(sent, packet_debt(sent_packet.flits), debt), rate[c])),
                          changed.eq(rate_next != rate[c]), rate[c].eq(rate_next)]
             m.d.comb += rate_next.eq(rate[c])
             with m.If(cnp):

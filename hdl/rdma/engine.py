@@ -10,7 +10,7 @@ follows the same text.
 from types import SimpleNamespace
 
 from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
-from amaranth.lib import enum, stream, wiring
+from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
@@ -45,16 +45,17 @@ class Verdict(enum.Enum, shape=3):
 def _memory_port(cfg: FabricConfig) -> wiring.Signature:
     """The DMA streams toward host memory.
 
-    Reads: a request stream (``rd_req_*``, one word address per transfer)
-    and a response stream (``rd_rsp_*``, the words in request order, with no
-    back-pressure: the engine requests only what it has room for). Writes:
-    a stream of (address, word) the host always accepts.
+    Reads: a request stream (``rd_req``, one word address per transfer)
+    and a response stream (``rd_rsp``, the words in request order, always
+    ready: the engine requests only what it has room for). Writes: a stream
+    (``wr``) of (address, word), always ready: the host takes every write.
     """
     addr = range(cfg.rdma.memory_words)
     return wiring.Signature({
-        "rd_req_valid": Out(1), "rd_req_ready": In(1), "rd_req_addr": Out(addr),
-        "rd_rsp_valid": In(1), "rd_rsp_data": In(64),
-        "wr_en": Out(1), "wr_addr": Out(addr), "wr_data": Out(64),
+        "rd_req": Out(stream.Signature(addr)),
+        "rd_rsp": In(stream.Signature(64, always_ready=True)),
+        "wr": Out(stream.Signature(data.StructLayout({"addr": addr, "data": 64}),
+                                   always_ready=True)),
     })
 
 
@@ -70,7 +71,8 @@ class RdmaEngine(wiring.Component):
     Ports
     -----
     wr : work requests (``valid``/``ready``); taken as section 10.6 step 1 says.
-    cpl, rcpl : send and receive completions (``valid`` for one cycle, no back-pressure).
+    cpl, rcpl : send and receive completions, streams that are always ready
+        (``valid`` for one cycle, no back-pressure).
     tx, rx : the endpoint's uplink and downlink packet streams (``rx.ready`` is always 1).
     dma : host memory ports (payload reads, received-data writes).
     tables : the registration and page table write port.
@@ -80,8 +82,8 @@ class RdmaEngine(wiring.Component):
         the switch's PFC; a paused class starts no packet.
     free : per channel, the free slots of its window (the hosts offer a WR
         only to a channel with room for it).
-    cnp_valid, cnp_context : with ``[dcqcn] enabled``, a CNP picked this cycle
-        and the receive context it answers; rate, rate_changed: each channel's
+    cnp : with ``[dcqcn] enabled``, a stream, always ready, of the receive
+        context a CNP picked this cycle answers; rate, rate_changed: each channel's
         rate and whether it changed at the last edge (section 10.13).
 
     Parameters
@@ -113,12 +115,12 @@ class RdmaEngine(wiring.Component):
         self._n = len(self._channel)
         dcqcn = {}
         if cfg.dcqcn.enabled:
-            dcqcn = {"cnp_valid": Out(1), "cnp_context": Out(range(nc)),
+            dcqcn = {"cnp": Out(stream.Signature(range(nc), always_ready=True)),
                      "rate": Out(RATE_BITS).array(nc), "rate_changed": Out(nc)}
         super().__init__({
             "wr": In(stream.Signature(wr_layout(cfg))),
-            "cpl_valid": Out(1), "cpl": Out(cpl_layout()),
-            "rcpl_valid": Out(1), "rcpl": Out(rcpl_layout(cfg)),
+            "cpl": Out(stream.Signature(cpl_layout(), always_ready=True)),
+            "rcpl": Out(stream.Signature(rcpl_layout(cfg), always_ready=True)),
             "tx": Out(stream.Signature(packet_layout(cfg))),
             "rx": In(stream.Signature(packet_layout(cfg))),
             "dma": Out(_memory_port(cfg)),
@@ -298,14 +300,15 @@ class RdmaEngine(wiring.Component):
         m.d.comb += ret_cpl.eq(ret_found & desc_ret.data.last)
 
         wr = self.wr.payload
-        m.d.comb += self.cpl_valid.eq(ret_cpl | seg.err_cpl)
+        cpl = self.cpl.payload
+        m.d.comb += self.cpl.valid.eq(ret_cpl | seg.err_cpl)
         with m.If(ret_cpl):
-            m.d.comb += [self.cpl.qp.eq(desc_ret.data.qp), self.cpl.tag.eq(desc_ret.data.tag),
-                         self.cpl.status.eq(Mux(r.msgerr[ret_ch] | ret_err, wire.STATUS_REMOTE,
-                                                wire.STATUS_OK))]
+            m.d.comb += [cpl.qp.eq(desc_ret.data.qp), cpl.tag.eq(desc_ret.data.tag),
+                         cpl.status.eq(Mux(r.msgerr[ret_ch] | ret_err, wire.STATUS_REMOTE,
+                                           wire.STATUS_OK))]
         with m.Else():
-            m.d.comb += [self.cpl.qp.eq(wr.qp), self.cpl.tag.eq(wr.tag),
-                         self.cpl.status.eq(Mux(seg.bad, wire.STATUS_BAD, wire.STATUS_LOCAL))]
+            m.d.comb += [cpl.qp.eq(wr.qp), cpl.tag.eq(wr.tag),
+                         cpl.status.eq(Mux(seg.bad, wire.STATUS_BAD, wire.STATUS_LOCAL))]
         for c in range(NC):
             with m.If(ret_found & (ret_ch == c)):
                 m.d.sync += [ret[c].eq(ret[c] + 1),
@@ -416,22 +419,22 @@ class RdmaEngine(wiring.Component):
         rd_next = Signal(range(M + 1))
         reader = tables.lookup(m, tx_lkey, "dma_rd")
         dma = self.dma
-        m.d.comb += [dma.rd_req_valid.eq(tx_busy & (rd_next < tx_words)
+        m.d.comb += [dma.rd_req.valid.eq(tx_busy & (rd_next < tx_words)
                                          & (buffered + in_flight < depth)),
-                     dma.rd_req_addr.eq(reader.translate(tx_va + rd_next))]
-        request = dma.rd_req_valid & dma.rd_req_ready
+                     dma.rd_req.payload.eq(reader.translate(tx_va + rd_next))]
+        request = dma.rd_req.valid & dma.rd_req.ready
         pop = Signal()
         with m.If(pick.data | pick.ctrl | pick.cnp):
             m.d.sync += rd_next.eq(0)
         with m.Elif(request):
             m.d.sync += rd_next.eq(rd_next + 1)
-        with m.If(dma.rd_rsp_valid):
-            m.d.sync += [buf[buf_tail].eq(dma.rd_rsp_data),
+        with m.If(dma.rd_rsp.valid):
+            m.d.sync += [buf[buf_tail].eq(dma.rd_rsp.payload),
                          buf_tail.eq(Mux(buf_tail == depth - 1, 0, buf_tail + 1))]
         with m.If(pop):
             m.d.sync += buf_head.eq(Mux(buf_head == depth - 1, 0, buf_head + 1))
-        m.d.sync += [buffered.eq(buffered + dma.rd_rsp_valid - pop),
-                     in_flight.eq(in_flight + request - dma.rd_rsp_valid)]
+        m.d.sync += [buffered.eq(buffered + dma.rd_rsp.valid - pop),
+                     in_flight.eq(in_flight + request - dma.rd_rsp.valid)]
 
         # The uplink: BTH, RETH, then the payload words as they are buffered.
         tx = self.tx.payload
@@ -558,12 +561,14 @@ class RdmaEngine(wiring.Component):
             m.d.sync += rx_kind.eq(Verdict.NONE)
         writer = tables.lookup(m, rx_rkey, "dma_wr")
         payload_in = self.rx.valid & ~rx.first & (rx_k >= 2) & rx_write
-        m.d.comb += [self.dma.wr_en.eq(payload_in), self.dma.wr_addr.eq(writer.translate(rx_va)),
-                     self.dma.wr_data.eq(rx.data)]
+        dma_wr = self.dma.wr
+        m.d.comb += [dma_wr.valid.eq(payload_in), dma_wr.payload.addr.eq(writer.translate(rx_va)),
+                     dma_wr.payload.data.eq(rx.data)]
         with m.If(payload_in):
             m.d.sync += rx_va.eq(rx_va + 1)
-        m.d.comb += [self.rcpl_valid.eq(payload_in & rx.last & rx_rcpl),
-                     self.rcpl.qp.eq(rx_dqp), self.rcpl.src.eq(rx_src), self.rcpl.length.eq(rx_mlen)]
+        rcpl = self.rcpl.payload
+        m.d.comb += [self.rcpl.valid.eq(payload_in & rx.last & rx_rcpl),
+                     rcpl.qp.eq(rx_dqp), rcpl.src.eq(rx_src), rcpl.length.eq(rx_mlen)]
         return SimpleNamespace(
             ack=ack, ack_good=ack_good, ack_t=ack_t, ack_corrupt=ack_corrupt, cnp_in=cnp_in,
             x=x, v_corrupt=v_corrupt, v_marked=v_marked, v_renak=v_renak, v_blocked=v_blocked,
@@ -694,16 +699,16 @@ class RdmaEngine(wiring.Component):
         """The notification point hears the CE marks and the CNP picks; the
         reaction points the CNPs received and the data packets picked."""
         notify, react = cc.notify, cc.react
-        m.d.comb += [notify.marked_valid.eq(rx.v_marked), notify.marked_context.eq(rx.x),
+        m.d.comb += [notify.marked.valid.eq(rx.v_marked), notify.marked.payload.eq(rx.x),
                      notify.pick.eq(pick.cnp),
-                     react.cnp_valid.eq(rx.cnp_in), react.cnp_channel.eq(rx.ack_t),
-                     react.sent_valid.eq(pick.data), react.sent_channel.eq(pick.data_ch),
-                     react.sent_flits.eq(r.desc_tx.data.words + 2),
-                     self.cnp_valid.eq(pick.cnp)]
+                     react.cnp.valid.eq(rx.cnp_in), react.cnp.payload.eq(rx.ack_t),
+                     react.sent.valid.eq(pick.data), react.sent.payload.channel.eq(pick.data_ch),
+                     react.sent.payload.flits.eq(r.desc_tx.data.words + 2),
+                     self.cnp.valid.eq(pick.cnp)]
         # The ports name channels and contexts by number; the engine's own keep
         # the line rate and never change.
         C = self._cfg.rdma.channels_per_peer
-        m.d.comb += self.cnp_context.eq(self._peer(notify.lowest) * C + notify.lowest % C)
+        m.d.comb += self.cnp.payload.eq(self._peer(notify.lowest) * C + notify.lowest % C)
         for i, c in enumerate(self._channel):
             m.d.comb += [self.rate[c].eq(react.rate[i]), self.rate_changed[c].eq(react.changed[i])]
         for c in set(range(len(self.rate))) - set(self._channel):
@@ -722,9 +727,9 @@ class RdmaEngine(wiring.Component):
             "duplicates": rx.v_dup | rx.v_renak,
             "out_of_sequence": rx.v_gap | rx.v_blocked,
             "corrupt": rx.v_corrupt | rx.ack_corrupt,
-            "completions": self.cpl_valid,
-            "errors": self.cpl_valid & (self.cpl.status != wire.STATUS_OK),
-            "rx_completions": self.rcpl_valid,
+            "completions": self.cpl.valid,
+            "errors": self.cpl.valid & (self.cpl.payload.status != wire.STATUS_OK),
+            "rx_completions": self.rcpl.valid,
             "ecn_marked": rx.v_marked,
             "cnp_sent": pick.cnp,
             "cnp_handled": rx.cnp_in,

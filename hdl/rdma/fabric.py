@@ -35,6 +35,7 @@ from .engine import RdmaEngine
 from .header import cpl_layout, rcpl_layout, wr_layout
 from .keys import table_width
 from ..switch import Switch
+from ..checks import check_config
 
 __all__ = ["RdmaFabric"]
 
@@ -51,6 +52,7 @@ class RdmaFabric(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg
@@ -88,9 +90,9 @@ class RdmaFabric(wiring.Component):
             # The engines' pause timers: per (endpoint, class), loaded by the
             # frames of the switch input the engine sends into.
             obey = m.submodules.obey = PfcEgress(cfg)
-            m.d.comb += [obey.rx_valid.eq(switch.pfc_tx_valid),
-                         self.pfc_tx.eq(Cat(*switch.pfc_tx))]
-            m.d.comb += [obey.rx[e].eq(switch.pfc_tx[e]) for e in range(n)]
+            m.d.comb += self.pfc_tx.eq(Cat(switch.pfc_tx[e].payload for e in range(n)))
+            for e in range(n):
+                wiring.connect(m, switch.pfc_tx[e], obey.rx[e])
         counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
         entering = []
         for e in range(n):
@@ -113,8 +115,8 @@ class RdmaFabric(wiring.Component):
             if cfg.dcqcn.enabled:
                 rates.extend(engine.rate)
                 changed.append(engine.rate_changed)
-                contexts.append(engine.cnp_context)
-                cnps.append(engine.cnp_valid)
+                contexts.append(engine.cnp.payload)
+                cnps.append(engine.cnp.valid)
             else:
                 rates.extend(Const(LINE_RATE, RATE_BITS) for _ in range(nc // n))
                 changed.append(Const(0, nc // n))
@@ -132,10 +134,10 @@ class RdmaFabric(wiring.Component):
             m.d.comb += [
                 engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),
                 engine.wr.payload.eq(self.wr_data[e * wrw:(e + 1) * wrw]),
-                self.cpl_valid[e].eq(engine.cpl_valid),
-                self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl),
-                self.rcpl_valid[e].eq(engine.rcpl_valid),
-                self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl),
+                self.cpl_valid[e].eq(engine.cpl.valid),
+                self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl.payload),
+                self.rcpl_valid[e].eq(engine.rcpl.valid),
+                self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl.payload),
                 engine.tables.en.eq(self.tbl_en & (self.tbl_ep == e)),
                 engine.tables.sel.eq(self.tbl_sel), engine.tables.index.eq(self.tbl_index),
                 engine.tables.data.eq(self.tbl_data),
@@ -149,29 +151,30 @@ class RdmaFabric(wiring.Component):
             tb_rd = memory.read_port(domain="comb")
             wr = memory.write_port()
             m.d.comb += [
-                dma_rd.addr.eq(engine.dma.rd_req_addr), engine.dma.rd_req_ready.eq(1),
+                dma_rd.addr.eq(engine.dma.rd_req.payload), engine.dma.rd_req.ready.eq(1),
                 tb_rd.addr.eq(self.mem_addr), self.mem_rdata[64 * e:64 * e + 64].eq(tb_rd.data),
             ]
             # The host answers every read request after dma_latency cycles, with
             # the word as it was in the cycle of the request.
-            valid, data = engine.dma.rd_req_valid, dma_rd.data
+            valid, data = engine.dma.rd_req.valid, dma_rd.data
             for stage in range(cfg.rdma.dma_latency):
                 v = Signal(name=f"host{e}_rd_valid{stage}")
                 d = Signal(64, name=f"host{e}_rd_data{stage}")
                 m.d.sync += [v.eq(valid), d.eq(data)]
                 valid, data = v, d
-            m.d.comb += [engine.dma.rd_rsp_valid.eq(valid), engine.dma.rd_rsp_data.eq(data)]
+            m.d.comb += [engine.dma.rd_rsp.valid.eq(valid), engine.dma.rd_rsp.payload.eq(data)]
             with m.If(self.mem_we):
                 m.d.comb += [wr.en.eq(1), wr.addr.eq(self.mem_addr),
                              wr.data.eq(self.mem_wdata[64 * e:64 * e + 64])]
             with m.Else():
-                m.d.comb += [wr.en.eq(engine.dma.wr_en), wr.addr.eq(engine.dma.wr_addr),
-                             wr.data.eq(engine.dma.wr_data)]
+                m.d.comb += [wr.en.eq(engine.dma.wr.valid), wr.addr.eq(engine.dma.wr.payload.addr),
+                             wr.data.eq(engine.dma.wr.payload.data)]
         m.d.comb += self.counters.eq(Cat(*counters))
         m.d.comb += [self.free.eq(Cat(*frees)),
                      self.rate.eq(Cat(*rates)), self.rate_changed.eq(Cat(*changed)),
                      self.cnp_context.eq(Cat(*contexts))]
-        pfc_sent = switch.pfc_tx_valid if cfg.pfc.enabled else Const(0, n)
+        pfc_sent = (Cat(switch.pfc_tx[e].valid for e in range(n)) if cfg.pfc.enabled
+                    else Const(0, n))
         m.d.comb += self.events.eq(Cat(pfc_sent, *cnps, *(c.any() for c in changed)))
 
         # Each output's queue: flits taken at the inputs toward it, less those handed over.

@@ -8,17 +8,31 @@ one simulator build serves every fault setting.
 """
 
 from amaranth.hdl import Signal, Module, Mux, Const
-from amaranth.lib import stream, wiring
+from amaranth.lib import enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
 from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_step
 from ..packet import packet_layout
+from ..checks import check_config
 
-__all__ = ["FaultInjector"]
+__all__ = ["FaultInjector", "FaultState"]
 
-IDLE, PASS, DROP, DUP, HOLD, REPLAY = range(6)
+
+class FaultState(enum.Enum, shape=3):
+    """What the injector does with the packet under way (section 10.7); the model
+    (``sim/rdma/fault_injector.py``) numbers its states the same. A corrupted packet
+    is ``PASS`` with a bit to flip; a reordered one is ``HOLD``, then ``REPLAY``."""
+    IDLE = 0
+    PASS = 1
+    DROP = 2
+    DUP = 3
+    HOLD = 4
+    REPLAY = 5
+
+
+IDLE, PASS, DROP, DUP, HOLD, REPLAY = FaultState
 
 
 class FaultInjector(wiring.Component):
@@ -34,6 +48,7 @@ class FaultInjector(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         self._cfg = cfg
         layout = packet_layout(cfg)
         super().__init__({
@@ -49,7 +64,7 @@ class FaultInjector(wiring.Component):
         m = Module()
         depth = self._cfg.switch.max_packet_flits
         layout = packet_layout(self._cfg)
-        state = Signal(range(6), init=IDLE)
+        state = Signal(FaultState, init=IDLE)
         lfsr = Signal(LFSR_BITS, init=1)
         held = Signal()
         hold_count = Signal(16)
@@ -69,7 +84,7 @@ class FaultInjector(wiring.Component):
         stepped = Signal(LFSR_BITS)
         m.d.comb += stepped.eq(lfsr_step(lfsr))
         t = self.thresholds
-        choice = Signal(range(6))
+        choice = Signal(FaultState)
         flip_now = Signal(7)
         with m.If(draw < t[0]):
             m.d.comb += choice.eq(DROP)
@@ -84,7 +99,7 @@ class FaultInjector(wiring.Component):
 
         release = held & (hold_count == self.reorder_cycles)
         deciding = (state == IDLE) & ~release & self.i.valid
-        act = Signal(range(6))
+        act = Signal(FaultState)
         m.d.comb += act.eq(Mux(state == IDLE, Mux(deciding, choice, IDLE), state))
         flip_bit = Mux(deciding, flip_now, flip)
         k = Mux(deciding, 0, flit)      # the index of the engine's flit in its packet

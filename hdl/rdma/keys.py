@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from .header import key_entry_layout
+from ..checks import check_config
 
 __all__ = ["KeyTables", "TABLE_WRITE", "table_width"]
 
@@ -47,6 +48,7 @@ class KeyTables(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         self._cfg = cfg
         self._entry = key_entry_layout(cfg)
         self._ppn_bits = _bits(cfg.rdma.memory_words // cfg.rdma.page_words)

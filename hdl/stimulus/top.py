@@ -23,6 +23,7 @@ from ..packet import packet_layout
 from ..switch import Switch
 from .traffic_gen import TrafficGenerator
 from .traffic_sink import TrafficSink
+from ..checks import check_config
 
 __all__ = ["Stimulus"]
 
@@ -73,6 +74,7 @@ class Stimulus(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig):
+        check_config(cfg)
         check_stimulus(cfg)
         self._cfg = cfg
         self._map = RegisterMap(cfg)

@@ -93,13 +93,13 @@ def _run_rtl(cfg, trace, sink, pause, sink_pause, limit):
             if sink_pause is not None:
                 valid = 0
                 for port, enable, times in sink_pause.frames(cycle):
-                    ctx.set(dut.pfc_rx[port].as_value(), pack_request(enable, times))
+                    ctx.set(dut.pfc_rx[port].payload.as_value(), pack_request(enable, times))
                     valid |= 1 << port
-                ctx.set(dut.pfc_rx_valid, valid)
-                sent = ctx.get(dut.pfc_tx_valid)
                 for k in range(e):
-                    if sent >> k & 1:
-                        enable, times = unpack_request(ctx.get(dut.pfc_tx[k].as_value()))
+                    ctx.set(dut.pfc_rx[k].valid, valid >> k & 1)
+                for k in range(e):
+                    if ctx.get(dut.pfc_tx[k].valid):
+                        enable, times = unpack_request(ctx.get(dut.pfc_tx[k].payload.as_value()))
                         frames.append((cycle, k, enable, *times))
                         for p in range(npr):
                             if enable >> p & 1:

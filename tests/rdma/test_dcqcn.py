@@ -172,11 +172,11 @@ def test_reaction_point_rtl_equals_the_model(units):
             open_ = [ch for ch in range(channels) if model.eligible(ch, cycle)]
             sent = rng.choice(open_) if open_ and rng.random() < 0.5 else -1
             flits = rng.randint(3, flits_max)
-            ctx.set(dut.cnp_valid, cnp >= 0)
-            ctx.set(dut.cnp_channel, max(cnp, 0))
-            ctx.set(dut.sent_valid, sent >= 0)
-            ctx.set(dut.sent_channel, max(sent, 0))
-            ctx.set(dut.sent_flits, flits)
+            ctx.set(dut.cnp.valid, cnp >= 0)
+            ctx.set(dut.cnp.payload, max(cnp, 0))
+            ctx.set(dut.sent.valid, sent >= 0)
+            ctx.set(dut.sent.payload.channel, max(sent, 0))
+            ctx.set(dut.sent.payload.flits, flits)
             model.step(cycle, cnp=cnp, sent=sent, flits=flits if sent >= 0 else 0)
             await ctx.tick()
             changed = ctx.get(dut.changed)
@@ -208,8 +208,8 @@ def test_notification_point_rtl_equals_the_model():
             x = rng.randrange(contexts)
             marked = rng.random() < 0.5
             ctx.set(dut.pick, pick)
-            ctx.set(dut.marked_valid, marked)
-            ctx.set(dut.marked_context, x)
+            ctx.set(dut.marked.valid, marked)
+            ctx.set(dut.marked.payload, x)
             if marked:
                 model.marked(x, cycle)
             await ctx.tick()

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from superfabric.config import FabricConfig
-from superfabric.hdl.rdma.fault_injector import FaultInjector as FaultInjectorRTL
+from superfabric.hdl.rdma.fault_injector import FaultInjector as FaultInjectorRTL, FaultState
 from superfabric.sim.rdma.fault_injector import DROP, DUP, HOLD, IDLE, PASS, REPLAY, FaultInjector
 
 from block_stimulus import simulate
@@ -111,3 +111,9 @@ def test_every_cycle_equals_the_model(name):
     assert not wrong, f"{len(wrong)} differences; first (cycle, signal, RTL, model): {wrong[0]}"
     visited.pop(None, None)
     assert set(visited) == expected and min(visited.values()) >= 20, visited
+
+
+def test_the_rtl_states_are_the_models():
+    # The model numbers its states as integers (it never imports Amaranth).
+    assert {state.name: state.value for state in FaultState} == {
+        "IDLE": IDLE, "PASS": PASS, "DROP": DROP, "DUP": DUP, "HOLD": HOLD, "REPLAY": REPLAY}

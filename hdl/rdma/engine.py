@@ -9,7 +9,7 @@ follows the same text.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array, Value
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -21,6 +21,7 @@ from ...formats.dcqcn import LINE_RATE, RATE_BITS
 from ...formats.packet import CE, ECT0, NOT_ECT
 from .dcqcn import NotificationPoint, ReactionPoint
 from ..arbiter import round_robin_pick
+from ..checks import check_config
 from ..packet import packet_layout
 from .header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs, pack,
                           psn_lt, psn_within, rcpl_layout, reth_layout, wr_layout)
@@ -96,8 +97,7 @@ class RdmaEngine(wiring.Component):
     """
 
     def __init__(self, cfg: FabricConfig, *, endpoint: int):
-        if not isinstance(cfg, FabricConfig):
-            raise TypeError(f"cfg must be a FabricConfig, not {cfg!r}")
+        check_config(cfg)
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA engine needs rdma.enabled = true")
         ports = cfg.switch.ports
@@ -216,11 +216,19 @@ class RdmaEngine(wiring.Component):
     def _index(self, peer, ch):
         """The state index of channel (or receive context) ``ch`` toward ``peer``:
         ``rank * C + ch``, ``rank = peer - (peer > me)`` (section 10.5)."""
-        return Mux(peer > self._me, peer - 1, peer) * self._cfg.rdma.channels_per_peer + ch
+        C = self._cfg.rdma.channels_per_peer
+        peer = Value.cast(peer)
+        if (1 << len(peer)) - 1 <= self._me:
+            # No peer above this engine can be named: no comparison, which would be constant.
+            return peer * C + ch
+        return Mux(peer > self._me, peer - 1, peer) * C + ch
 
     def _peer(self, index):
         """The peer of the channel or receive context at state ``index``."""
         rank = index // self._cfg.rdma.channels_per_peer
+        if self._me == 0:
+            # Every rank is at or above 0: no comparison, which would be constant (lint).
+            return rank + 1
         return Mux(rank >= self._me, rank + 1, rank)
 
     def _congestion_control(self, m: Module) -> SimpleNamespace | None:

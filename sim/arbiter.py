@@ -24,8 +24,9 @@ for _bit in range(32):
     _DE_BRUIJN_POSITION[((1 << _bit) * _DE_BRUIJN & 0xFFFFFFFF) >> 27] = _bit
 
 
-# Plain Python when called from Python, compiled into the kernels that call it.
-@register_jitable(inline="always")
+# Plain Python when called from Python, compiled into the kernels that call it (a plain
+# call that LLVM inlines: numba's own inlining of its conditional trips numba's SSA check).
+@register_jitable
 def _from_pointer(mask, ptr):
     """The requests of ``mask`` at or after ``ptr``, or all of them if there are none."""
     high = mask & ~((1 << ptr) - 1)

@@ -1,12 +1,15 @@
 """Shared pytest fixtures: the RTL simulators and a build cache shared by all tests; the
 test layers (markers ``rtl``, ``slow``, ``synth``, ``bench``, registered in pyproject.toml)."""
 
+import gc
 import os
 import subprocess
 import types
+import warnings
 from pathlib import Path
 
 import pytest
+from amaranth.hdl import UnusedElaboratable
 
 from superfabric.tb.runner import RUNS, SIMULATORS, SimulatorMissing, find_simulator
 
@@ -43,6 +46,25 @@ def assert_lint_clean(tmp_path: Path, *verilog: Path, top: str | None = None) ->
     icarus = subprocess.run(["iverilog", "-g2012", *top_args, "-o", str(tmp_path / "a.vvp"),
                              *map(str, verilog)], capture_output=True, text=True)
     assert icarus.returncode == 0, icarus.stderr[:3000]
+
+
+def refusal(build, error: type[Exception]) -> str:
+    """The message of the ``error`` that ``build()`` must raise.
+
+    An Amaranth elaboratable exists from ``__new__`` on, so a constructor that refuses its
+    arguments leaves an object behind, and Amaranth warns, when it is collected, that it was
+    never elaborated: beside the point for an object that was never finished. It is collected
+    here, under that warning's silence, rather than later in whichever test is running."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnusedElaboratable)
+        try:
+            build()
+        except error as e:
+            message = str(e)
+        else:
+            pytest.fail(f"no {error.__name__} raised")
+        gc.collect()
+    return message
 
 
 @pytest.fixture(params=SIMULATORS)

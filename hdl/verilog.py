@@ -4,9 +4,6 @@ import re
 from pathlib import Path
 
 from amaranth.back import verilog
-# Port directions are the one name of Amaranth's IR needed to list a top's
-# ports by hand; amaranth.back.verilog.convert uses the same when it lists them.
-from amaranth.hdl._ir import PortDirection
 from amaranth.lib import wiring
 
 from ..config import FabricConfig
@@ -166,9 +163,8 @@ def convert(component: wiring.Component, name: str) -> str:
     :func:`~superfabric.hdl.ports.module_ports` says why such a member needs
     no port, and leaves it out.
     """
-    directions = {wiring.In: PortDirection.Input, wiring.Out: PortDirection.Output}
-    ports = {port: (value, directions[flow])
-             for port, flow, value in module_ports(component.signature, component)}
+    # Given as signals, the ports keep the names and directions Amaranth gives them.
+    ports = [value for _, _, value in module_ports(component.signature, component)]
     return verilog.convert(component, name=name, ports=ports, emit_src=False)
 
 

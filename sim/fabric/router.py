@@ -113,7 +113,7 @@ RouterState = namedtuple("RouterState", [
     # Pause frames sent: rows (cycle, endpoint, class_enable, eight times); this cycle's.
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
-    "finishing", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
+    "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
     "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
 
 
@@ -234,7 +234,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         paused_before=ints(ports * p), frames_received=ints(ports * p),
         lossless=lossless_classes(cfg),
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
-        finishing=flags(ports), credit=flags(ports),
+        finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
         paused_classes=ints(ports), credit_ok=ints(ports, v), taken=flags(ports, v),
         book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
@@ -336,66 +336,37 @@ def channel_index(out, vc, vcs):
 
 
 @kernel(inline=True)
-def port_activity(st, base, n, offer_pkt):
-    """Bit masks of router ports (bit ``i`` for global port ``base + i``) from the state at
-    the start of the cycle (docs/spec/timing.md 5.5): the inputs with anything to do (a
-    flit offered or in the skid buffer, a packet being received, complete packets
-    waiting or registered, a read under way), those of them with complete packets
-    waiting, and the outputs whose egress queue holds flits. The steps that go through
-    inputs or egress queues visit only these: for any other, the step would change
-    nothing."""
-    inputs = waiting = outputs = 0
-    for i in range(n):
-        g = base + i
-        if st.waiting[g]:
-            waiting |= 1 << i
-        if (waiting >> i & 1 or st.rd_valid[g] or st.active[g] or st.skid_n[g]
-                or st.in_packet[g] or st.gr_out[g] >= 0 or offer_pkt[g] >= 0):
-            inputs |= 1 << i
-        if st.eg_n[g]:
-            outputs |= 1 << i
-    return inputs, waiting, outputs
-
-
-@kernel(inline=True)
-def output_status(st, prm, base, n, inputs, waiting):
-    """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input (of ``inputs``,
-    :func:`port_activity`: any other is not under way); ``credit`` and ``out_free``
-    per output, from the outputs a flit is arriving at and those an input under way or
-    a registered grant holds; per link output and VC, ``credit_ok``, the classes whose
-    pool downstream has room for the longest packet (virtual cut-through), which only
-    requests read (so only while packets are ``waiting``). An adaptive VC's packets
-    had their room reserved at ingress."""
+def output_status(st, prm, base, n):
+    """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input; ``arriving``,
+    ``credit`` and ``out_free`` per output; per link output and VC, ``credit_ok``, the
+    classes whose pool downstream has room for the longest packet (virtual
+    cut-through). An adaptive VC's packets had their room reserved at ingress."""
     npr, nvc = prm.priorities, prm.vcs
-    arriving = held = 0
-    for i in range(n):
-        if not inputs >> i & 1:
-            continue
-        g = base + i
+    for g in range(base, base + n):
         st.finishing[g] = st.rd_valid[g] and st.rd_last[g]
+        st.arriving[g] = False
+    for g in range(base, base + n):
         if st.rd_valid[g]:
-            arriving |= 1 << st.rd_out[g]
-        if st.active[g] and not st.finishing[g]:
-            held |= 1 << st.cur_out[g]
-        if st.gr_out[g] >= 0:
-            # A registered grant reserves its output until it starts.
-            held |= 1 << st.gr_out[g]
-    for o in range(n):
-        g = base + o
-        st.credit[g] = egress_credit(st.eg_n, g, arriving >> o & 1)
-        st.out_free[g] = st.credit[g] and not held >> o & 1
+            st.arriving[base + st.rd_out[g]] = True
+    for g in range(base, base + n):
+        st.credit[g] = egress_credit(st.eg_n, g, st.arriving[g])
+        st.out_free[g] = st.credit[g]
         if st.port_link[g] < 0:
             st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
             continue
         for v in range(nvc):
-            st.taken[g, v] = False
-            if not waiting:
-                continue
             ok = 0
             for p in range(npr):
                 if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
             st.credit_ok[g, v] = ok
+            st.taken[g, v] = False
+    for g in range(base, base + n):
+        if st.active[g] and not st.finishing[g]:
+            st.out_free[base + st.cur_out[g]] = False
+        if st.gr_out[g] >= 0:
+            # A registered grant reserves its output until it starts.
+            st.out_free[base + st.gr_out[g]] = False
 
 
 @kernel(inline=True)
@@ -505,15 +476,12 @@ def match_starts(st, prm, base, n, any_request):
 
 
 @kernel(inline=True)
-def ecn_decisions(st, prm, base, n, inputs):
+def ecn_decisions(st, prm, base, n):
     """ECN (sections 4.10, 5.6): the decision for every packet starting in this cycle,
     from the backlog at its start, before this cycle's writes and reads change it, in
-    input order (a starting input is among ``inputs``, :func:`port_activity`)."""
+    input order."""
     npr, nvc = prm.priorities, prm.vcs
-    for i in range(n):
-        g = base + i
-        if not inputs >> i & 1:
-            continue
+    for g in range(base, base + n):
         o = st.match_out[g]
         if o < 0:
             continue
@@ -531,19 +499,15 @@ def ecn_decisions(st, prm, base, n, inputs):
 
 
 @kernel(inline=True)
-def egress_handover(st, prm, base, n, cycle, slot, ready, delivered, outputs):
+def egress_handover(st, prm, base, n, cycle, slot, ready, delivered):
     """Step 6 (sections 5.2, 11.5): each output's egress handshake, a link output always
-    ready; ``outputs`` (:func:`port_activity`) are those holding flits. A flit toward a
-    link enters its slot of this cycle; a flit toward an endpoint is written into
-    ``delivered``. Returns the flits delivered, the packets whose tails were, and
-    whether any output handed a flit over."""
+    ready. A flit toward a link enters its slot of this cycle; a flit toward an endpoint
+    is written into ``delivered``. Returns the flits delivered, the packets whose
+    tails were, and whether any output handed a flit over."""
     handed = 0
     tails = 0
     moved = False
-    for o in range(n):
-        if not outputs >> o & 1:
-            continue
-        go = base + o
+    for go in range(base, base + n):
         link = st.port_link[go]
         e = st.port_endpoint[go]
         if st.eg_n[go] == 0 or (link < 0 and not ready[e]):
@@ -581,13 +545,11 @@ def egress_handover(st, prm, base, n, cycle, slot, ready, delivered, outputs):
 
 
 @kernel(inline=True)
-def crossbar_write(st, base, n, inputs):
+def crossbar_write(st, base, n):
     """The edge (section 5.3): every valid read register's flit joins the egress queue
-    of its ``rd_out``, on the input's VC (at most one per output); a valid read
-    register's input is among ``inputs`` (:func:`port_activity`)."""
-    for i in range(n):
-        g = base + i
-        if inputs >> i & 1 and st.rd_valid[g]:
+    of its ``rd_out``, on the input's VC (at most one per output)."""
+    for g in range(base, base + n):
+        if st.rd_valid[g]:
             go = base + st.rd_out[g]
             j = egress_push(st.eg_n, st.eg_first, go)
             st.eg_pkt[go, j] = st.rd_pkt[g]
@@ -648,18 +610,15 @@ def store_flit(st, prm, g, pkt, last):
 
 
 @kernel(inline=True)
-def ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc, inputs):
+def ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc):
     """Step 7 (sections 5.2, 11.5): each skid buffer's oldest flit into the input buffer
     (the routing decision taken as a head flit is admitted), then the source's or the
-    link's flit into the skid buffer; an input with either is among ``inputs``
-    (:func:`port_activity`). Returns whether a flit moved and how many packets were
-    dropped."""
+    link's flit into the skid buffer. Returns whether a flit moved and how many packets
+    were dropped."""
     moved = False
     dropped = 0
-    for i in range(n):
-        g = base + i
-        if not inputs >> i & 1:
-            continue
+    for g in range(base, base + n):
+        st.reserve[g] = 0
         popped = False
         if st.skid_n[g]:
             pkt = st.skid[g, 0, SKID_PKT]
@@ -733,16 +692,12 @@ def read_flit(st, prm, g, slot):
 
 
 @kernel(inline=True)
-def issue_reads(st, prm, r, base, n, slot, inputs):
+def issue_reads(st, prm, r, base, n, slot):
     """Step 8 (sections 5.2, 11.5) and the input buffers' edge (5.3): a new packet for
     matched inputs, the next flit for inputs under way with credit; the space, the
-    adaptive bookings and the router's peak occupancy at the edge. Only ``inputs``
-    (:func:`port_activity`) can read, have reserved or booked room, or hold flits."""
+    adaptive bookings and the router's peak occupancy at the edge."""
     stored = 0
-    for i in range(n):
-        g = base + i
-        if not inputs >> i & 1:
-            continue
+    for g in range(base, base + n):
         o = st.match_out[g]
         read = False
         if o >= 0:
@@ -762,7 +717,6 @@ def issue_reads(st, prm, r, base, n, slot, inputs):
         if read:
             read_flit(st, prm, g, slot)
         voq_clock(st.free, g, st.rd_pool[g], read, st.reserve_pool[g], st.reserve[g])
-        st.reserve[g] = 0          # taken at this edge: none until the next admission
         if st.book_port[g] >= 0:
             # The room reserved by an adaptive routing decision, at the edge.
             st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
@@ -805,19 +759,16 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     """
     base, n = st.base[r], st.nports[r]
     slot = cycle % prm.link_latency
-    inputs, waiting, outputs = port_activity(st, base, n, offer_pkt)
-    output_status(st, prm, base, n, inputs, waiting)
+    output_status(st, prm, base, n)
     frames_now = pfc_send(st, prm, base, n, cycle) if prm.pfc_on else 0
-    # With no complete packet waiting, no input requests.
-    any_request = waiting != 0 and request(st, prm, base, n, cycle, paused)
+    any_request = request(st, prm, base, n, cycle, paused)
     match_starts(st, prm, base, n, any_request)
     if prm.ecn_on:
-        ecn_decisions(st, prm, base, n, inputs)
-    handed, tails, handed_over = egress_handover(st, prm, base, n, cycle, slot, ready, delivered,
-                                                 outputs)
-    crossbar_write(st, base, n, inputs)
-    taken, dropped = ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc, inputs)
-    issue_reads(st, prm, r, base, n, slot, inputs)
+        ecn_decisions(st, prm, base, n)
+    handed, tails, handed_over = egress_handover(st, prm, base, n, cycle, slot, ready, delivered)
+    crossbar_write(st, base, n)
+    taken, dropped = ingress(st, prm, r, base, n, offer_pkt, offer_flit, offer_vc)
+    issue_reads(st, prm, r, base, n, slot)
     # The router's own frames pause the sources, which is the caller's part.
     if prm.pfc_on:
         pfc_receive(st, prm, base, n, cycle, sink_enable, sink_times)

@@ -340,13 +340,16 @@ def _provenance(synth: dict) -> list[tuple]:
     dev = synth["device"]
     part = ", ".join(x for x in (dev["name"], dev.get("package"),
                                  f"speed {dev['speed']}" if dev.get("speed") else None) if x)
-    steps = ", ".join(f"{s['step']} {s['seconds']:.1f} s"
+    steps = ", ".join(f"{s['step']}" + (f" seed {s['seed']}" if "seed" in s else "")
+                      + f" {s['seconds']:.1f} s"
                       + (" (with the WebAssembly compile)" if s.get("compiled_webassembly") else "")
                       for s in synth["steps"])
     sw = synth["config"]["switch"]
     return [("h", 2, "Provenance"), ("list", [
         f"target {synth['target']}, device {part}"
-        + (f", placement seed {synth['seed']}" if synth.get("seed") is not None else ""),
+        + (f", placement seed {synth['seed']}" if synth.get("seed") is not None else "")
+        + (f" to {synth['seeds'][-1]} (Fmax the median, seed {synth['timing']['seed']})"
+           if len(synth.get("seeds") or []) > 1 and synth.get("timing") else ""),
         "tools: " + ", ".join(synth["tools"].values()),
         f"steps: {steps}; {synth['wall_seconds']:.1f} s in all",
         "configuration: " + ", ".join(f"{k}={v}" for k, v in sw.items())

@@ -13,13 +13,18 @@ The flow, in ``DIR``:
    as a flat vendor flow does, and gives no breakdown.
 3. ``nextpnr`` (ECP5, iCE40; ``nextpnr.log``, ``report.json``): place and
    route of the flattened netlist with a clock constraint (``--freq``),
-   timing allowed to fail so that Fmax is measured either way.
+   timing allowed to fail so that Fmax is measured either way; with
+   ``seeds`` above 1, once per placement seed on the same netlist
+   (``nextpnr-seed<S>.log``, ``report-seed<S>.json``), one after the other.
 
 ``DIR/synth.json`` then holds the block's resources by category and by
 module, the device's capacities and whether it fits, the wrapper's cells,
-nextpnr's utilisation, Fmax against the constraint, the critical path (its
-start and end cells, their modules, the modules it crosses, its logic
-levels and delays), tool versions and the wall time of every step. A design
+nextpnr's utilisation, Fmax against the constraint (with several seeds:
+each seed's, and the median, the critical path being the median seed's),
+the critical path (its start and end cells, their modules and Amaranth
+source lines, the modules it crosses, its logic levels and delays), the
+worst endpoints (:func:`worst_paths`), tool versions and the wall time of
+every step. A design
 that does not fit the device is a result too: ``synth.json`` with ``fits``
 false, the one-line ``error`` and what the design needs, and no timing. It
 is written last, so a directory with it is finished (sweeps skip it).
@@ -29,18 +34,21 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+from ... import hdl
 from ...config import FabricConfig
 from .eda_tool import ToolFailed, find_tool, run_tool, tool_version
 from .device import CATEGORIES, TARGETS, Device, Target, find_device
 from .scan_wrapper import WRAPPER, scan_wrapper
 
-__all__ = ["SCHEMA", "SynthError", "synthesize", "count_resources", "fit_problems",
-           "critical_path", "summary_line"]
+__all__ = ["SCHEMA", "MAX_SEEDS", "MAX_PATHS", "DEFAULT_PATHS", "SynthError", "synthesize", "count_option",
+           "count_resources", "fit_problems", "critical_path", "cell_sources", "worst_paths",
+           "summary_line", "detail_lines"]
 
 #: ``schema`` of synth.json.
 SCHEMA = "superfabric-synth/1"
@@ -48,6 +56,13 @@ SCHEMA = "superfabric-synth/1"
 #: The wrapper's instance name of the block, the first part of every block
 #: cell's name after flattening (``core.voq0.mem.0.1``).
 CORE_INSTANCE = "core"
+
+#: Most placement seeds (``--seeds``) and worst paths (``--paths``) of one synthesis.
+MAX_SEEDS = 100
+MAX_PATHS = 100
+
+#: Worst endpoints listed when ``--paths`` is not given.
+DEFAULT_PATHS = 5
 
 
 class SynthError(ValueError):
@@ -57,8 +72,9 @@ class SynthError(ValueError):
 def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: str | None = None,
                package: str | None = None, speed: int | None = None,
                freq_mhz: float | None = None, top: str = "switch", flatten: bool = False,
-               seed: int = 1, router: str | None = None, stream=sys.stderr,
-               quiet: bool = False) -> dict:
+               seed: int = 1, seeds: int | str | None = None, paths: int | str | None = None,
+               router: str | None = None,
+               stream=sys.stderr, quiet: bool = False) -> dict:
     """Synthesise ``top`` of ``cfg`` for ``target``, place and route it where the target has
     nextpnr, and write ``out_dir/synth.json``.
 
@@ -74,7 +90,19 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     flatten : bool
         Optimise across module boundaries; no per-module breakdown.
     seed : int
-        nextpnr's placement seed (results move a little with it).
+        nextpnr's placement seed (results move a little with it); the first
+        of ``seeds``.
+    seeds : int, optional
+        Place and route the one netlist with seeds ``seed`` to ``seed + seeds
+        - 1`` (:data:`MAX_SEEDS` at most), one after the other; ``timing``
+        holds every seed's Fmax and the median's (the lower median for an
+        even count, so that it is one seed's), and the critical path and
+        worst paths are the median seed's.
+        Default 1.
+    paths : int, optional
+        How many of the worst endpoints ``timing["paths"]`` lists
+        (:func:`worst_paths`; :data:`MAX_PATHS` at most; default
+        :data:`DEFAULT_PATHS`).
     router : str, optional
         nextpnr's router, ``router1`` (nextpnr's default) or ``router2``, which
         finishes congested designs that ``router1`` does not (the 8-port
@@ -90,7 +118,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     Raises
     ------
     SynthError
-        Unknown target or device, a bad frequency, package or speed, or a
+        Unknown target or device, a bad frequency, package, speed, seed count
+        or path count (:func:`count_option`), or a
         design that does not fit the device (``synth.json`` is written then,
         with ``fits`` false, the ``error`` and the resources it needs).
     superfabric.tools.synth.eda_tool.ToolMissing
@@ -104,7 +133,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         raise SynthError(str(e)) from None
     tgt = TARGETS[target]
     options = _device_options(tgt, dev, package=package, speed=speed, freq_mhz=freq_mhz,
-                               router=router)
+                               router=router, seeds=seeds, paths=paths)
+    seeds, paths = options["seeds"], options["paths"]
     # Before minutes of work, the tools must be there.
     for tool in ("yosys", tgt.nextpnr):
         if tool:
@@ -120,7 +150,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
                              quiet=quiet)
     steps.append(step)
     fixed = _synth_fields(cfg, tgt, dev, options, resources, target=target, top=top,
-                          flatten=flatten, seed=seed)
+                          flatten=flatten, seed=seed, seeds=seeds)
 
     # A design that does not fit is a result too: synth.json says what it needs.
     problems = fit_problems(resources["core"]["cells"], tgt, dev)
@@ -130,17 +160,23 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         raise SynthError(message)
     if not tgt.nextpnr:
         return _write_synth_json(out, fixed, steps, wall)
-    result = _nextpnr(tgt, dev, options, seed, out, stream=stream, quiet=quiet)
-    steps.append(_step(tgt.nextpnr, result))
-    if result.returncode:
-        failure = _nextpnr_failure(result, dev)
-        if isinstance(failure, SynthError):
-            _write_synth_json(out, fixed, steps, wall, error=str(failure))
-        raise failure
-    report = json.loads((out / "report.json").read_text())
-    return _write_synth_json(
-        out, fixed, steps, wall, utilization=report.get("utilization", {}),
-        timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])))
+    reports = {}
+    for run_seed in range(seed, seed + seeds):
+        suffix = "" if seeds == 1 else f"-seed{run_seed}"
+        result = _nextpnr(tgt, dev, options, run_seed, out, log=f"nextpnr{suffix}.log",
+                          report=f"report{suffix}.json", stream=stream, quiet=quiet)
+        steps.append(dict(_step(tgt.nextpnr, result), seed=run_seed))
+        if result.returncode:
+            failure = _nextpnr_failure(result, dev)
+            if isinstance(failure, SynthError):
+                _write_synth_json(out, fixed, steps, wall, error=str(failure))
+            raise failure
+        reports[run_seed] = json.loads((out / f"report{suffix}.json").read_text())
+    timing = _timing(reports, options["freq_mhz"], top, set(resources["modules"]),
+                     sources=cell_sources(json.loads((out / "netlist.json").read_text())),
+                     paths=paths)
+    return _write_synth_json(out, fixed, steps, wall, timing=timing,
+                             utilization=reports[timing["seed"]].get("utilization", {}))
 
 
 def _generate(cfg: FabricConfig, out: Path, top: str, say) -> tuple[Path, dict]:
@@ -149,7 +185,9 @@ def _generate(cfg: FabricConfig, out: Path, top: str, say) -> tuple[Path, dict]:
     from ...hdl.verilog import write_verilog
     t0 = time.monotonic()
     say(f"generate: {top}, {_describe(cfg, top)}\n")
-    verilog = write_verilog(cfg, out, top=top)
+    # With Amaranth's src attributes, which Yosys keeps on the cells they become
+    # (the cells and their counts are the same without them).
+    verilog = write_verilog(cfg, out, top=top, src=True)
     (out / f"{WRAPPER}.v").write_text(scan_wrapper(verilog.read_text(), top))
     return verilog, {"step": "generate", "seconds": round(time.monotonic() - t0, 2)}
 
@@ -178,20 +216,23 @@ def _yosys(cfg: FabricConfig, tgt: Target, top: str, verilog: Path, out: Path, *
     return count_resources(stat, tgt, top), step
 
 
-def _nextpnr(tgt: Target, dev: Device, options: dict, seed: int, out: Path, *, stream,
-             quiet: bool):
-    """Step 4, nextpnr: place and route the netlist in ``out``; returns the tool's result."""
+def _nextpnr(tgt: Target, dev: Device, options: dict, seed: int, out: Path, *, log: str,
+             report: str, stream, quiet: bool):
+    """Step 4, nextpnr: place and route the netlist in ``out`` with ``seed``, its output in
+    ``out/log`` and its report (with every endpoint's arrival time) in ``out/report``;
+    returns the tool's result."""
     args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
             "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
             *(["--router", options["router"]] if options["router"] else []),
-            "--report", "report.json"]
-    return run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
-                    what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
+            "--report", report, "--detailed-timing-report"]
+    return run_tool(tgt.nextpnr, args, log=out / log, cwd=out,
+                    what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz, "
+                         f"seed {seed}",
                     stream=stream, quiet=quiet)
 
 
 def _synth_fields(cfg: FabricConfig, tgt: Target, dev: Device, options: dict, resources: dict,
-                  *, target: str, top: str, flatten: bool, seed: int) -> dict:
+                  *, target: str, top: str, flatten: bool, seed: int, seeds: int) -> dict:
     """synth.json's fields known once Yosys has run, in the file's order; the
     outcome's fields (``fits``, ``error``, ``utilization``, ``timing``, ``steps``,
     ``wall_seconds``) hold their place and are filled by :func:`_write_synth_json`."""
@@ -217,6 +258,7 @@ def _synth_fields(cfg: FabricConfig, tgt: Target, dev: Device, options: dict, re
         "utilization": None,
         "timing": None,
         "seed": seed if tgt.nextpnr else None,
+        "seeds": list(range(seed, seed + seeds)) if tgt.nextpnr else None,
         "router": options["router"],
         "tools": versions,
         "steps": None,
@@ -239,18 +281,54 @@ def _write_synth_json(out: Path, fixed: dict, steps: list[dict], wall: float, *,
 
 
 def summary_line(synth: dict) -> str:
-    """One line of a synth.json: resources, Fmax and the critical path's ends."""
+    """One line of a synth.json: resources, Fmax (the median of several seeds, with the
+    range) and the critical path's ends."""
     res = synth["resources"]
     line = (f"{synth['target']} {synth['device']['name']}: {res['lut']:,} LUTs, {res['ff']:,} FFs, "
             f"{res['bram']} block RAMs, {res['dsp']} DSPs, {res['lutram']:,} LUT RAMs")
     timing = synth["timing"]
     if timing:
         path = timing["critical_path"]
-        line += (f"; Fmax {timing['fmax_mhz']:.1f} MHz ({'meets' if timing['met'] else 'misses'} "
-                 f"{timing['constraint_mhz']:g} MHz)")
+        seeds = timing.get("seeds") or []
+        spread = (f"median of {len(seeds)} seeds, min {timing['fmax_min_mhz']:.1f}, max "
+                  f"{timing['fmax_max_mhz']:.1f}; " if len(seeds) > 1 else "")
+        line += (f"; Fmax {timing['fmax_mhz']:.1f} MHz ({spread}"
+                 f"{'meets' if timing['met'] else 'misses'} {timing['constraint_mhz']:g} MHz)")
         if path:
             line += f", critical path {path['from']['module']} -> {path['to']['module']}"
+            if len(seeds) > 1:
+                line += f" (seed {timing['seed']}, the median's)"
     return line
+
+
+def detail_lines(synth: dict) -> list[str]:
+    """What follows the summary line: the worst paths with their source lines, the
+    utilisation after place and route, and each step's wall time."""
+    lines = []
+    timing = synth["timing"]
+    if timing and timing.get("paths"):
+        lines.append(f"worst {len(timing['paths'])} endpoints (seed {timing['seed']}), latest "
+                     f"arrival, clock to output included, setup not:")
+        for k, path in enumerate(timing["paths"], 1):
+            end = path["to"]
+            lines.append(f"  {k}. {path['arrival_ns']:.3f} ns at {end['cell']}.{end['port']} "
+                         f"({end['module']}, {', '.join(end['src']) or 'no source line'})")
+            if path["logic_levels"] is not None:
+                start = path["from"]
+                lines.append(f"     the critical path: from {start['cell']}.{start['port']} "
+                             f"({start['module']}, {', '.join(start['src']) or 'no source line'}), "
+                             f"{path['logic_levels']} logic level"
+                             f"{'' if path['logic_levels'] == 1 else 's'}, {path['delay_ns']:.3f} ns = "
+                             f"{path['logic_ns']:.3f} logic + {path['routing_ns']:.3f} routing")
+    if synth.get("utilization"):
+        used = [f"{site} {u['used']:,}/{u['available']:,}"
+                for site, u in sorted(synth["utilization"].items()) if u["used"]]
+        lines.append("placed and routed (nextpnr, wrapper included): " + ", ".join(used))
+    if synth.get("steps"):
+        steps = ", ".join(f"{s['step']}" + (f" seed {s['seed']}" if "seed" in s else "")
+                          + f" {s['seconds']:.1f} s" for s in synth["steps"])
+        lines.append(f"steps: {steps}; {synth['wall_seconds']:.1f} s in all")
+    return lines
 
 
 def _describe(cfg: FabricConfig, top: str) -> str:
@@ -263,15 +341,35 @@ def _describe(cfg: FabricConfig, top: str) -> str:
 ROUTERS = ("router1", "router2")
 
 
-def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router) -> dict:
-    """nextpnr's package and speed options, the router, and the clock constraint; checked."""
+def count_option(option: str, value: int | str, *, high: int) -> int:
+    """``value`` of ``option`` (``--seeds``, ``--paths``), an int or its text, as a
+    whole number from 1 to ``high``.
+
+    Raises
+    ------
+    SynthError
+        One line naming the option, the value and what is allowed.
+    """
+    number = int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= high:
+        raise SynthError(f"{option} = {value!r}: must be a whole number from 1 to {high}")
+    return number
+
+
+def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router, seeds,
+                    paths) -> dict:
+    """nextpnr's package and speed options, the router, the clock constraint, the number of
+    seeds and of worst paths; checked."""
     if tgt.nextpnr is None:
         for name, value in (("--package", package), ("--speed", speed), ("--freq", freq_mhz),
-                            ("--router", router)):
+                            ("--router", router), ("--seeds", seeds), ("--paths", paths)):
             if value is not None:
                 raise SynthError(f"{name} = {value}: only for targets with place and route "
                                  f"(ecp5, ice40), not {tgt.name}")
-        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None}
+        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None,
+                "seeds": 1, "paths": 0}
+    seeds = 1 if seeds is None else count_option("--seeds", seeds, high=MAX_SEEDS)
+    paths = DEFAULT_PATHS if paths is None else count_option("--paths", paths, high=MAX_PATHS)
     if router is not None and router not in ROUTERS:
         raise SynthError(f"--router = {router}: must be one of {', '.join(ROUTERS)}")
     freq = tgt.default_freq_mhz if freq_mhz is None else freq_mhz
@@ -286,7 +384,7 @@ def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, route
         args += ["--speed", str(speed or dev.speed)]
     args.append("--lpf-allow-unconstrained" if tgt.name == "ecp5" else "--pcf-allow-unconstrained")
     return {"nextpnr": args, "package": pkg, "speed": speed or dev.speed, "freq_mhz": freq,
-            "router": router}
+            "router": router, "seeds": seeds, "paths": paths}
 
 
 def _yosys_script(tgt: Target, top: str, verilog: str, *, flatten: bool, netlist: bool) -> str:
@@ -409,22 +507,36 @@ def _nextpnr_failure(result, dev: Device) -> Exception:
     return ToolFailed(f"nextpnr failed: {error}; see {result.log}")
 
 
-def _timing(report: dict, freq_mhz: float, top: str, modules: set[str]) -> dict:
-    """Fmax and the critical path of the block's clock from nextpnr's ``--report`` JSON."""
-    fmax = report.get("fmax", {})
-    if not fmax:
-        raise ToolFailed("nextpnr's report.json has no fmax: the design has no clocked path")
-    # One clock: the wrapper's clk pin drives everything.
-    clock, figures = next(iter(fmax.items()))
-    paths = [p for p in report.get("critical_paths", [])
-             if "<async>" not in (p.get("from", ""), p.get("to", ""))]
-    return {"clock": clock, "constraint_mhz": freq_mhz,
-            "fmax_mhz": round(figures["achieved"], 2),
-            "met": figures["achieved"] >= freq_mhz,
-            "critical_path": critical_path(paths[0]["path"], top, modules) if paths else None}
+def _timing(reports: dict[int, dict], freq_mhz: float, top: str, modules: set[str], *,
+            sources: dict[str, list[str]], paths: int) -> dict:
+    """Fmax of every seed, their median, and the median seed's critical path and worst
+    paths, from nextpnr's ``--report`` JSON of each seed (``reports``, by seed)."""
+    fmax = {}
+    for seed, report in reports.items():
+        if not report.get("fmax"):
+            raise ToolFailed("nextpnr's report.json has no fmax: the design has no clocked path")
+        # One clock: the wrapper's clk pin drives everything.
+        clock, figures = next(iter(report["fmax"].items()))
+        fmax[seed] = round(figures["achieved"], 2)
+    # The lower median: one seed's own Fmax, whose critical path is reported.
+    median = statistics.median_low(fmax.values())
+    seed = min(s for s, f in fmax.items() if f == median)
+    report = reports[seed]
+    same_clock = [p for p in report.get("critical_paths", [])
+                  if "<async>" not in (p.get("from", ""), p.get("to", ""))]
+    critical = critical_path(same_clock[0]["path"], top, modules,
+                             sources=sources) if same_clock else None
+    return {"clock": clock, "constraint_mhz": freq_mhz, "fmax_mhz": median,
+            "met": median >= freq_mhz, "seed": seed,
+            "seeds": [{"seed": s, "fmax_mhz": f, "met": f >= freq_mhz} for s, f in fmax.items()],
+            "fmax_min_mhz": min(fmax.values()), "fmax_max_mhz": max(fmax.values()),
+            "critical_path": critical,
+            "paths": worst_paths(report, paths, top, modules, sources=sources,
+                                 critical=critical)}
 
 
-def critical_path(segments: list[dict], top: str, modules: set[str]) -> dict:
+def critical_path(segments: list[dict], top: str, modules: set[str], *,
+                  sources: dict[str, list[str]] | None = None) -> dict:
     """Start, end, delays and modules of one path of nextpnr's report.
 
     Parameters
@@ -440,17 +552,21 @@ def critical_path(segments: list[dict], top: str, modules: set[str]) -> dict:
         in the longest of them that its name starts with (Amaranth names a
         submodule ``parent.instance``); a cell outside ``core`` is the
         wrapper's.
+    sources : dict, optional
+        Each netlist cell's source lines (:func:`cell_sources`): the ends'
+        ``src``.
 
     Returns
     -------
     dict
-        ``from`` and ``to`` (cell, port, module), ``delay_ns``, ``logic_ns``
-        (the cells' delays: clock to output, logic, setup), ``routing_ns``, ``logic_levels`` (logic segments) and ``modules``, the
-        modules the path crosses, in order.
+        ``from`` and ``to`` (cell, port, module, src: the cell's source
+        lines, empty if unknown), ``delay_ns``, ``logic_ns`` (the cells'
+        delays: clock to output, logic, setup), ``routing_ns``,
+        ``logic_levels`` (logic segments) and ``modules``, the modules the
+        path crosses, in order.
     """
     def end(point: dict) -> dict:
-        return {"cell": point["cell"], "port": point["port"],
-                "module": _module_of(point["cell"], top, modules)}
+        return _endpoint(point["cell"], point["port"], top, modules, sources or {})
 
     crossed = []
     for seg in segments:
@@ -467,6 +583,109 @@ def critical_path(segments: list[dict], top: str, modules: set[str]) -> dict:
             "routing_ns": round(delay["routing"], 3),
             "logic_levels": sum(1 for s in segments if s["type"] == "logic"),
             "modules": crossed}
+
+
+def _endpoint(cell: str, port: str, top: str, modules: set[str], sources: dict) -> dict:
+    return {"cell": cell, "port": port, "module": _module_of(cell, top, modules),
+            "src": sources.get(cell, [])}
+
+
+#: A path's fields that only nextpnr's critical path gives (:func:`worst_paths`).
+_PATH_ONLY = ("from", "delay_ns", "logic_ns", "routing_ns", "logic_levels", "modules")
+
+
+def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
+                sources: dict[str, list[str]], critical: dict | None) -> list[dict]:
+    """The ``count`` worst timing endpoints of the clock, from nextpnr's ``--report`` JSON
+    written with ``--detailed-timing-report``, worst first.
+
+    nextpnr 0.11's report gives the whole path (start, cells, routing) of
+    one path per clock pair only, the critical one; its
+    ``detailed_net_timings`` give, for every timing endpoint (a flip-flop's
+    or block RAM's input), the arrival time of its latest signal and the net
+    that brings it. So each entry is one endpoint cell, at its latest input
+    port, ranked by that arrival time (the endpoint's setup time is not in
+    the report, so a block RAM input with a longer setup may close timing
+    later than a flip-flop input that arrives later); the entry that ends
+    where the critical path ends also has the critical path's start, delays,
+    logic levels and modules, the others have them ``None``. Paths from or
+    to the wrapper's pins (``<async>``) are left out.
+
+    Parameters
+    ----------
+    report : dict
+        nextpnr's report; without ``detailed_net_timings`` there is no entry.
+    count : int
+        How many endpoints, at most.
+    top, modules
+        As for :func:`critical_path`.
+    sources : dict
+        Each netlist cell's source lines (:func:`cell_sources`).
+    critical : dict or None
+        The critical path (:func:`critical_path`) of the same report.
+
+    Returns
+    -------
+    list of dict
+        ``to`` (cell, port, module, src), ``arrival_ns`` (nextpnr's latest
+        arrival at the endpoint, clock to output included, setup excluded),
+        ``net`` and ``net_src`` (the net into the endpoint, its source lines
+        as nextpnr gives them), and :data:`_PATH_ONLY`'s fields.
+    """
+    latest = {}
+    for net in report.get("detailed_net_timings", []):
+        if net["event"] == "<async>":
+            continue
+        for ep in net["endpoints"]:
+            arrival = round(ep["delay"][1], 3)
+            if ep["event"] != "<async>" and (ep["cell"] not in latest
+                                             or arrival > latest[ep["cell"]][0]):
+                latest[ep["cell"]] = (arrival, ep["port"], net)
+    # Ties (bits of one register) put the critical path's end first.
+    end = critical["to"]["cell"] if critical else None
+    ranked = sorted(latest.items(),
+                    key=lambda item: (-item[1][0], item[0] != end, item[0]))[:count]
+    out = []
+    for cell, (arrival, port, net) in ranked:
+        entry = {"to": _endpoint(cell, port, top, modules, sources),
+                 "arrival_ns": arrival, "net": net["net"],
+                 "net_src": [_relative(s) for s in net.get("sources", [])]}
+        whole = critical and (critical["to"]["cell"], critical["to"]["port"]) == (cell, port)
+        entry.update({key: critical[key] if whole else None for key in _PATH_ONLY})
+        out.append(entry)
+    return out
+
+
+def cell_sources(netlist: dict) -> dict[str, list[str]]:
+    """Each cell of Yosys's flattened ``write_json`` netlist: its source lines.
+
+    The netlist's top is the scan wrapper, the block flattened into it.
+    Yosys keeps the ``src`` attribute of what a cell was mapped from
+    (Amaranth's Python line, ``hdl/voq.py:120``, or the wrapper's Verilog
+    line) beside its own techmap library's (``/share/...``), which is left
+    out; paths inside the package are made relative to its root. Cells
+    that ABC made (most LUTs) have no source.
+    """
+    out = {}
+    for name, cell in netlist["modules"][WRAPPER]["cells"].items():
+        src = cell.get("attributes", {}).get("src", "")
+        lines = [_relative(s) for s in src.split("|") if s and not s.startswith("/share/")]
+        if lines:
+            out[name] = lines
+    return out
+
+
+#: The root that the package's source files are named from (``hdl/voq.py``).
+_ROOT = Path(hdl.__file__).resolve().parent.parent
+
+
+def _relative(src: str) -> str:
+    """``src`` (``/path/to/hdl/voq.py:120``) relative to the package's root, if inside it."""
+    path = Path(src)
+    try:
+        return path.relative_to(_ROOT).as_posix()
+    except ValueError:
+        return src
 
 
 def _module_of(cell: str, top: str, modules: set[str]) -> str:

@@ -46,9 +46,9 @@ from .eda_tool import ToolFailed, find_tool, run_tool, tool_version
 from .device import CATEGORIES, TARGETS, Device, Target, find_device
 from .scan_wrapper import WRAPPER, scan_wrapper
 
-__all__ = ["SCHEMA", "MAX_SEEDS", "MAX_PATHS", "DEFAULT_PATHS", "SynthError", "synthesize", "count_option",
-           "count_resources", "fit_problems", "critical_path", "cell_sources", "worst_paths",
-           "summary_line", "detail_lines"]
+__all__ = ["SCHEMA", "MAX_SEEDS", "MAX_PATHS", "DEFAULT_PATHS", "SynthError", "synthesize",
+           "count_option", "count_resources", "fit_problems", "seed_timing", "critical_path",
+           "cell_sources", "worst_paths", "summary_line", "detail_lines"]
 
 #: ``schema`` of synth.json.
 SCHEMA = "superfabric-synth/1"
@@ -172,7 +172,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
                 _write_synth_json(out, fixed, steps, wall, error=str(failure))
             raise failure
         reports[run_seed] = json.loads((out / f"report{suffix}.json").read_text())
-    timing = _timing(reports, options["freq_mhz"], top, set(resources["modules"]),
+    timing = seed_timing(reports, options["freq_mhz"], top, set(resources["modules"]),
                      sources=cell_sources(json.loads((out / "netlist.json").read_text())),
                      paths=paths)
     return _write_synth_json(out, fixed, steps, wall, timing=timing,
@@ -507,10 +507,31 @@ def _nextpnr_failure(result, dev: Device) -> Exception:
     return ToolFailed(f"nextpnr failed: {error}; see {result.log}")
 
 
-def _timing(reports: dict[int, dict], freq_mhz: float, top: str, modules: set[str], *,
+def seed_timing(reports: dict[int, dict], freq_mhz: float, top: str, modules: set[str], *,
             sources: dict[str, list[str]], paths: int) -> dict:
-    """Fmax of every seed, their median, and the median seed's critical path and worst
-    paths, from nextpnr's ``--report`` JSON of each seed (``reports``, by seed)."""
+    """synth.json's ``timing``: Fmax of every seed, their median, and the median seed's
+    critical path and worst paths, from nextpnr's ``--report`` JSON of each seed.
+
+    Parameters
+    ----------
+    reports : dict
+        Seed -> nextpnr's report of that seed's place and route.
+    freq_mhz : float
+        The clock constraint.
+    top, modules, sources
+        As for :func:`critical_path`.
+    paths : int
+        How many worst endpoints (:func:`worst_paths`).
+
+    Returns
+    -------
+    dict
+        ``fmax_mhz`` is the lower median of the seeds' Fmax (for an even
+        count the lower of the two middle ones, so that it is one seed's
+        own), ``seed`` that seed (the lowest, if several have it),
+        ``critical_path`` and ``paths`` its; ``seeds`` each seed's Fmax,
+        ``fmax_min_mhz`` and ``fmax_max_mhz`` their range.
+    """
     fmax = {}
     for seed, report in reports.items():
         if not report.get("fmax"):

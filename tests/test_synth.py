@@ -180,14 +180,16 @@ def _report(fmax, crit_end="core.head_FF", crit_delay=3.0):
         "detailed_net_timings": [
             _net("scan_in", [("chain_FF", "M", 9.0)], event="<async>"),
             _net("core.lut", [("core.head_FF", "D", 3.0), ("core.tail_FF", "D", 2.5),
-                              ("core.mem", "ADA3", 2.0)], sources=[f"{root}/hdl/voq.py:7"]),
+                              ("core.mem", "ADA3", 2.0), ("core.head_FF_1", "D", 2.9)],
+                 sources=[f"{root}/hdl/voq.py:7"]),
             # A second port of the block RAM arrives later: one entry per cell, its latest.
             _net("core.other", [("core.mem", "ADA4", 2.75), ("signature_FF", "D", 1.0)]),
         ]}
 
 
 #: Each netlist cell's sources, as cell_sources gives them.
-SOURCES = {"core.head_FF": ["hdl/voq.py:12"], "core.rd_last_FF": ["hdl/voq.py:30"],
+SOURCES = {"core.head_FF": ["hdl/voq.py:12"], "core.head_FF_1": ["hdl/voq.py:12"],
+           "core.rd_last_FF": ["hdl/voq.py:30"],
            "core.mem": ["hdl/voq.py:40"], "signature_FF": ["scan_wrapper.v:9.3-9.58"]}
 
 
@@ -197,10 +199,11 @@ def test_worst_paths_rank_endpoints_and_name_their_source():
                              sources=SOURCES)
     assert critical["from"]["src"] == ["hdl/voq.py:30"] and critical["logic_levels"] == 1
     got = worst_paths(report, 3, "switch", {"switch"}, sources=SOURCES, critical=critical)
-    # Worst first, one per endpoint cell (the block RAM at its latest port), the wrapper's
-    # pin (<async>) left out.
-    assert [(p["to"]["cell"], p["to"]["port"], p["arrival_ns"]) for p in got] == [
-        ("core.head_FF", "D", 3.0), ("core.mem", "ADA4", 2.75), ("core.tail_FF", "D", 2.5)]
+    # Worst first, one per source line (two bits of head, a cell without a line its own) at
+    # its worst cell (the block RAM at its latest port), the wrapper's pin (<async>) left out.
+    assert [(p["to"]["cell"], p["to"]["port"], p["arrival_ns"], p["cells"]) for p in got] == [
+        ("core.head_FF", "D", 3.0, 2), ("core.mem", "ADA4", 2.75, 1),
+        ("core.tail_FF", "D", 2.5, 1)]
     assert got[0]["to"]["src"] == ["hdl/voq.py:12"] and got[2]["to"]["src"] == []
     assert got[0]["net"] == "core.lut_Z" and got[0]["net_src"] == ["hdl/voq.py:7"]
     # Only the critical path's end has the whole path: nextpnr's report has no other.
@@ -474,7 +477,7 @@ def test_seeds_and_worst_paths_on_ecp5(capsys, tmp_path):
     assert len(paths) == 4
     arrivals = [p["arrival_ns"] for p in paths]
     assert arrivals == sorted(arrivals, reverse=True) and arrivals[0] <= path["delay_ns"] + 1e-3
-    assert len({p["to"]["cell"] for p in paths}) == 4
+    assert len({p["to"]["src"][0] for p in paths}) == 4 and all(p["cells"] >= 1 for p in paths)
     whole = [p for p in paths if p["logic_levels"] is not None]
     assert len(whole) == 1 and whole[0]["to"] == path["to"] and whole[0]["logic_levels"] >= 1
     # A block cell names its Amaranth line, a scan wrapper register the wrapper's.

@@ -229,7 +229,8 @@ def _synth_parser(sub) -> None:
                     help="place and route the one netlist N times, seeds S to S+N-1, one after "
                          "the other; Fmax is the median (default 1)")
     sy.add_argument("--paths", default=None, metavar="N",
-                    help="worst timing endpoints listed, each with its source line (default 5)")
+                    help="worst timing endpoints listed, one per Amaranth source line "
+                         "(default 5)")
     sy.add_argument("--router", default=None, metavar="router1|router2",
                     help="nextpnr's router (default: nextpnr's, router1); router2 finishes "
                          "congested designs that router1 does not")

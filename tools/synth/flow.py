@@ -307,12 +307,13 @@ def detail_lines(synth: dict) -> list[str]:
     lines = []
     timing = synth["timing"]
     if timing and timing.get("paths"):
-        lines.append(f"worst {len(timing['paths'])} endpoints (seed {timing['seed']}), latest "
-                     f"arrival, clock to output included, setup not:")
+        lines.append(f"worst {len(timing['paths'])} endpoints (seed {timing['seed']}), one per "
+                     f"source line, latest arrival, clock to output included, setup not:")
         for k, path in enumerate(timing["paths"], 1):
             end = path["to"]
+            others = f", {path['cells'] - 1} more cells of this line" if path["cells"] > 1 else ""
             lines.append(f"  {k}. {path['arrival_ns']:.3f} ns at {end['cell']}.{end['port']} "
-                         f"({end['module']}, {', '.join(end['src']) or 'no source line'})")
+                         f"({end['module']}, {', '.join(end['src']) or 'no source line'}{others})")
             if path["logic_levels"] is not None:
                 start = path["from"]
                 lines.append(f"     the critical path: from {start['cell']}.{start['port']} "
@@ -617,15 +618,18 @@ _PATH_ONLY = ("from", "delay_ns", "logic_ns", "routing_ns", "logic_levels", "mod
 
 def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
                 sources: dict[str, list[str]], critical: dict | None) -> list[dict]:
-    """The ``count`` worst timing endpoints of the clock, from nextpnr's ``--report`` JSON
-    written with ``--detailed-timing-report``, worst first.
+    """The worst timing endpoints of the clock, one per source line, from nextpnr's
+    ``--report`` JSON written with ``--detailed-timing-report``, worst first.
 
     nextpnr 0.11's report gives the whole path (start, cells, routing) of
     one path per clock pair only, the critical one; its
     ``detailed_net_timings`` give, for every timing endpoint (a flip-flop's
     or block RAM's input), the arrival time of its latest signal and the net
-    that brings it. So each entry is one endpoint cell, at its latest input
-    port, ranked by that arrival time (the endpoint's setup time is not in
+    that brings it. So each entry is the worst endpoint cell of one source
+    line (the cell's first ``src``; a cell without one is its own line): the
+    bits of one register or the block RAMs of one memory are one entry, at
+    the cell and input port with the latest arrival, ranked by that arrival
+    time (the endpoint's setup time is not in
     the report, so a block RAM input with a longer setup may close timing
     later than a flip-flop input that arrives later); the entry that ends
     where the critical path ends also has the critical path's start, delays,
@@ -637,7 +641,7 @@ def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
     report : dict
         nextpnr's report; without ``detailed_net_timings`` there is no entry.
     count : int
-        How many endpoints, at most.
+        How many entries (source lines), at most.
     top, modules
         As for :func:`critical_path`.
     sources : dict
@@ -648,8 +652,9 @@ def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
     Returns
     -------
     list of dict
-        ``to`` (cell, port, module, src), ``arrival_ns`` (nextpnr's latest
-        arrival at the endpoint, clock to output included, setup excluded),
+        ``to`` (cell, port, module, src), ``cells`` (the endpoint cells of
+        that source line), ``arrival_ns`` (nextpnr's latest arrival at the
+        endpoint, clock to output included, setup excluded),
         ``net`` and ``net_src`` (the net into the endpoint, its source lines
         as nextpnr gives them), and :data:`_PATH_ONLY`'s fields.
     """
@@ -664,17 +669,21 @@ def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
                 latest[ep["cell"]] = (arrival, ep["port"], net)
     # Ties (bits of one register) put the critical path's end first.
     end = critical["to"]["cell"] if critical else None
-    ranked = sorted(latest.items(),
-                    key=lambda item: (-item[1][0], item[0] != end, item[0]))[:count]
-    out = []
+    ranked = sorted(latest.items(), key=lambda item: (-item[1][0], item[0] != end, item[0]))
+    # One entry per source line (a register's bits, a memory's block RAMs), at its worst cell.
+    out = {}
     for cell, (arrival, port, net) in ranked:
-        entry = {"to": _endpoint(cell, port, top, modules, sources),
+        line = (sources.get(cell) or [cell])[0]
+        if line in out:
+            out[line]["cells"] += 1
+            continue
+        entry = {"to": _endpoint(cell, port, top, modules, sources), "cells": 1,
                  "arrival_ns": arrival, "net": net["net"],
                  "net_src": [_relative(s) for s in net.get("sources", [])]}
         whole = critical and (critical["to"]["cell"], critical["to"]["port"]) == (cell, port)
         entry.update({key: critical[key] if whole else None for key in _PATH_ONLY})
-        out.append(entry)
-    return out
+        out[line] = entry
+    return list(out.values())[:count]
 
 
 def cell_sources(netlist: dict) -> dict[str, list[str]]:

@@ -494,6 +494,12 @@ def test_seeds_and_worst_paths_on_ecp5(capsys, tmp_path):
     assert re.search(r"steps: generate [\d.]+ s, yosys [\d.]+ s, nextpnr-ecp5 seed 5 [\d.]+ s, "
                      r"nextpnr-ecp5 seed 6 [\d.]+ s, nextpnr-ecp5 seed 7 [\d.]+ s; [\d.]+ s in all",
                      out)
+    assert main(["report", str(tmp_path), "-o", str(tmp_path / "report")]) == 0
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert f"Fmax {timing['fmax_mhz']:.1f} MHz, the median of 3 seeds (min " in md
+    assert "## After place and route" in md and "| TRELLIS_FF | " in md
+    assert "## Seeds" in md and all(f"| {s} | {f:.1f} |" in md for s, f in fmax.items())
+    assert "## Worst endpoints" in md and f"| {paths[0]['to']['cell']}." in md
 
 
 @pytest.mark.synth

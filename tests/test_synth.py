@@ -25,8 +25,8 @@ from superfabric.tools.synth.device import DEVICES, TARGETS, find_device
 from superfabric.tools.report.synth import block_of
 from superfabric.tools.synth.scan_wrapper import WRAPPER, scan_wrapper, top_ports
 from superfabric.tools.synth.flow import (SynthError, cell_sources, count_option, count_resources,
-                                          critical_path, detail_lines, fit_problems, seed_timing,
-                                          summary_line, worst_paths)
+                                          critical_path, detail_lines, fit_problems,
+                                          memory_sources, seed_timing, summary_line, worst_paths)
 
 from conftest import assert_lint_clean, require_simulator
 
@@ -183,7 +183,9 @@ def _report(fmax, crit_end="core.head_FF", crit_delay=3.0):
                               ("core.mem", "ADA3", 2.0), ("core.head_FF_1", "D", 2.9)],
                  sources=[f"{root}/hdl/voq.py:7"]),
             # A second port of the block RAM arrives later: one entry per cell, its latest.
-            _net("core.other", [("core.mem", "ADA4", 2.75), ("signature_FF", "D", 1.0)]),
+            _net("core.other", [("core.mem", "ADA4", 2.75), ("signature_FF", "D", 1.0),
+                                # A LUT RAM half that nextpnr made: named after its cell.
+                                ("core.head_FF$DPRAM_COMB0", "WD", 2.0)]),
         ]}
 
 
@@ -202,7 +204,7 @@ def test_worst_paths_rank_endpoints_and_name_their_source():
     # Worst first, one per source line (two bits of head, a cell without a line its own) at
     # its worst cell (the block RAM at its latest port), the wrapper's pin (<async>) left out.
     assert [(p["to"]["cell"], p["to"]["port"], p["arrival_ns"], p["cells"]) for p in got] == [
-        ("core.head_FF", "D", 3.0, 2), ("core.mem", "ADA4", 2.75, 1),
+        ("core.head_FF", "D", 3.0, 3), ("core.mem", "ADA4", 2.75, 1),
         ("core.tail_FF", "D", 2.5, 1)]
     assert got[0]["to"]["src"] == ["hdl/voq.py:12"] and got[2]["to"]["src"] == []
     assert got[0]["net"] == "core.lut_Z" and got[0]["net_src"] == ["hdl/voq.py:7"]
@@ -227,15 +229,42 @@ def test_worst_paths_put_the_critical_end_first_on_a_tie():
     assert got[0]["logic_levels"] == 1 and got[1]["logic_levels"] is None
 
 
+#: Verilog as Yosys writes Amaranth's design with src attributes: memories in two modules.
+VERILOG = f"""module switch(clk);
+  (* src = "{ROOT}/hdl/switch.py:5" *)
+  reg [7:0] count = 8'h00;
+endmodule
+module \\switch.voq2 (clk, rst);
+  (* src = "{ROOT}/hdl/voq.py:143" *)
+  reg [117:0] mem [135:0];
+  (* src = "{ROOT}/hdl/voq.py:150" *)
+  reg [117:0] rd_data;
+  (* src = "/venv/lib/python3.11/site-packages/amaranth/lib/fifo.py:162|{ROOT}/hdl/voq.py:9" *)
+  reg [7:0] \\free.mem [15:0];
+endmodule
+"""
+
+
+def test_memory_sources_name_each_memory():
+    assert memory_sources(VERILOG) == {
+        "switch.voq2.mem": ["hdl/voq.py:143"],
+        "switch.voq2.free.mem": ["amaranth/lib/fifo.py:162", "hdl/voq.py:9"]}
+
+
 def test_cell_sources_keep_the_design_lines():
     netlist = {"modules": {WRAPPER: {"cells": {
         "core.head_FF": {"attributes": {
             "src": f"{ROOT}/hdl/voq.py:12|/share/lattice/cells_map_trellis.v:56.101-56.163"}},
         "chain_FF": {"attributes": {"src": "scan_wrapper.v:9.3-9.58"}},
         "core.lut": {"attributes": {"src": "/share/lattice/cells_map_trellis.v:124.33-125.56"}},
-        "core.carry": {}}}}}
-    assert cell_sources(netlist) == {"core.head_FF": ["hdl/voq.py:12"],
-                                     "chain_FF": ["scan_wrapper.v:9.3-9.58"]}
+        "core.carry": {},
+        # A memory's cells carry only the library's line: the memory's own is found by name.
+        "core.voq2.mem.0.2": {"attributes": {"src": "/share/lattice/brams_map_16kd.v:369.3"}},
+        "core.voq2.free.mem.0.1": {"attributes": {}}}}}}
+    assert cell_sources(netlist, top="switch", memories=memory_sources(VERILOG)) == {
+        "core.head_FF": ["hdl/voq.py:12"], "chain_FF": ["scan_wrapper.v:9.3-9.58"],
+        "core.voq2.mem.0.2": ["hdl/voq.py:143"],
+        "core.voq2.free.mem.0.1": ["amaranth/lib/fifo.py:162", "hdl/voq.py:9"]}
 
 
 @pytest.mark.parametrize("fmax,median,seed", [

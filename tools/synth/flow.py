@@ -3,7 +3,8 @@
 The flow, in ``DIR``:
 
 1. ``generate``: the block's Verilog (:func:`superfabric.hdl.verilog.write_verilog`,
-   the file ``superfabric generate`` writes) and the :mod:`scan wrapper
+   the file ``superfabric generate`` writes, with Amaranth's ``src``
+   attributes kept) and the :mod:`scan wrapper
    <superfabric.tools.synth.scan_wrapper>` that gives it registers on every port bit.
 2. ``yosys`` (``yosys.log``): the target's synthesis command with module
    boundaries kept, then ``stat -json`` (``stat.json``): the cells of every
@@ -48,7 +49,7 @@ from .scan_wrapper import WRAPPER, scan_wrapper
 
 __all__ = ["SCHEMA", "MAX_SEEDS", "MAX_PATHS", "DEFAULT_PATHS", "SynthError", "synthesize",
            "count_option", "count_resources", "fit_problems", "seed_timing", "critical_path",
-           "cell_sources", "worst_paths", "summary_line", "detail_lines"]
+           "cell_sources", "memory_sources", "worst_paths", "summary_line", "detail_lines"]
 
 #: ``schema`` of synth.json.
 SCHEMA = "superfabric-synth/1"
@@ -73,8 +74,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
                package: str | None = None, speed: int | None = None,
                freq_mhz: float | None = None, top: str = "switch", flatten: bool = False,
                seed: int = 1, seeds: int | str | None = None, paths: int | str | None = None,
-               router: str | None = None,
-               stream=sys.stderr, quiet: bool = False) -> dict:
+               router: str | None = None, stream=sys.stderr, quiet: bool = False) -> dict:
     """Synthesise ``top`` of ``cfg`` for ``target``, place and route it where the target has
     nextpnr, and write ``out_dir/synth.json``.
 
@@ -94,11 +94,10 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         of ``seeds``.
     seeds : int, optional
         Place and route the one netlist with seeds ``seed`` to ``seed + seeds
-        - 1`` (:data:`MAX_SEEDS` at most), one after the other; ``timing``
-        holds every seed's Fmax and the median's (the lower median for an
-        even count, so that it is one seed's), and the critical path and
-        worst paths are the median seed's.
-        Default 1.
+        - 1`` (default 1 seed, :data:`MAX_SEEDS` at most), one after the
+        other; ``timing`` holds every seed's Fmax and the median's
+        (:func:`seed_timing`), and the critical path and worst paths are the
+        median seed's.
     paths : int, optional
         How many of the worst endpoints ``timing["paths"]`` lists
         (:func:`worst_paths`; :data:`MAX_PATHS` at most; default
@@ -119,8 +118,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     ------
     SynthError
         Unknown target or device, a bad frequency, package, speed, seed count
-        or path count (:func:`count_option`), or a
-        design that does not fit the device (``synth.json`` is written then,
+        or path count (:func:`count_option`), or a design that does not fit
+        the device (``synth.json`` is written then,
         with ``fits`` false, the ``error`` and the resources it needs).
     superfabric.tools.synth.eda_tool.ToolMissing
         A tool of the flow is not installed.
@@ -173,7 +172,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
             raise failure
         reports[run_seed] = json.loads((out / f"report{suffix}.json").read_text())
     timing = seed_timing(reports, options["freq_mhz"], top, set(resources["modules"]),
-                     sources=cell_sources(json.loads((out / "netlist.json").read_text())),
+                     sources=cell_sources(json.loads((out / "netlist.json").read_text()),
+                                          top=top, memories=memory_sources(verilog.read_text())),
                      paths=paths)
     return _write_synth_json(out, fixed, steps, wall, timing=timing,
                              utilization=reports[timing["seed"]].get("utilization", {}))
@@ -315,12 +315,12 @@ def detail_lines(synth: dict) -> list[str]:
             lines.append(f"  {k}. {path['arrival_ns']:.3f} ns at {end['cell']}.{end['port']} "
                          f"({end['module']}, {', '.join(end['src']) or 'no source line'}{others})")
             if path["logic_levels"] is not None:
-                start = path["from"]
+                start, levels = path["from"], path["logic_levels"]
                 lines.append(f"     the critical path: from {start['cell']}.{start['port']} "
                              f"({start['module']}, {', '.join(start['src']) or 'no source line'}), "
-                             f"{path['logic_levels']} logic level"
-                             f"{'' if path['logic_levels'] == 1 else 's'}, {path['delay_ns']:.3f} ns = "
-                             f"{path['logic_ns']:.3f} logic + {path['routing_ns']:.3f} routing")
+                             f"{levels} logic level{'' if levels == 1 else 's'}, "
+                             f"{path['delay_ns']:.3f} ns = {path['logic_ns']:.3f} logic + "
+                             f"{path['routing_ns']:.3f} routing")
     if synth.get("utilization"):
         used = [f"{site} {u['used']:,}/{u['available']:,}"
                 for site, u in sorted(synth["utilization"].items()) if u["used"]]
@@ -609,7 +609,15 @@ def critical_path(segments: list[dict], top: str, modules: set[str], *,
 
 def _endpoint(cell: str, port: str, top: str, modules: set[str], sources: dict) -> dict:
     return {"cell": cell, "port": port, "module": _module_of(cell, top, modules),
-            "src": sources.get(cell, [])}
+            "src": _source_of(cell, sources)}
+
+
+def _source_of(cell: str, sources: dict) -> list[str]:
+    """The source lines of a cell of nextpnr's, whose name may be a netlist cell's with
+    a suffix of nextpnr's own (a LUT RAM's ``core.voq2.free_mem.0.0$DPRAM_COMB0``)."""
+    while cell not in sources and "$" in cell:
+        cell = cell.rpartition("$")[0]
+    return sources.get(cell, [])
 
 
 #: A path's fields that only nextpnr's critical path gives (:func:`worst_paths`).
@@ -673,7 +681,7 @@ def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
     # One entry per source line (a register's bits, a memory's block RAMs), at its worst cell.
     out = {}
     for cell, (arrival, port, net) in ranked:
-        line = (sources.get(cell) or [cell])[0]
+        line = (_source_of(cell, sources) or [cell])[0]
         if line in out:
             out[line]["cells"] += 1
             continue
@@ -686,22 +694,52 @@ def worst_paths(report: dict, count: int, top: str, modules: set[str], *,
     return list(out.values())[:count]
 
 
-def cell_sources(netlist: dict) -> dict[str, list[str]]:
+def cell_sources(netlist: dict, *, top: str,
+                 memories: dict[str, list[str]]) -> dict[str, list[str]]:
     """Each cell of Yosys's flattened ``write_json`` netlist: its source lines.
 
-    The netlist's top is the scan wrapper, the block flattened into it.
-    Yosys keeps the ``src`` attribute of what a cell was mapped from
-    (Amaranth's Python line, ``hdl/voq.py:120``, or the wrapper's Verilog
-    line) beside its own techmap library's (``/share/...``), which is left
-    out; paths inside the package are made relative to its root. Cells
-    that ABC made (most LUTs) have no source.
+    The netlist's top is the scan wrapper, the block (``top``) flattened
+    into it as instance ``core``. Yosys keeps the ``src`` attribute of what a
+    cell was mapped from (Amaranth's Python line, ``hdl/voq.py:120``, or the
+    wrapper's Verilog line) beside its own techmap library's (``/share/...``),
+    which is left out. A memory's block RAM or LUT RAM cells keep only the
+    library's; they are named after the memory (``core.voq2.mem.0.2``: memory
+    ``mem`` of module ``switch.voq2``), whose source line ``memories`` gives
+    (:func:`memory_sources`). Cells that ABC made (most LUTs) have none.
     """
     out = {}
     for name, cell in netlist["modules"][WRAPPER]["cells"].items():
         src = cell.get("attributes", {}).get("src", "")
         lines = [_relative(s) for s in src.split("|") if s and not s.startswith("/share/")]
+        parts = name.split(".")
+        if not lines and parts[0] == CORE_INSTANCE:
+            # The longest prefix of the cell's name that names a memory.
+            for k in range(len(parts), 1, -1):
+                lines = memories.get(".".join([top, *parts[1:k]]), [])
+                if lines:
+                    break
         if lines:
             out[name] = lines
+    return out
+
+
+# A module of Yosys's Verilog (``module \switch.voq2 (``), and a memory
+# declaration with its src attribute (``(* src = "..." *)`` then ``reg [117:0]
+# mem [135:0];``).
+_MODULE = re.compile(r"^module \\?(\S+)\s*\(", re.M)
+_MEMORY = re.compile(r'^[ \t]*\(\* src = "([^"]*)" \*\)\n'
+                     r'[ \t]*reg (?:\[[^\]]*\] )?\\?(\S+) \[', re.M)
+
+
+def memory_sources(verilog: str) -> dict[str, list[str]]:
+    """Every memory of Verilog written with ``src`` attributes: ``module.memory``
+    (``switch.voq2.mem``) -> its source lines."""
+    starts = [(m.start(), m[1]) for m in _MODULE.finditer(verilog)]
+    out = {}
+    for k, (begin, module) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(verilog)
+        for memory in _MEMORY.finditer(verilog, begin, end):
+            out[f"{module}.{memory[2]}"] = [_relative(s) for s in memory[1].split("|")]
     return out
 
 
@@ -710,10 +748,12 @@ _ROOT = Path(hdl.__file__).resolve().parent.parent
 
 
 def _relative(src: str) -> str:
-    """``src`` (``/path/to/hdl/voq.py:120``) relative to the package's root, if inside it."""
-    path = Path(src)
+    """``src`` (``/path/to/hdl/voq.py:120``) relative to the package's root, if inside
+    it, or to its ``site-packages`` (``amaranth/lib/fifo.py:162``)."""
+    if "site-packages/" in src:  # a library's (a venv may be inside the root)
+        return src.rpartition("site-packages/")[2]
     try:
-        return path.relative_to(_ROOT).as_posix()
+        return Path(src).relative_to(_ROOT).as_posix()
     except ValueError:
         return src
 

@@ -223,8 +223,8 @@ def _synth_parser(sub) -> None:
     sy.add_argument("--speed", type=int, default=None, help="ECP5 speed grade, 6 (default), 7 or 8")
     sy.add_argument("--freq", type=float, default=None, metavar="MHZ",
                     help="clock constraint of place and route (default: 100 ECP5, 50 iCE40)")
-    sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (the first of "
-                                                        "--seeds)")
+    sy.add_argument("--seed", type=int, default=1, metavar="S",
+                    help="nextpnr placement seed (the first of --seeds)")
     sy.add_argument("--seeds", default=None, metavar="N",
                     help="place and route the one netlist N times, seeds S to S+N-1, one after "
                          "the other; Fmax is the median (default 1)")

@@ -24,9 +24,10 @@ from superfabric.tools.cli import main
 from superfabric.tools.synth.device import DEVICES, TARGETS, find_device
 from superfabric.tools.report.synth import block_of
 from superfabric.tools.synth.scan_wrapper import WRAPPER, scan_wrapper, top_ports
-from superfabric.tools.synth.flow import (SynthError, cell_sources, count_option, count_resources,
-                                          critical_path, detail_lines, fit_problems,
-                                          memory_sources, seed_timing, summary_line, worst_paths)
+from superfabric.tools.synth.flow import (SynthError, count_option, count_resources, detail_lines,
+                                          fit_problems, summary_line)
+from superfabric.tools.synth.timing_report import (cell_sources, critical_path, memory_sources,
+                                                   seed_timing, worst_paths)
 
 from conftest import assert_lint_clean, require_simulator
 

@@ -34,23 +34,23 @@ def signatures():
 
 case = json.loads(sys.argv[1])
 warmed = []
-compile_kernels = run._compile
+warm_up = run._compile
 
-def compile_then_count(*args, **kwargs):
-    seconds = compile_kernels(*args, **kwargs)
+def warm_up_then_count(*args, **kwargs):
+    seconds = warm_up(*args, **kwargs)
     warmed.append(signatures())
     return seconds
 
-run._compile = compile_then_count
+run._compile = warm_up_then_count
 cfg = FabricConfig.load(preset="tiny", overrides=case["overrides"])
 results = run.run_point(cfg, sim="model", seed=1, out_dir=case["out"], **case["point"])
 after = signatures()
-before = warmed[-1] if warmed else None
+before = warmed[-1] if warmed else {}
 print(json.dumps({
     "warmed": len(warmed),
     "kernels": len(after),
-    "compiled_in_run": {k: [(before or {}).get(k, 0), n] for k, n in after.items()
-                        if before is not None and n != before.get(k, 0)},
+    "compiled_in_run": {k: [before.get(k, 0), n] for k, n in after.items()
+                        if n != before.get(k, 0)},
     "results": {"cycles": results.get("cycles", results.get("rdma", {}).get("cycles")),
                 **{k: results[k] for k in ("wall_seconds", "cycles_per_second",
                                            "compile_seconds")}},

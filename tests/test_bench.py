@@ -85,3 +85,18 @@ def test_bench_bad_arguments_are_refused(argv, message, capsys):
         bench.parse_args(argv)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_scale_table_without_peers_has_the_model_columns_only(monkeypatch):
+    monkeypatch.setattr(bench.booksim, "find_peers", lambda peers: None)
+    exe, configs, why = bench._booksim(None)
+    assert (exe, configs) == (None, None)
+    assert "no `../shared/peers/`" in why and "model's columns only" in why
+
+
+def test_scale_table_says_how_to_get_missing_build_tools(monkeypatch, tmp_path):
+    monkeypatch.setattr(bench.booksim, "find_peers", lambda peers: tmp_path)
+    monkeypatch.setattr(bench.booksim, "missing_tools", lambda: ["flex", "bison"])
+    exe, _, why = bench._booksim(None)
+    assert exe is None
+    assert "needs flex, bison" in why and "apt-get install" in why

@@ -63,6 +63,10 @@ def dependency_cycle(topo: Topology, routing: str, vcs: int) -> tuple | None:
     ``None`` when the graph is acyclic (the routing cannot deadlock)."""
     import networkx as nx
     graph = nx.DiGraph(escape_dependencies(topo, routing, vcs))
+    # find_cycle proves an acyclic graph slowly (7 s for the 8x8x8 torus's 11,712
+    # edges, against 0.04 s for a topological sort): it only names the cycle.
+    if nx.is_directed_acyclic_graph(graph):
+        return None
     try:
         cycle = nx.find_cycle(graph)
     except nx.NetworkXNoCycle:

@@ -38,7 +38,7 @@ from ..voq import (frame_flit, pool_index, queue_index, queue_parts, voq_clock, 
                    voq_enqueue, voq_fits)
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
-           "trace_packets", "router_busy", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
+           "trace_packets", "router_busy", "router_quiet", "router_reached", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
            "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
            "FAT_TREE"]
 
@@ -79,9 +79,10 @@ RouterState = namedtuple("RouterState", [
     # ... and what happens to it: delivery, links crossed.
     "p_ecn_out", "p_ecn_backlog", "p_head", "p_tail", "p_out", "p_dropped", "p_hops", "p_path",
     "scalars", "free_ids",
-    # Per router: its first global port and port count; per port of the
-    # topology: the endpoint it faces (-1: a link), its output and input links.
-    "base", "nports", "port_endpoint", "port_link", "in_link", "dims",
+    # Per router: its first global port and port count, and whether its next
+    # cycle can be skipped (router_quiet); per port of the topology: the
+    # endpoint it faces (-1: a link), its output and input links.
+    "base", "nports", "quiet", "port_endpoint", "port_link", "in_link", "dims",
     # Per link: the global output port feeding it and the input port it feeds;
     # the flits and credits on it, a slot per cycle of latency.
     "link_src", "link_dst", "fwd_pkt", "fwd_flit", "fwd_vc", "fwd_valid", "back_pool",
@@ -203,7 +204,8 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
     lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
     return RouterState(
         **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
-        base=base, nports=nports, port_endpoint=port_endpoint, port_link=port_link,
+        base=base, nports=nports, quiet=np.ones(topo.routers, np.bool_),
+        port_endpoint=port_endpoint, port_link=port_link,
         in_link=in_link, dims=np.array(list(topo.dims) or [1], np.int64),
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
         fwd_flit=ints(links, latency), fwd_vc=ints(links, latency),
@@ -252,6 +254,33 @@ def router_busy(st, prm, r):
             for p in range(prm.priorities):
                 if st.xoff_state[g, p]:
                     return True
+    return False
+
+
+@kernel(inline=True)
+def router_quiet(st, prm, r):
+    """Router ``r``'s next cycle changes nothing unless a flit or a sink's pause frame
+    reaches it (docs/spec/timing.md 5.5): it holds nothing (:func:`router_busy`, which
+    also covers the running PFC refresh timers) and sent no pause frame in this cycle
+    (a router's frame outputs hold until its next cycle rewrites them)."""
+    if router_busy(st, prm, r):
+        return False
+    if prm.pfc_on:
+        for g in range(st.base[r], st.base[r] + st.nports[r]):
+            if st.tx_enable[g]:
+                return False
+    return True
+
+
+@kernel(inline=True)
+def router_reached(st, prm, r, offer_pkt, sink_enable):
+    """A flit is offered to an input of router ``r`` in this cycle, or (PFC) a sink's
+    pause frame reaches one of its endpoint outputs."""
+    for g in range(st.base[r], st.base[r] + st.nports[r]):
+        if offer_pkt[g] >= 0:
+            return True
+        if prm.pfc_on and st.port_endpoint[g] >= 0 and sink_enable[st.port_endpoint[g]]:
+            return True
     return False
 
 

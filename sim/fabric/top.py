@@ -18,7 +18,8 @@ from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sin
 from ..records import Records
 from ..skid_buffer import skid_ready
 from .router import (FRAMES, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS, router_busy,
-                     router_cycle, router_params, router_state, trace_packets)
+                     router_cycle, router_params, router_quiet, router_reached, router_state,
+                     trace_packets)
 from ..source import (NONE, source_accept, source_busy, source_next_generation, source_offer,
                      source_pause, source_state)
 from ..traffic import Trace
@@ -133,8 +134,12 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
         ready_row = ready[cycle - ready_first]
         paused_row = paused[cycle // pause_period - pause_first]
         for r in range(routers):
+            # A quiet router that nothing reaches would change nothing: skipped.
+            if st.quiet[r] and not router_reached(st, prm, r, offer_pkt, sink_enable):
+                continue
             router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready_row,
                          paused_row, sink_enable, sink_times, delivered)
+            st.quiet[r] = router_quiet(st, prm, r)
         if st.scalars[OVERFLOW]:
             return cycle, last_progress, _OVERFLOW
         if prm.pfc_on:

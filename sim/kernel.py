@@ -11,12 +11,49 @@ their callers own, and with the counting on, every call and every copy of
 the state tuples increments and decrements an atomic counter per array,
 which cost more than half the time of a cycle. Compiled code is cached on
 disk (``cache=True``), so only the first run on a machine pays the compiler.
+
+numba checks a cached kernel against its own source file only, but a kernel
+compiles in the rules it calls from other files (``router_cycle`` into the
+fabric's run loop, the routing function into both): edit one of those and
+numba would load the stale kernel. So the cache lives in a directory named
+after a digest of every source the kernels are compiled from
+(:func:`cache_dir`), and any edit of them starts a fresh one. A user's own
+``NUMBA_CACHE_DIR`` is left alone.
 """
 
+import hashlib
+import os
+from pathlib import Path
+
+import numba
 from numba import njit, typeof
 from numba.core.dispatcher import Dispatcher
 
-__all__ = ["kernel", "specialise"]
+from .. import formats, network
+
+__all__ = ["kernel", "specialise", "cache_dir"]
+
+#: The packages whose sources the kernels are compiled from: the models, and the
+#: packet formats and the routing they share with the RTL.
+_KERNEL_SOURCES = (Path(__file__).resolve().parent, Path(formats.__file__).resolve().parent,
+                   Path(network.__file__).resolve().parent)
+
+
+def cache_dir() -> Path:
+    """Where the compiled kernels of these sources are cached:
+    ``$XDG_CACHE_HOME/superfabric/numba/<digest>`` (default ``~/.cache``), the digest
+    of every file of :data:`_KERNEL_SOURCES`."""
+    digest = hashlib.sha256()
+    for folder in _KERNEL_SOURCES:
+        for path in sorted(folder.rglob("*.py")):
+            digest.update(f"{folder.name}/{path.relative_to(folder)}".encode() + b"\0"
+                          + path.read_bytes())
+    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return home / "superfabric" / "numba" / digest.hexdigest()[:16]
+
+
+if not os.environ.get("NUMBA_CACHE_DIR"):
+    numba.config.CACHE_DIR = str(cache_dir())
 
 
 def kernel(function=None, *, inline: bool = False):

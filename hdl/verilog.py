@@ -171,8 +171,8 @@ def convert(component: wiring.Component, name: str) -> str:
 def _modules(cfg: FabricConfig, top: str) -> list:
     """(module name, component) of every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
-    routers = getattr(component, "modules", {})
-    return [(kind, Router(cfg, kind)) for kind in routers] + [(top, component)]
+    shared = getattr(component, "modules", {})
+    return [(name, module.build()) for name, module in shared.items()] + [(top, component)]
 
 
 def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None) -> Path:

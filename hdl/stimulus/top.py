@@ -20,9 +20,10 @@ from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK
                         RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
+from ..ports import SharedModule, instance
 from ..switch import Switch
-from .traffic_gen import TrafficGenerator
-from .traffic_sink import TrafficSink
+from .traffic_gen import TrafficGenerator, generator_signature
+from .traffic_sink import TrafficSink, sink_signature
 from ..checks import check_config
 
 __all__ = ["Stimulus"]
@@ -52,8 +53,11 @@ class Stimulus(wiring.Component):
     """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them).
 
     With ``fabric.topology`` a torus or a fat tree the core is the fabric top
-    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules,
-    listed in :attr:`modules`), with a generator and a sink at every endpoint.
+    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules),
+    with a generator and a sink at every endpoint. The generators are
+    instances of one module, ``traffic_gen``, and the sinks of another,
+    ``traffic_sink`` (sink 0 of ``traffic_sink_fault`` when a fault is planted):
+    :attr:`modules` lists every module the top's file holds once.
 
     Ports
     -----
@@ -79,8 +83,22 @@ class Stimulus(wiring.Component):
         self._cfg = cfg
         self._map = RegisterMap(cfg)
         self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
-        #: The router modules the core instantiates (none for the switch): (name, signature).
-        self.modules = getattr(self._core, "modules", {})
+        layout, n, np_, st = packet_layout(cfg), cfg.endpoints, cfg.switch.priorities, cfg.stimulus
+        gen = dict(layout=layout, ports=n, priorities=np_, counter_width=st.counter_width)
+        sink = dict(layout=layout, ports=n, priorities=np_, counter_width=st.counter_width,
+                    hist_buckets=st.hist_buckets, hist_sub_bits=st.hist_sub_bits)
+        #: The modules the top instances, each written once, by module name: the core's
+        #: routers (none for the switch), the generator and the sink.
+        self.modules = {
+            **getattr(self._core, "modules", {}),
+            "traffic_gen": SharedModule(
+                generator_signature(**gen),
+                lambda: TrafficGenerator(**gen, queue_depth=st.source_queue)),
+            "traffic_sink": SharedModule(sink_signature(**sink), lambda: TrafficSink(**sink)),
+        }
+        if st.fault_packet:
+            self.modules["traffic_sink_fault"] = SharedModule(
+                sink_signature(**sink), lambda: TrafficSink(**sink, fault_packet=st.fault_packet))
         width = cfg.stimulus.counter_width
         super().__init__({
             "csr_addr": In(self._map.address_bits),
@@ -114,7 +132,6 @@ class Stimulus(wiring.Component):
         cfg, regmap = self._cfg, self._map
         sw, st = cfg.switch, cfg.stimulus
         n, np_ = cfg.endpoints, sw.priorities
-        layout = packet_layout(cfg)
 
         # The configuration port is registered on the way in, like the reset,
         # and without reset: a write in the first cycle after reset, while
@@ -156,9 +173,7 @@ class Stimulus(wiring.Component):
         m.d.comb += core.pause.eq(0)
         gens, sinks = [], []
         for k in range(n):
-            gen = TrafficGenerator(layout=layout, port=k, ports=n, priorities=np_,
-                                   queue_depth=st.source_queue, counter_width=st.counter_width)
-            m.submodules[f"gen{k}"] = gen
+            gen = self._instance(m, "traffic_gen", f"gen{k}")
             wiring.connect(m, gen.o, core.i[k])
             for name, _ in gen.settings.shape():
                 if name == "prio_thresholds":
@@ -167,21 +182,18 @@ class Stimulus(wiring.Component):
                 else:
                     m.d.comb += getattr(gen.settings, name).eq(regs[name][0])
             m.d.comb += [
-                gen.fixed_dst.eq(regs["fixed_dst"][k]),
+                gen.port.eq(k), gen.fixed_dst.eq(regs["fixed_dst"][k]),
                 gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
                 gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))), gen.start.eq(start),
                 gen.stepping.eq(window), gen.timestamp.eq(timestamp),
             ]
             gens.append(gen)
 
-            sink = TrafficSink(layout=layout, port=k, ports=n, priorities=np_,
-                               counter_width=st.counter_width, hist_buckets=st.hist_buckets,
-                               hist_sub_bits=st.hist_sub_bits,
-                               fault_packet=st.fault_packet if k == 0 else 0)
-            m.submodules[f"sink{k}"] = sink
+            faulty = k == 0 and "traffic_sink_fault" in self.modules
+            sink = self._instance(m, "traffic_sink_fault" if faulty else "traffic_sink", f"sink{k}")
             wiring.connect(m, core.o[k], sink.i)
             m.d.comb += [
-                sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
+                sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
                 sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
                 sink.timestamp.eq(timestamp), sink.window.eq(window),
                 sink.hist_addr.eq(addr[:(regmap.hist_stride - 1).bit_length()]),
@@ -203,6 +215,12 @@ class Stimulus(wiring.Component):
 
         self._readout(m, addr, armed, regs, gens, sinks)
         return m
+
+    def _instance(self, m, module: str, name: str):
+        """An instance ``name`` of the shared module ``module``; returns its interface."""
+        ports = self.modules[module].signature.create(path=(name,))
+        m.submodules[name] = instance(module, self.modules[module].signature, ports)
+        return ports
 
     def _readout(self, m, addr, armed, regs, gens, sinks):
         """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""

@@ -29,16 +29,21 @@ from ..checks import check_config
 __all__ = ["Stimulus"]
 
 _GENERATOR_STATS = ("generated", "generated_flits", "refused")
+#: The configuration port's read side selects a word among the 2**_PAGE_BITS of its page
+#: (fewer below a small register map's histograms), then the page.
+_PAGE_BITS = 6
 _SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "hash",
                "order_errors", "frame_errors", "ce_packets")
 
 
-def _total(values):
-    """The sum of ``values`` as a balanced adder tree: Python's ``sum`` would nest a fabric's
-    thousands of counters one addition deep each, past what Amaranth can recurse through."""
-    values = list(values)
+def _total(values, width: int):
+    """The sum of ``values`` modulo ``2**width`` as a balanced adder tree: Python's ``sum``
+    would nest a fabric's thousands of counters one addition deep each, past what Amaranth
+    can recurse through. Every partial sum is cut to ``width`` bits, which changes nothing
+    modulo ``2**width`` and keeps each adder as narrow as its result."""
+    values = [value[:width] for value in values]
     while len(values) > 1:
-        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+        values = [(values[k] + values[k + 1])[:width] if k + 1 < len(values) else values[k]
                   for k in range(0, len(values), 2)]
     return values[0]
 
@@ -206,9 +211,9 @@ class Stimulus(wiring.Component):
         # enough: fewer than 2**32 packets are ever in flight).
         width = st.counter_width
         m.d.comb += [
-            self.generated.eq(_total(g.generated for g in gens)[:width]),
-            self.delivered.eq(_total(p for s in sinks for p in s.packets)[:width]),
-            self.dropped.eq(_total(core.drops)[:32]),
+            self.generated.eq(_total((g.generated for g in gens), width)),
+            self.delivered.eq(_total((p for s in sinks for p in s.packets), width)),
+            self.dropped.eq(_total(core.drops, 32)),
         ]
         in_flight = (self.generated - self.delivered - self.dropped)[:32]
         m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))
@@ -248,17 +253,31 @@ class Stimulus(wiring.Component):
         if regmap.hist_buckets < regmap.hist_stride:
             valid &= addr[:hist_bits] < regmap.hist_buckets
         hist = Array(s.hist_data for s in sinks)
-        with m.Switch(addr):
-            with m.Case(regmap.CONTROL):
-                m.d.sync += self.csr_rdata.eq(Cat(self.done, self.running, armed))
-            for name, _, count in regmap.settings:
-                for k in range(count):
-                    with m.Case(regmap.address(name, k)):
-                        m.d.sync += self.csr_rdata.eq(regs[name][k])
-            for name, _, count in regmap.stats:
-                assert len(words[name]) == count, name
-                for k, value in enumerate(words[name]):
-                    with m.Case(regmap.address(name, k)):
-                        m.d.sync += self.csr_rdata.eq(value)
+        register = {regmap.CONTROL: Cat(self.done, self.running, armed)}
+        for name, _, count in regmap.settings:
+            for k in range(count):
+                register[regmap.address(name, k)] = regs[name][k]
+        for name, _, count in regmap.stats:
+            assert len(words[name]) == count, name
+            for k, value in enumerate(words[name]):
+                register[regmap.address(name, k)] = value
+        # Two levels of selection, a page of _PAGE words by the low address bits and
+        # the page by the rest, rather than one case per word: a multiplexer of n
+        # cases is a priority chain whose size (and Amaranth's check of it) grows
+        # as n**2, and a fabric of hundreds of endpoints has tens of thousands of words.
+        # A page never reaches into the histograms' region (hist_base, a power of two).
+        page_bits = min(_PAGE_BITS, region_bit)
+        pages = {}
+        for address, value in register.items():
+            pages.setdefault(address >> page_bits, {})[address & ((1 << page_bits) - 1)] = value
+        offset = addr[:page_bits]
+        with m.Switch(addr[page_bits:]):
+            for page, entries in sorted(pages.items()):
+                with m.Case(page):
+                    used = [entries.get(k, 0) for k in range(max(entries) + 1)]
+                    in_page = Array(used)[offset]
+                    m.d.sync += self.csr_rdata.eq(
+                        in_page if len(used) == 1 << page_bits else
+                        Mux(offset < len(used), in_page, 0))
             with m.Default():
                 m.d.sync += self.csr_rdata.eq(Mux(valid, hist[index], 0))

@@ -2,7 +2,7 @@
 
 from functools import partial
 
-from amaranth.hdl import Cat, Signal, Module, unsigned
+from amaranth.hdl import Cat, Signal, Module, Value, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -169,11 +169,13 @@ class Fabric(wiring.Component):
         pools = self._cfg.switch.priorities * self._cfg.fabric.vcs
         for pool in range(pools):
             m.d.comb += self.link_credits[k * pools + pool].eq(sender.link_credits[j * pools + pool])
-        valid, flit = sender.link_o[j].valid, sender.link_o[j].payload
+        valid, flit = sender.link_o[j].valid, Value.cast(sender.link_o[j].payload)
         for s in range(latency):
-            # The flit registers need no reset: they are ignored while valid is low.
+            # The flit registers need no reset: they are ignored while valid is low. They
+            # hold the flit's bits, not its fields: a field's name on every register of
+            # every link would be most of a large fabric's Verilog.
             stage_valid = Signal(name=f"link{k}_valid{s}")
-            stage_flit = Signal.like(flit, name=f"link{k}_flit{s}", reset_less=True)
+            stage_flit = Signal(len(flit), name=f"link{k}_flit{s}", reset_less=True)
             m.d.sync += [stage_valid.eq(valid), stage_flit.eq(flit)]
             valid, flit = stage_valid, stage_flit
         m.d.comb += [receiver.link_i[jp].valid.eq(valid), receiver.link_i[jp].payload.eq(flit)]

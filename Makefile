@@ -62,14 +62,15 @@ test-fast: $(BIN)/superfabric browser
 	$(BIN)/pytest $(PARALLEL) -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
-# and machine). TABLES="model fabric" runs only those (model, fabric, trace, rdma, stimulus,
-# fabric-stimulus; all by default); AGAINST=REV also runs the golden model of commit REV
-# side by side with this one; DCQCN=DIR runs only the congestion-control table, its runs
-# kept in DIR.
+# and machine). TABLES="model fabric" runs only those (model, fabric, scale, trace, rdma,
+# stimulus, fabric-stimulus; all by default); AGAINST=REV also runs the golden model of commit
+# REV side by side with this one; DCQCN=DIR runs only the congestion-control table, its runs
+# kept in DIR; PEERS=DIR names the folder of BookSim2 for the scale table (default
+# ../shared/peers beside the repository, when there).
 TABLES ?=
 bench: setup
 	$(if $(DCQCN)$(TABLES),,$(BIN)/pytest -v -m bench)
-	$(BIN)/python -m superfabric.tools.bench $(TABLES) $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN))
+	$(BIN)/python -m superfabric.tools.bench $(TABLES) $(if $(AGAINST),--against $(AGAINST)) $(if $(DCQCN),--dcqcn $(DCQCN)) $(if $(PEERS),--peers $(PEERS))
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric

@@ -154,9 +154,10 @@ def _hier_block(text: str, module: str) -> str:
     return header.sub(lambda m: m[0] + "  /* verilator hier_block */\n", text, count=1)
 
 
-def convert(component: wiring.Component, name: str) -> str:
+def convert(component: wiring.Component, name: str, *, src: bool = False) -> str:
     """The Verilog of ``component`` as a module named ``name``, one port per member
-    of its signature that is a signal.
+    of its signature that is a signal; with ``src``, Amaranth's ``src``
+    attributes (the Python file and line of each signal and statement).
 
     Amaranth derives a top's ports from its signature itself, but stops at a
     member that is a constant (the ``ready`` of an ``always_ready`` stream);
@@ -165,7 +166,7 @@ def convert(component: wiring.Component, name: str) -> str:
     """
     # Given as signals, the ports keep the names and directions Amaranth gives them.
     ports = [value for _, _, value in module_ports(component.signature, component)]
-    return verilog.convert(component, name=name, ports=ports, emit_src=False)
+    return verilog.convert(component, name=name, ports=ports, emit_src=src)
 
 
 def _modules(cfg: FabricConfig, top: str) -> list:
@@ -175,12 +176,16 @@ def _modules(cfg: FabricConfig, top: str) -> list:
     return [(name, module.build()) for name, module in shared.items()] + [(top, component)]
 
 
-def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None) -> Path:
+def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None,
+                  src: bool = False) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
     ``top`` defaults to :func:`default_top`. The fabric's file holds each
     router module once, then the top that instantiates them. Returns the
-    path of the Verilog file.
+    path of the Verilog file. ``src`` keeps Amaranth's ``src`` attributes
+    (absolute paths of this machine's Python files, so off by default: the
+    file stays the same on every machine); ``superfabric synth`` turns it on
+    to name the Amaranth source of a timing path's ends.
     """
     top = default_top(cfg) if top is None else top
     if top not in tops(cfg):
@@ -189,7 +194,7 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top)
-    text = "".join(convert(component, name) for name, component in modules)
+    text = "".join(convert(component, name, src=src) for name, component in modules)
     for name, _ in modules[:-1]:
         text = _hier_block(text, name)
     path = out / f"{top}.v"

@@ -293,6 +293,13 @@ class Trace:
                                 f"of {n} packets")
             column.flags.writeable = False
 
+    @classmethod
+    def empty(cls) -> "Trace":
+        """A trace of no packets, its columns of the types of every trace's: what a
+        warm-up runs to compile the kernels a run of real packets calls."""
+        return cls(**{name: np.zeros(0, dtype) for name, dtype in _COLUMNS.items()},
+                   pattern="empty", load=0.0, seed=0, cycles=0, packet_lengths="fixed:1")
+
     def __len__(self) -> int:
         """The number of packets."""
         return len(self.gen)

@@ -2,17 +2,20 @@
 sizes, loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and
 the RDMA fabric on the model and both RTL simulators; the limit, the stimulus top under
 cocotb against the same Verilog under a plain Verilator harness; and the stimulus top
-around the 4x4x4 and the 8x8x6 tori.
+around the 4x4x4 and the 8x8x6 tori; the model at fabric scale, side by side with
+BookSim2 when its peers folder is there (:mod:`.booksim`).
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model. Each table is also
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
-``python -m superfabric.tools.bench [model] [fabric] [trace] [rdma] [stimulus]
+``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [stimulus]
 [fabric-stimulus] [--cycles N] [--against REV]`` runs the tables named (all by
 default); ``--cycles``
 is the stimulus run's generation window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
+``--scale-dims``, ``--scale-cycles``, ``--runs`` and ``--peers`` narrow or shorten the
+fabric-scale table (a smoke run) and say where BookSim2's peers folder is.
 ``--dcqcn DIR`` runs only congestion control on the default fabric (PFC alone against
 PFC + DCQCN, ``rdma-incast`` and ``rdma-victim``, on Verilator) and a shorter incast on
 Icarus, keeping the runs in DIR.
@@ -20,7 +23,9 @@ Icarus, keeping the runs in DIR.
 
 import argparse
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..config import FabricConfig
-from . import model_speed
+from . import booksim, model_speed
 from .results_page import Column, ResultsPage
 from .run import run_point
 
@@ -129,6 +134,120 @@ def fabric_table() -> ResultsPage:
                             sim="model", out_dir=out)
         page.row(f"{load}", f"{res['throughput']:.3f}", f"{res['latency']['mean']:.1f}",
                  f"{res['cycles_per_second']:,.0f}")
+    return page
+
+
+#: The fabric-scale table (issue 21): (torus dims, offered load, the BookSim2 configuration
+#: of ``peers/configs`` that is the same fabric, or None). One traffic class, ``dor``, 2 VCs
+#: of 32 flits (the defaults), uniform traffic, 1-flit packets.
+SCALE = (((4, 4, 4), 0.2, "torus444_dor2"), ((4, 4, 4), 0.3, "torus444_dor2"),
+         ((6, 6, 6), 0.2, None), ((8, 8, 6), 0.2, None), ((8, 8, 8), 0.2, "torus888_dor2"))
+#: The fabric-scale table's model runs: cycles of traffic each, and runs per row (the
+#: median is shown, with the spread).
+SCALE_CYCLES = 10_000
+SCALE_RUNS = 3
+
+
+def dims_name(dims) -> str:
+    """``4x4x4`` for ``(4, 4, 4)``."""
+    return "x".join(str(d) for d in dims)
+
+
+def _spread(values: list[float], fmt: str, unit: str = "") -> str:
+    """The median of ``values`` and, of more than one, their range, each as ``fmt`` followed
+    by ``unit``."""
+    def show(x):
+        return format(x, fmt) + unit
+    median = show(statistics.median(values))
+    return median if len(values) == 1 else f"{median} ({show(min(values))}-{show(max(values))})"
+
+
+def _loadavg() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def _booksim(peers: Path | None) -> tuple[Path | None, Path | None, str]:
+    """BookSim2's executable and configurations folder, built from the peers folder
+    (:func:`.booksim.find_peers`), or Nones and why there is no comparison."""
+    found = booksim.find_peers(peers)
+    if found is None:
+        return None, None, ("BookSim2 not run: there is no `../shared/peers/` beside the "
+                            "repository (BookSim2 is not a dependency; `--peers DIR` names "
+                            "the folder). The table has the model's columns only.")
+    missing = booksim.missing_tools()
+    if missing:
+        return None, None, (f"BookSim2 not run: building it needs {', '.join(missing)} "
+                            f"(on Debian or Ubuntu: `sudo apt-get install g++ make flex "
+                            f"bison`). The table has the model's columns only.")
+    try:
+        exe = booksim.build(found)
+    except RuntimeError as err:
+        return None, None, f"BookSim2 not run: {err}. The table has the model's columns only."
+    return exe, found / "configs", f"BookSim2 from `{found}`, built in `{exe.parent.parent}`."
+
+
+def scale_table(*, dims: list[str] | None = None, cycles: int = SCALE_CYCLES,
+                runs: int = SCALE_RUNS, peers: Path | None = None) -> ResultsPage:
+    """The model's speed on tori of 64 to 512 routers (:data:`SCALE`, the rows of ``dims``
+    only when given), each run end to end in a fresh interpreter
+    (:func:`.model_speed.measure_run`), ``runs`` times; beside it BookSim2 on the same
+    fabric and load when its peers folder is there, runs alternating with the model's."""
+    exe, configs, source = _booksim(peers)
+    rows = [row for row in SCALE if dims is None or dims_name(row[0]) in dims]
+    page = ResultsPage(
+        "scale", "The golden model at fabric scale, beside BookSim2", "make bench TABLES=scale",
+        f"Tori of 64 (4x4x4), 216 (6x6x6), 384 (8x8x6) and 512 (8x8x8) routers, one endpoint "
+        f"each, `dor`, 2 VCs of 32 flits, one traffic class, uniform traffic, 1-flit packets, "
+        f"{cycles:,} cycles of traffic, seed 1; each model run is `superfabric run --sim "
+        f"model` in a fresh interpreter. cycles: to the last delivery; model cycles/s: the "
+        f"kernel's speed as `results.json` states it, compilation apart (compile s); M "
+        f"router-cycles/s: that times the routers, in millions; kernel s: the model's run; "
+        f"wall s: the whole run (traffic generation, model, records, results) less the "
+        f"compilation. BookSim2 runs its own configuration of the same fabric "
+        f"(`peers/configs/`, `sim_type = latency`, for as many cycles as it chooses: BookSim2 "
+        f"cycles) at the same injection rate; its speed is \"Time taken is N cycles\" over its "
+        f"\"Total run time\"; model / BookSim2 is the ratio of the runs made one after the "
+        f"other. Every figure is the median of {runs} runs, the range in brackets; runs "
+        f"alternate (model, BookSim2, model, ...) so the machine's load weighs on both alike.")
+    columns = [Column("fabric", 6, right=False), Column("routers", 7), Column("load", 4),
+               Column("cycles", 6), Column("model cycles/s", 24),
+               Column("M router-cycles/s", 17), Column("kernel s", 18), Column("wall s", 18),
+               Column("compile s", 9)]
+    if exe is not None:
+        columns += [Column("BookSim2 cycles", 15), Column("BookSim2 cycles/s", 24),
+                    Column("model / BookSim2", 20)]
+    before = _loadavg()
+    page.table(*columns)
+    for shape, load, config in rows:
+        routers = math.prod(shape)
+        case = {"overrides": FABRIC + ["fabric.topology=torus", f"fabric.dims={list(shape)}"],
+                "traffic": "uniform", "load": load, "cycles": cycles, "lengths": "fixed:1",
+                "end_to_end": True}
+        model, peer, peer_cycles = [], [], set()
+        for _ in range(runs):
+            res, = _speeds([case])
+            model.append(res)
+            if exe is not None and config is not None:
+                speed = booksim.run(exe, configs / config, load)
+                peer.append(speed.cycles_per_second)
+                peer_cycles.add(speed.cycles)
+        speeds = [r["cycles_per_second"] for r in model]
+        cells = [dims_name(shape), routers, load, f"{model[0]['simulated']:,}",
+                 _spread(speeds, ",.0f"),
+                 _spread([s * routers / 1e6 for s in speeds], ".2f"),
+                 _spread([r["kernel_seconds"] for r in model], ".2f"),
+                 _spread([r["wall_seconds"] for r in model], ".2f"),
+                 f"{statistics.median(r['compile_seconds'] for r in model):.2f}"]
+        if exe is not None:
+            cells += [", ".join(f"{c:,}" for c in sorted(peer_cycles)), _spread(peer, ",.0f"),
+                      _spread([m / b for m, b in zip(speeds, peer)], ".1f", "x")] \
+                if peer else ["-", "-", "-"]
+        page.row(*cells)
+    page.note(source)
+    page.note(f"Load average (1, 5, 15 minutes) before the runs {before}, after {_loadavg()}.")
     return page
 
 
@@ -299,7 +418,7 @@ def dcqcn_table(out: Path) -> ResultsPage:
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
-TABLES = ("model", "fabric", "trace", "rdma", "stimulus", "fabric-stimulus")
+TABLES = ("model", "fabric", "scale", "trace", "rdma", "stimulus", "fabric-stimulus")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -430,9 +549,9 @@ def fabric_stimulus_table() -> ResultsPage:
     return page
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print the tables asked for (all by default), each also written as a page of
-    ``docs/results/`` (:mod:`.results_page`)."""
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of :func:`main`, checked: the tables named (all when none), and the
+    fabric-scale table's options."""
     p = argparse.ArgumentParser(prog="python -m superfabric.tools.bench",
                                 description=__doc__.splitlines()[0])
     # Positional choices are checked by hand: argparse refuses an empty
@@ -445,15 +564,45 @@ def main(argv: list[str] | None = None) -> int:
                    help="also run the model of this git commit, side by side")
     p.add_argument("--dcqcn", metavar="DIR", type=Path,
                    help="only the congestion-control table, its runs kept in DIR")
+    shapes = list(dict.fromkeys(dims_name(row[0]) for row in SCALE))
+    p.add_argument("--scale-dims", nargs="+", choices=shapes, metavar="DIMS",
+                   help=f"fabric-scale table: only these tori ({', '.join(shapes)}; "
+                        f"default all)")
+    p.add_argument("--scale-cycles", type=int, default=SCALE_CYCLES,
+                   help=f"fabric-scale table: cycles of traffic per model run "
+                        f"(default {SCALE_CYCLES:,})")
+    p.add_argument("--runs", type=int, default=SCALE_RUNS,
+                   help=f"fabric-scale table: runs per row, of the model and of BookSim2 "
+                        f"(default {SCALE_RUNS})")
+    p.add_argument("--peers", metavar="DIR", type=Path,
+                   help="fabric-scale table: the peers folder holding booksim2/ and configs/ "
+                        "(default ../shared/peers beside the repository, when there)")
     p.add_argument("--no-pages", action="store_true",
                    help="print only; do not rewrite the pages of docs/results/")
     args = p.parse_args(argv)
     for table in args.tables:
         if table not in TABLES:
             p.error(f"table {table!r}: must be one of {', '.join(TABLES)}")
-    tables = args.tables or TABLES
+    if args.scale_cycles < 1:
+        p.error(f"--scale-cycles {args.scale_cycles}: must be at least 1")
+    if args.runs < 1:
+        p.error(f"--runs {args.runs}: must be at least 1")
+    if args.peers is not None and not (args.peers / "booksim2").is_dir():
+        p.error(f"--peers {args.peers}: has no booksim2/")
+    args.tables = args.tables or list(TABLES)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the tables asked for (all by default), each also written as a page of
+    ``docs/results/`` (:mod:`.results_page`)."""
+    args = parse_args(argv)
+    tables = args.tables
     measure = [lambda: dcqcn_table(args.dcqcn)] if args.dcqcn else \
         [show for name, show in (("model", model_table), ("fabric", fabric_table),
+                                 ("scale", lambda: scale_table(
+                                     dims=args.scale_dims, cycles=args.scale_cycles,
+                                     runs=args.runs, peers=args.peers)),
                                  ("trace", simulator_table), ("rdma", rdma_table))
          if name in tables] \
         + ([lambda: against_table(args.against)] if args.against else []) \

@@ -223,7 +223,14 @@ def _synth_parser(sub) -> None:
     sy.add_argument("--speed", type=int, default=None, help="ECP5 speed grade, 6 (default), 7 or 8")
     sy.add_argument("--freq", type=float, default=None, metavar="MHZ",
                     help="clock constraint of place and route (default: 100 ECP5, 50 iCE40)")
-    sy.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    sy.add_argument("--seed", type=int, default=1, metavar="S",
+                    help="nextpnr placement seed (the first of --seeds)")
+    sy.add_argument("--seeds", default=None, metavar="N",
+                    help="place and route the one netlist N times, seeds S to S+N-1, one after "
+                         "the other; Fmax is the median (default 1)")
+    sy.add_argument("--paths", default=None, metavar="N",
+                    help="worst timing endpoints listed, one per Amaranth source line "
+                         "(default 5)")
     sy.add_argument("--router", default=None, metavar="router1|router2",
                     help="nextpnr's router (default: nextpnr's, router1); router2 finishes "
                          "congested designs that router1 does not")
@@ -341,11 +348,16 @@ def _generate(args) -> int:
 
 
 def _synth(args) -> int:
-    from .synth.flow import summary_line, synthesize
+    from .synth.flow import (MAX_PATHS, MAX_SEEDS, count_option, detail_lines, summary_line,
+                             synthesize)
     cfg, top = _top_config(args)
+    # Checked here, before the points of a sweep start.
+    seeds, paths = (None if value is None else count_option(option, value, high=high)
+                    for option, value, high in (("--seeds", args.seeds, MAX_SEEDS),
+                                                ("--paths", args.paths, MAX_PATHS)))
     options = dict(target=args.target, device=args.device, package=args.package,
                    speed=args.speed, freq_mhz=args.freq, top=top, flatten=args.flatten,
-                   seed=args.seed, router=args.router)
+                   seed=args.seed, seeds=seeds, paths=paths, router=args.router)
     if args.vary:
         from .synth.sweep import plan_synth_sweep, run_synth_sweep
         if args.workers < 1:
@@ -355,6 +367,8 @@ def _synth(args) -> int:
                               args.out)
     synth = synthesize(cfg, args.out, **options)
     print(summary_line(synth))
+    for line in detail_lines(synth):
+        print(line)
     print(f"results: {Path(args.out) / 'synth.json'}")
     return 0
 

@@ -24,7 +24,6 @@ from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, check_traffic, generate
-from ..sim.warmup import compile_kernels
 
 __all__ = ["SIMS", "STIMULI", "prepare_point", "run_failure", "run_point", "run_rdma_point",
            "run_stimulus_point", "write_json"]
@@ -185,7 +184,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     sink = SinkReady(cfg.endpoints, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
-    compile_seconds = _compile(progress)
+    compile_seconds = _compile(progress, lambda: FabricModel(cfg).warm(
+        sink=sink, pause=pause, sink_pause=sink_pause, stall_limit=stall_limit))
     t0 = time.perf_counter()
     with _activity(progress, "model", f"{len(trace):,} packets", cycles):
         model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
@@ -264,7 +264,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
-    compile_seconds = _compile(progress)
+    compile_seconds = _compile(progress, RdmaFabricModel(cfg).warm)
     t0 = time.perf_counter()
     with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
         model = RdmaFabricModel(cfg).run(workload)
@@ -316,7 +316,8 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
                                     priority_weights=priority_weights)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    compile_seconds = _compile(progress)
+    compile_seconds = _compile(progress, lambda: StimulusModel(cfg).warm(
+        settings, stall_limit=stall_limit))
     t0 = time.perf_counter()
     bar = _progress_bar("model", cycles) if progress else None
     model = StimulusModel(cfg).run(
@@ -373,15 +374,28 @@ def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, mo
     return results
 
 
-def _compile(progress: bool) -> float:
-    """Compile the model's kernels (:func:`compile_kernels`); with ``progress``, say so on
-    stderr when it takes more than a moment (the first run: numba caches them after)."""
-    if not progress:
-        return compile_kernels()
-    from .progress import activity
-    with activity("superfabric: compiling the model's kernels (the first run only; numba "
-                  "caches them)", short="superfabric: compiling", after=1.0):
-        return compile_kernels()
+def _compile(progress: bool, warm) -> float:
+    """Run ``warm``, the model's warm-up for the run about to be timed, and return its
+    seconds, the run's ``compile_seconds``.
+
+    The warm-up compiles every kernel the run calls, for the types of the run's
+    arguments (or loads it from numba's cache), so that none is compiled inside
+    the run's ``cycles_per_second``: each model warms its own (``warm`` of
+    :class:`~superfabric.sim.fabric.top.FabricModel`,
+    :class:`~superfabric.sim.stimulus.top.StimulusModel`,
+    :class:`~superfabric.sim.rdma.fabric.RdmaFabricModel`). With ``progress``,
+    say so on stderr when it takes more than a moment (the first run: numba
+    caches them after).
+    """
+    t0 = time.perf_counter()
+    if progress:
+        from .progress import activity
+        with activity("superfabric: compiling the model's kernels (the first run only; numba "
+                      "caches them)", short="superfabric: compiling", after=1.0):
+            warm()
+    else:
+        warm()
+    return time.perf_counter() - t0
 
 
 def _activity(progress: bool, who: str, what: str, cycles: int):

@@ -193,6 +193,20 @@ class FabricModel:
         self._cfg = cfg
         self.topology = Topology.of(cfg)
 
+    def warm(self, *, sink: SinkReady | None = None, pause: PauseSchedule | None = None,
+             sink_pause: SinkPause | None = None,
+             stall_limit: int = DEFAULT_STALL_LIMIT) -> None:
+        """Compile :func:`run_block` (or load it from numba's cache) for a :meth:`run` with
+        these arguments, before a run that is timed.
+
+        numba compiles a kernel once per type signature of its arguments: a trace of no
+        packets, through the same sinks and pauses, passes it arguments of the very types
+        a trace's run does, in a call that does not enter its loop. ``sink``, ``pause``
+        and ``sink_pause`` are only read.
+        """
+        self.run(Trace.empty(), sink=sink, pause=pause, sink_pause=sink_pause,
+                 stall_limit=stall_limit)
+
     def run(self, trace: Trace, *, sink: SinkReady | None = None,
             pause: PauseSchedule | None = None, sink_pause: SinkPause | None = None,
             stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:

@@ -102,6 +102,12 @@ class RdmaFabricModel:
             raise ValueError(f"workload.wr['tag'][{i}] = {int(tags[i])}: must be the row index {i} "
                              f"(a completion names its WR by tag)")
 
+    def warm(self) -> None:
+        """Compile the switch's stepping kernels (or load them from numba's cache) for
+        this configuration, before a run that is timed: the engines, injectors and hosts
+        are Python, the switch the one compiled part (:meth:`SwitchCore.warm`)."""
+        SwitchCore(self._cfg).warm()
+
     def run(self, workload, *, stall_limit: int | None = None) -> RdmaRecords:
         """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
 

@@ -212,6 +212,32 @@ class StimulusModel:
         generated, moved or delivered. ``progress(cycle)``, if given, is called every
         :data:`PROGRESS_CYCLES` cycles.
         """
+        st, gen, snk, block = self._start(settings, stall_limit)
+        cycle = last_progress = 0
+        status = _NEXT
+        while status == _NEXT:
+            cycle, last_progress, status = block(cycle, cycle + PROGRESS_CYCLES, last_progress)
+            if progress is not None and status == _NEXT:
+                progress(cycle)
+        self.state = st
+        return self._stats(st, gen, snk, cycle, status == _STALLED)
+
+    def warm(self, settings: StimulusSettings, *,
+             stall_limit: int = DEFAULT_STALL_LIMIT) -> None:
+        """Compile :func:`stimulus_block` (or load it from numba's cache) for a :meth:`run`
+        of ``settings``, before a run that is timed.
+
+        numba compiles a kernel once per type signature of its arguments: the state of
+        a run of the same settings gives it the very types the run's calls have, in a
+        call of no cycles.
+        """
+        _, _, _, block = self._start(settings, stall_limit)
+        block(0, 0, 0)
+
+    def _start(self, settings: StimulusSettings, stall_limit: int):
+        """The state of a run of ``settings`` before cycle 0, ``(routers, generators,
+        sinks, block)``, where ``block(cycle, end, last_progress)`` runs
+        :func:`stimulus_block` on it."""
         cfg = self._cfg
         topo = Topology.of(cfg)
         n, np_ = topo.endpoints, cfg.switch.priorities
@@ -231,17 +257,13 @@ class StimulusModel:
                    np.zeros(n * np_, np.bool_), np.zeros(n, np.int64), np.zeros((n, 8), np.int64),
                    np.zeros((max(prm.max_ports, 1), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))
-        cycle = last_progress = 0
-        status = _NEXT
-        while status == _NEXT:
-            cycle, last_progress, status = stimulus_block(
-                st, prm, gen, snk, cycle, cycle + PROGRESS_CYCLES, settings.run_cycles,
-                last_progress, stall_limit, cfg.switch.tag_width, cfg.stimulus.hist_sub_bits,
-                port_bytes(n), settings.sink_stall, *scratch)
-            if progress is not None and status == _NEXT:
-                progress(cycle)
-        self.state = st
-        return self._stats(st, gen, snk, cycle, status == _STALLED)
+
+        def block(cycle: int, end: int, last_progress: int):
+            return stimulus_block(st, prm, gen, snk, cycle, end, settings.run_cycles,
+                                  last_progress, stall_limit, cfg.switch.tag_width,
+                                  cfg.stimulus.hist_sub_bits, port_bytes(n), settings.sink_stall,
+                                  *scratch)
+        return st, gen, snk, block
 
     def _stats(self, st, gen, snk, cycle, stalled) -> StimulusStats:
         cfg = self._cfg

@@ -287,6 +287,19 @@ def _path_text(timing: dict | None) -> str:
     return f"{path['from']['module']} -> {path['to']['module']}"
 
 
+def _spread(timing: dict) -> str:
+    """", the median of N seeds (min .., max ..)" when several seeds ran."""
+    seeds = timing.get("seeds") or []
+    if len(seeds) < 2:
+        return ""
+    return (f", the median of {len(seeds)} seeds (min {timing['fmax_min_mhz']:.1f}, max "
+            f"{timing['fmax_max_mhz']:.1f})")
+
+
+def _src_text(end: dict) -> str:
+    return f", {', '.join(end['src'])}" if end.get("src") else ""
+
+
 def _single_document(source: dict, plots: list[Plot]) -> list[tuple]:
     synth = source["points"][0]["synth"]
     dev = synth["device"]
@@ -298,11 +311,12 @@ def _single_document(source: dict, plots: list[Plot]) -> list[tuple]:
     elif timing is None:
         blocks.append(("p", f"{synth['target']}: synthesis only (no place and route), so no Fmax."))
     elif timing["met"]:
-        blocks.append(("ok", f"Timing met: Fmax {timing['fmax_mhz']:.1f} MHz at a "
-                             f"{timing['constraint_mhz']:g} MHz constraint."))
+        blocks.append(("ok", f"Timing met: Fmax {timing['fmax_mhz']:.1f} MHz{_spread(timing)} at "
+                             f"a {timing['constraint_mhz']:g} MHz constraint."))
     else:
-        blocks.append(("alert", f"Timing not met: Fmax {timing['fmax_mhz']:.1f} MHz against a "
-                                f"{timing['constraint_mhz']:g} MHz constraint."))
+        blocks.append(("alert", f"Timing not met: Fmax {timing['fmax_mhz']:.1f} "
+                                f"MHz{_spread(timing)} against a {timing['constraint_mhz']:g} MHz "
+                                f"constraint."))
     res = synth["resources"]
     blocks += [("h", 2, "Resources"),
                ("table", ("resource", "used", "available", "share"),
@@ -316,14 +330,42 @@ def _single_document(source: dict, plots: list[Plot]) -> list[tuple]:
     if plots:
         blocks.append(("h", 2, "Plots"))
         blocks += [("figure", plot) for plot in plots]
+    if synth.get("utilization"):
+        blocks += [("h", 2, "After place and route"),
+                   ("p", "nextpnr's count of the sites used, the scan wrapper included."),
+                   ("table", ("site type", "used", "available", "share"),
+                    [(site, f"{u['used']:,}", f"{u['available']:,}",
+                      f"{100 * u['used'] / u['available']:.1f} %" if u["available"] else "-")
+                     for site, u in sorted(synth["utilization"].items()) if u["used"]],
+                    {1, 2, 3})]
+    if timing and len(timing.get("seeds") or []) > 1:
+        blocks += [("h", 2, "Seeds"),
+                   ("p", f"The one netlist placed and routed with each seed; Fmax above is the "
+                         f"median (seed {timing['seed']}), whose critical path and worst "
+                         f"endpoints follow."),
+                   ("table", ("seed", "Fmax (MHz)", "met"),
+                    [(s["seed"], f"{s['fmax_mhz']:.1f}", "yes" if s["met"] else "no")
+                     for s in timing["seeds"]], {0, 1})]
     if timing and timing.get("critical_path"):
         path = timing["critical_path"]
         blocks += [("h", 2, "Critical path"), ("list", [
-            f"from {path['from']['cell']}.{path['from']['port']} ({path['from']['module']})",
-            f"to {path['to']['cell']}.{path['to']['port']} ({path['to']['module']})",
+            f"from {path['from']['cell']}.{path['from']['port']} ({path['from']['module']}"
+            f"{_src_text(path['from'])})",
+            f"to {path['to']['cell']}.{path['to']['port']} ({path['to']['module']}"
+            f"{_src_text(path['to'])})",
             f"{path['delay_ns']:.2f} ns: {path['logic_ns']:.2f} ns in cells, "
-            f"{path['routing_ns']:.2f} ns of routing, {path['logic_levels']} logic levels",
+            f"{path['routing_ns']:.2f} ns of routing, {path['logic_levels']} logic level"
+            f"{'' if path['logic_levels'] == 1 else 's'}",
             "through " + " -> ".join(path["modules"])])]
+    if timing and timing.get("paths"):
+        blocks += [("h", 2, "Worst endpoints"),
+                   ("p", "One per source line, at its endpoint cell with the latest arrival "
+                         "(nextpnr's, clock to output included, setup not); nextpnr reports the "
+                         "whole path of the critical one only."),
+                   ("table", ("arrival (ns)", "endpoint", "module", "source", "cells"),
+                    [(f"{p['arrival_ns']:.3f}", f"{p['to']['cell']}.{p['to']['port']}",
+                      p["to"]["module"], ", ".join(p["to"]["src"]) or "-", p["cells"])
+                     for p in timing["paths"]], {0, 4})]
     if synth.get("modules"):
         blocks += [("h", 2, "Modules"),
                    ("table", ("module", "instances", *(_LABELS[c] for c in CATEGORIES), "other"),
@@ -340,13 +382,16 @@ def _provenance(synth: dict) -> list[tuple]:
     dev = synth["device"]
     part = ", ".join(x for x in (dev["name"], dev.get("package"),
                                  f"speed {dev['speed']}" if dev.get("speed") else None) if x)
-    steps = ", ".join(f"{s['step']} {s['seconds']:.1f} s"
+    steps = ", ".join(f"{s['step']}" + (f" seed {s['seed']}" if "seed" in s else "")
+                      + f" {s['seconds']:.1f} s"
                       + (" (with the WebAssembly compile)" if s.get("compiled_webassembly") else "")
                       for s in synth["steps"])
     sw = synth["config"]["switch"]
     return [("h", 2, "Provenance"), ("list", [
         f"target {synth['target']}, device {part}"
-        + (f", placement seed {synth['seed']}" if synth.get("seed") is not None else ""),
+        + (f", placement seed {synth['seed']}" if synth.get("seed") is not None else "")
+        + (f" to {synth['seeds'][-1]} (Fmax the median, seed {synth['timing']['seed']})"
+           if len(synth.get("seeds") or []) > 1 and synth.get("timing") else ""),
         "tools: " + ", ".join(synth["tools"].values()),
         f"steps: {steps}; {synth['wall_seconds']:.1f} s in all",
         "configuration: " + ", ".join(f"{k}={v}" for k, v in sw.items())

@@ -3,7 +3,8 @@
 The flow, in ``DIR``:
 
 1. ``generate``: the block's Verilog (:func:`superfabric.hdl.verilog.write_verilog`,
-   the file ``superfabric generate`` writes) and the :mod:`scan wrapper
+   the file ``superfabric generate`` writes, with Amaranth's ``src``
+   attributes kept) and the :mod:`scan wrapper
    <superfabric.tools.synth.scan_wrapper>` that gives it registers on every port bit.
 2. ``yosys`` (``yosys.log``): the target's synthesis command with module
    boundaries kept, then ``stat -json`` (``stat.json``): the cells of every
@@ -13,13 +14,18 @@ The flow, in ``DIR``:
    as a flat vendor flow does, and gives no breakdown.
 3. ``nextpnr`` (ECP5, iCE40; ``nextpnr.log``, ``report.json``): place and
    route of the flattened netlist with a clock constraint (``--freq``),
-   timing allowed to fail so that Fmax is measured either way.
+   timing allowed to fail so that Fmax is measured either way; with
+   ``seeds`` above 1, once per placement seed on the same netlist
+   (``nextpnr-seed<S>.log``, ``report-seed<S>.json``), one after the other.
 
 ``DIR/synth.json`` then holds the block's resources by category and by
 module, the device's capacities and whether it fits, the wrapper's cells,
-nextpnr's utilisation, Fmax against the constraint, the critical path (its
-start and end cells, their modules, the modules it crosses, its logic
-levels and delays), tool versions and the wall time of every step. A design
+nextpnr's utilisation, Fmax against the constraint (with several seeds:
+each seed's, and the median, the critical path being the median seed's),
+the critical path (its start and end cells, their modules and Amaranth
+source lines, the modules it crosses, its logic levels and delays), the
+worst endpoints (:mod:`~superfabric.tools.synth.timing_report`), tool
+versions and the wall time of every step. A design
 that does not fit the device is a result too: ``synth.json`` with ``fits``
 false, the one-line ``error`` and what the design needs, and no timing. It
 is written last, so a directory with it is finished (sweeps skip it).
@@ -38,16 +44,20 @@ from ...config import FabricConfig
 from .eda_tool import ToolFailed, find_tool, run_tool, tool_version
 from .device import CATEGORIES, TARGETS, Device, Target, find_device
 from .scan_wrapper import WRAPPER, scan_wrapper
+from .timing_report import cell_sources, memory_sources, seed_timing
 
-__all__ = ["SCHEMA", "SynthError", "synthesize", "count_resources", "fit_problems",
-           "critical_path", "summary_line"]
+__all__ = ["SCHEMA", "MAX_SEEDS", "MAX_PATHS", "DEFAULT_PATHS", "SynthError", "synthesize",
+           "count_option", "count_resources", "fit_problems", "summary_line", "detail_lines"]
 
 #: ``schema`` of synth.json.
 SCHEMA = "superfabric-synth/1"
 
-#: The wrapper's instance name of the block, the first part of every block
-#: cell's name after flattening (``core.voq0.mem.0.1``).
-CORE_INSTANCE = "core"
+#: Most placement seeds (``--seeds``) and worst paths (``--paths``) of one synthesis.
+MAX_SEEDS = 100
+MAX_PATHS = 100
+
+#: Worst endpoints listed when ``--paths`` is not given.
+DEFAULT_PATHS = 5
 
 
 class SynthError(ValueError):
@@ -57,8 +67,8 @@ class SynthError(ValueError):
 def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: str | None = None,
                package: str | None = None, speed: int | None = None,
                freq_mhz: float | None = None, top: str = "switch", flatten: bool = False,
-               seed: int = 1, router: str | None = None, stream=sys.stderr,
-               quiet: bool = False) -> dict:
+               seed: int = 1, seeds: int | str | None = None, paths: int | str | None = None,
+               router: str | None = None, stream=sys.stderr, quiet: bool = False) -> dict:
     """Synthesise ``top`` of ``cfg`` for ``target``, place and route it where the target has
     nextpnr, and write ``out_dir/synth.json``.
 
@@ -74,7 +84,18 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     flatten : bool
         Optimise across module boundaries; no per-module breakdown.
     seed : int
-        nextpnr's placement seed (results move a little with it).
+        nextpnr's placement seed (results move a little with it); the first
+        of ``seeds``.
+    seeds : int, optional
+        Place and route the one netlist with seeds ``seed`` to ``seed + seeds
+        - 1`` (default 1 seed, :data:`MAX_SEEDS` at most), one after the
+        other; ``timing`` holds every seed's Fmax and the median's
+        (:func:`~.timing_report.seed_timing`), and the critical path and
+        worst paths are the median seed's.
+    paths : int, optional
+        How many of the worst endpoints ``timing["paths"]`` lists
+        (:func:`~.timing_report.worst_paths`; :data:`MAX_PATHS` at most; default
+        :data:`DEFAULT_PATHS`).
     router : str, optional
         nextpnr's router, ``router1`` (nextpnr's default) or ``router2``, which
         finishes congested designs that ``router1`` does not (the 8-port
@@ -90,8 +111,9 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
     Raises
     ------
     SynthError
-        Unknown target or device, a bad frequency, package or speed, or a
-        design that does not fit the device (``synth.json`` is written then,
+        Unknown target or device, a bad frequency, package, speed, seed count
+        or path count (:func:`count_option`), or a design that does not fit
+        the device (``synth.json`` is written then,
         with ``fits`` false, the ``error`` and the resources it needs).
     superfabric.tools.synth.eda_tool.ToolMissing
         A tool of the flow is not installed.
@@ -104,7 +126,8 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         raise SynthError(str(e)) from None
     tgt = TARGETS[target]
     options = _device_options(tgt, dev, package=package, speed=speed, freq_mhz=freq_mhz,
-                               router=router)
+                               router=router, seeds=seeds, paths=paths)
+    seeds, paths = options["seeds"], options["paths"]
     # Before minutes of work, the tools must be there.
     for tool in ("yosys", tgt.nextpnr):
         if tool:
@@ -120,7 +143,7 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
                              quiet=quiet)
     steps.append(step)
     fixed = _synth_fields(cfg, tgt, dev, options, resources, target=target, top=top,
-                          flatten=flatten, seed=seed)
+                          flatten=flatten, seed=seed, seeds=seeds)
 
     # A design that does not fit is a result too: synth.json says what it needs.
     problems = fit_problems(resources["core"]["cells"], tgt, dev)
@@ -130,17 +153,24 @@ def synthesize(cfg: FabricConfig, out_dir: str | Path, *, target: str, device: s
         raise SynthError(message)
     if not tgt.nextpnr:
         return _write_synth_json(out, fixed, steps, wall)
-    result = _nextpnr(tgt, dev, options, seed, out, stream=stream, quiet=quiet)
-    steps.append(_step(tgt.nextpnr, result))
-    if result.returncode:
-        failure = _nextpnr_failure(result, dev)
-        if isinstance(failure, SynthError):
-            _write_synth_json(out, fixed, steps, wall, error=str(failure))
-        raise failure
-    report = json.loads((out / "report.json").read_text())
-    return _write_synth_json(
-        out, fixed, steps, wall, utilization=report.get("utilization", {}),
-        timing=_timing(report, options["freq_mhz"], top, set(resources["modules"])))
+    reports = {}
+    for run_seed in range(seed, seed + seeds):
+        suffix = "" if seeds == 1 else f"-seed{run_seed}"
+        result = _nextpnr(tgt, dev, options, run_seed, out, log=f"nextpnr{suffix}.log",
+                          report=f"report{suffix}.json", stream=stream, quiet=quiet)
+        steps.append(dict(_step(tgt.nextpnr, result), seed=run_seed))
+        if result.returncode:
+            failure = _nextpnr_failure(result, dev)
+            if isinstance(failure, SynthError):
+                _write_synth_json(out, fixed, steps, wall, error=str(failure))
+            raise failure
+        reports[run_seed] = json.loads((out / f"report{suffix}.json").read_text())
+    timing = seed_timing(reports, options["freq_mhz"], top, set(resources["modules"]),
+                     sources=cell_sources(json.loads((out / "netlist.json").read_text()),
+                                          top=top, memories=memory_sources(verilog.read_text())),
+                     paths=paths)
+    return _write_synth_json(out, fixed, steps, wall, timing=timing,
+                             utilization=reports[timing["seed"]].get("utilization", {}))
 
 
 def _generate(cfg: FabricConfig, out: Path, top: str, say) -> tuple[Path, dict]:
@@ -149,7 +179,9 @@ def _generate(cfg: FabricConfig, out: Path, top: str, say) -> tuple[Path, dict]:
     from ...hdl.verilog import write_verilog
     t0 = time.monotonic()
     say(f"generate: {top}, {_describe(cfg, top)}\n")
-    verilog = write_verilog(cfg, out, top=top)
+    # With Amaranth's src attributes, which Yosys keeps on the cells they become
+    # (the cells and their counts are the same without them).
+    verilog = write_verilog(cfg, out, top=top, src=True)
     (out / f"{WRAPPER}.v").write_text(scan_wrapper(verilog.read_text(), top))
     return verilog, {"step": "generate", "seconds": round(time.monotonic() - t0, 2)}
 
@@ -178,20 +210,23 @@ def _yosys(cfg: FabricConfig, tgt: Target, top: str, verilog: Path, out: Path, *
     return count_resources(stat, tgt, top), step
 
 
-def _nextpnr(tgt: Target, dev: Device, options: dict, seed: int, out: Path, *, stream,
-             quiet: bool):
-    """Step 4, nextpnr: place and route the netlist in ``out``; returns the tool's result."""
+def _nextpnr(tgt: Target, dev: Device, options: dict, seed: int, out: Path, *, log: str,
+             report: str, stream, quiet: bool):
+    """Step 4, nextpnr: place and route the netlist in ``out`` with ``seed``, its output in
+    ``out/log`` and its report (with every endpoint's arrival time) in ``out/report``;
+    returns the tool's result."""
     args = [*dev.nextpnr_args, *options["nextpnr"], "--json", "netlist.json",
             "--freq", f"{options['freq_mhz']:g}", "--timing-allow-fail", "--seed", str(seed),
             *(["--router", options["router"]] if options["router"] else []),
-            "--report", "report.json"]
-    return run_tool(tgt.nextpnr, args, log=out / "nextpnr.log", cwd=out,
-                    what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz",
+            "--report", report, "--detailed-timing-report"]
+    return run_tool(tgt.nextpnr, args, log=out / log, cwd=out,
+                    what=f"place and route on {dev.name} at {options['freq_mhz']:g} MHz, "
+                         f"seed {seed}",
                     stream=stream, quiet=quiet)
 
 
 def _synth_fields(cfg: FabricConfig, tgt: Target, dev: Device, options: dict, resources: dict,
-                  *, target: str, top: str, flatten: bool, seed: int) -> dict:
+                  *, target: str, top: str, flatten: bool, seed: int, seeds: int) -> dict:
     """synth.json's fields known once Yosys has run, in the file's order; the
     outcome's fields (``fits``, ``error``, ``utilization``, ``timing``, ``steps``,
     ``wall_seconds``) hold their place and are filled by :func:`_write_synth_json`."""
@@ -217,6 +252,7 @@ def _synth_fields(cfg: FabricConfig, tgt: Target, dev: Device, options: dict, re
         "utilization": None,
         "timing": None,
         "seed": seed if tgt.nextpnr else None,
+        "seeds": list(range(seed, seed + seeds)) if tgt.nextpnr else None,
         "router": options["router"],
         "tools": versions,
         "steps": None,
@@ -239,18 +275,55 @@ def _write_synth_json(out: Path, fixed: dict, steps: list[dict], wall: float, *,
 
 
 def summary_line(synth: dict) -> str:
-    """One line of a synth.json: resources, Fmax and the critical path's ends."""
+    """One line of a synth.json: resources, Fmax (the median of several seeds, with the
+    range) and the critical path's ends."""
     res = synth["resources"]
     line = (f"{synth['target']} {synth['device']['name']}: {res['lut']:,} LUTs, {res['ff']:,} FFs, "
             f"{res['bram']} block RAMs, {res['dsp']} DSPs, {res['lutram']:,} LUT RAMs")
     timing = synth["timing"]
     if timing:
         path = timing["critical_path"]
-        line += (f"; Fmax {timing['fmax_mhz']:.1f} MHz ({'meets' if timing['met'] else 'misses'} "
-                 f"{timing['constraint_mhz']:g} MHz)")
+        seeds = timing.get("seeds") or []
+        spread = (f"median of {len(seeds)} seeds, min {timing['fmax_min_mhz']:.1f}, max "
+                  f"{timing['fmax_max_mhz']:.1f}; " if len(seeds) > 1 else "")
+        line += (f"; Fmax {timing['fmax_mhz']:.1f} MHz ({spread}"
+                 f"{'meets' if timing['met'] else 'misses'} {timing['constraint_mhz']:g} MHz)")
         if path:
             line += f", critical path {path['from']['module']} -> {path['to']['module']}"
+            if len(seeds) > 1:
+                line += f" (seed {timing['seed']}, the median's)"
     return line
+
+
+def detail_lines(synth: dict) -> list[str]:
+    """What follows the summary line: the worst paths with their source lines, the
+    utilisation after place and route, and each step's wall time."""
+    lines = []
+    timing = synth["timing"]
+    if timing and timing.get("paths"):
+        lines.append(f"worst {len(timing['paths'])} endpoints (seed {timing['seed']}), one per "
+                     f"source line, latest arrival, clock to output included, setup not:")
+        for k, path in enumerate(timing["paths"], 1):
+            end = path["to"]
+            others = f", {path['cells'] - 1} more cells of this line" if path["cells"] > 1 else ""
+            lines.append(f"  {k}. {path['arrival_ns']:.3f} ns at {end['cell']}.{end['port']} "
+                         f"({end['module']}, {', '.join(end['src']) or 'no source line'}{others})")
+            if path["logic_levels"] is not None:
+                start, levels = path["from"], path["logic_levels"]
+                lines.append(f"     the critical path: from {start['cell']}.{start['port']} "
+                             f"({start['module']}, {', '.join(start['src']) or 'no source line'}), "
+                             f"{levels} logic level{'' if levels == 1 else 's'}, "
+                             f"{path['delay_ns']:.3f} ns = {path['logic_ns']:.3f} logic + "
+                             f"{path['routing_ns']:.3f} routing")
+    if synth.get("utilization"):
+        used = [f"{site} {u['used']:,}/{u['available']:,}"
+                for site, u in sorted(synth["utilization"].items()) if u["used"]]
+        lines.append("placed and routed (nextpnr, wrapper included): " + ", ".join(used))
+    if synth.get("steps"):
+        steps = ", ".join(f"{s['step']}" + (f" seed {s['seed']}" if "seed" in s else "")
+                          + f" {s['seconds']:.1f} s" for s in synth["steps"])
+        lines.append(f"steps: {steps}; {synth['wall_seconds']:.1f} s in all")
+    return lines
 
 
 def _describe(cfg: FabricConfig, top: str) -> str:
@@ -263,15 +336,35 @@ def _describe(cfg: FabricConfig, top: str) -> str:
 ROUTERS = ("router1", "router2")
 
 
-def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router) -> dict:
-    """nextpnr's package and speed options, the router, and the clock constraint; checked."""
+def count_option(option: str, value: int | str, *, high: int) -> int:
+    """``value`` of ``option`` (``--seeds``, ``--paths``), an int or its text, as a
+    whole number from 1 to ``high``.
+
+    Raises
+    ------
+    SynthError
+        One line naming the option, the value and what is allowed.
+    """
+    number = int(value) if isinstance(value, str) and re.fullmatch(r"[0-9]+", value) else value
+    if isinstance(number, bool) or not isinstance(number, int) or not 1 <= number <= high:
+        raise SynthError(f"{option} = {value!r}: must be a whole number from 1 to {high}")
+    return number
+
+
+def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, router, seeds,
+                    paths) -> dict:
+    """nextpnr's package and speed options, the router, the clock constraint, the number of
+    seeds and of worst paths; checked."""
     if tgt.nextpnr is None:
         for name, value in (("--package", package), ("--speed", speed), ("--freq", freq_mhz),
-                            ("--router", router)):
+                            ("--router", router), ("--seeds", seeds), ("--paths", paths)):
             if value is not None:
                 raise SynthError(f"{name} = {value}: only for targets with place and route "
                                  f"(ecp5, ice40), not {tgt.name}")
-        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None}
+        return {"nextpnr": [], "package": None, "speed": None, "freq_mhz": None, "router": None,
+                "seeds": 1, "paths": 0}
+    seeds = 1 if seeds is None else count_option("--seeds", seeds, high=MAX_SEEDS)
+    paths = DEFAULT_PATHS if paths is None else count_option("--paths", paths, high=MAX_PATHS)
     if router is not None and router not in ROUTERS:
         raise SynthError(f"--router = {router}: must be one of {', '.join(ROUTERS)}")
     freq = tgt.default_freq_mhz if freq_mhz is None else freq_mhz
@@ -286,7 +379,7 @@ def _device_options(tgt: Target, dev: Device, *, package, speed, freq_mhz, route
         args += ["--speed", str(speed or dev.speed)]
     args.append("--lpf-allow-unconstrained" if tgt.name == "ecp5" else "--pcf-allow-unconstrained")
     return {"nextpnr": args, "package": pkg, "speed": speed or dev.speed, "freq_mhz": freq,
-            "router": router}
+            "router": router, "seeds": seeds, "paths": paths}
 
 
 def _yosys_script(tgt: Target, top: str, verilog: str, *, flatten: bool, netlist: bool) -> str:
@@ -407,76 +500,3 @@ def _nextpnr_failure(result, dev: Device) -> Exception:
         return SynthError(f"--device = {dev.name}: the design with its scan wrapper does not fit "
                           f"(nextpnr: {error}); see {result.log}")
     return ToolFailed(f"nextpnr failed: {error}; see {result.log}")
-
-
-def _timing(report: dict, freq_mhz: float, top: str, modules: set[str]) -> dict:
-    """Fmax and the critical path of the block's clock from nextpnr's ``--report`` JSON."""
-    fmax = report.get("fmax", {})
-    if not fmax:
-        raise ToolFailed("nextpnr's report.json has no fmax: the design has no clocked path")
-    # One clock: the wrapper's clk pin drives everything.
-    clock, figures = next(iter(fmax.items()))
-    paths = [p for p in report.get("critical_paths", [])
-             if "<async>" not in (p.get("from", ""), p.get("to", ""))]
-    return {"clock": clock, "constraint_mhz": freq_mhz,
-            "fmax_mhz": round(figures["achieved"], 2),
-            "met": figures["achieved"] >= freq_mhz,
-            "critical_path": critical_path(paths[0]["path"], top, modules) if paths else None}
-
-
-def critical_path(segments: list[dict], top: str, modules: set[str]) -> dict:
-    """Start, end, delays and modules of one path of nextpnr's report.
-
-    Parameters
-    ----------
-    segments : list of dict
-        The ``path`` of one ``critical_paths`` entry: ``clk-to-q``, then
-        ``routing`` and ``logic`` segments, then ``setup``; each with
-        ``from``/``to`` cells and ports and a ``delay`` in ns.
-    top : str
-        The block's module name (``switch``).
-    modules : set of str
-        Its module names (``switch.voq0``): a cell ``core.voq0.mem.0.1`` is
-        in the longest of them that its name starts with (Amaranth names a
-        submodule ``parent.instance``); a cell outside ``core`` is the
-        wrapper's.
-
-    Returns
-    -------
-    dict
-        ``from`` and ``to`` (cell, port, module), ``delay_ns``, ``logic_ns``
-        (the cells' delays: clock to output, logic, setup), ``routing_ns``, ``logic_levels`` (logic segments) and ``modules``, the
-        modules the path crosses, in order.
-    """
-    def end(point: dict) -> dict:
-        return {"cell": point["cell"], "port": point["port"],
-                "module": _module_of(point["cell"], top, modules)}
-
-    crossed = []
-    for seg in segments:
-        for side in ("from", "to"):
-            module = _module_of(seg[side]["cell"], top, modules)
-            if not crossed or crossed[-1] != module:
-                crossed.append(module)
-    delay = {kind: sum(s["delay"] for s in segments if s["type"] == kind)
-             for kind in ("logic", "routing")}
-    return {"from": end(segments[0]["from"]), "to": end(segments[-1]["to"]),
-            "delay_ns": round(sum(s["delay"] for s in segments), 3),
-            "logic_ns": round(delay["logic"] + sum(s["delay"] for s in segments
-                                                   if s["type"] in ("clk-to-q", "setup")), 3),
-            "routing_ns": round(delay["routing"], 3),
-            "logic_levels": sum(1 for s in segments if s["type"] == "logic"),
-            "modules": crossed}
-
-
-def _module_of(cell: str, top: str, modules: set[str]) -> str:
-    """The block module holding ``cell``; ``scan_wrapper`` for the wrapper's own cells."""
-    parts = cell.split(".")
-    if parts[0] != CORE_INSTANCE or len(parts) < 2:
-        return WRAPPER
-    best = top
-    for k in range(2, len(parts)):
-        candidate = ".".join([top, *parts[1:k]])
-        if candidate in modules:
-            best = candidate
-    return best

@@ -61,8 +61,10 @@ def default_top(cfg: FabricConfig) -> str:
 
 def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
-    router modules (the fabric, and the stimulus top around it) is built with
-    ``--hierarchical``, each router module compiled once (see _hier_block)."""
+    router modules (the fabric, and the stimulus top around it, with its generator and
+    sink modules) is built with ``--hierarchical``, each shared module compiled once
+    (see _hier_block). The switch's stimulus top, eight generators and sinks at the
+    default size, is flattened, which lets Verilator optimise across them."""
     return ["--hierarchical"] if top in ("fabric", "stimulus") and cfg.fabric.is_fabric else []
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
@@ -180,8 +182,9 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
                   src: bool = False) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
-    ``top`` defaults to :func:`default_top`. The fabric's file holds each
-    router module once, then the top that instantiates them. Returns the
+    ``top`` defaults to :func:`default_top`. The file holds each module the
+    top shares among its instances once (``modules``, a fabric's router tiers,
+    the stimulus top's generator and sink), then the top. Returns the
     path of the Verilog file. ``src`` keeps Amaranth's ``src`` attributes
     (absolute paths of this machine's Python files, so off by default: the
     file stays the same on every machine); ``superfabric synth`` turns it on

@@ -40,9 +40,8 @@ class SharedModule:
     the top instances wherever it uses the block (a fabric's routers of one tier, the
     stimulus top's generators and sinks).
 
-    Written once, the block is elaborated, converted and compiled once, whatever the
-    number of its instances: the Verilog of a fabric of hundreds of endpoints stays
-    small, and Verilator builds each such module once (``--hierarchical``).
+    Written once, the block is elaborated and converted once, whatever the number of
+    its instances, and the Verilog of a fabric of hundreds of endpoints stays small.
 
     Attributes
     ----------
@@ -52,10 +51,21 @@ class SharedModule:
     build : callable
         Makes the block's component, for the Verilog generator to write the module
         (called once per file).
+    hierarchical : bool
+        Verilator builds the module as a hierarchical block of its own
+        (``--hierarchical``), compiled apart from the top. Only for a block whose
+        instances meet no combinational path through another such block: Verilator
+        cannot see inside a hierarchical block, so it takes every output to depend
+        on every input, and a stream's ``ready`` answering its ``valid`` across two
+        of them reads as a combinational loop (``UNOPTFLAT``). A fabric's routers
+        are linked through registers; a generator or a sink meets its router's
+        ports directly, so it is a plain module, which Verilator shares between
+        instances rather than inlining each (``--inline-mult``).
     """
 
     signature: wiring.Signature
     build: Callable[[], wiring.Component]
+    hierarchical: bool = False
 
 
 def instance(module: str, signature: wiring.Signature, ports) -> Instance:

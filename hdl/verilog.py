@@ -61,10 +61,8 @@ def default_top(cfg: FabricConfig) -> str:
 
 def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
-    router modules (the fabric, and the stimulus top around it, with its generator and
-    sink modules) is built with ``--hierarchical``, each shared module compiled once
-    (see _hier_block). The switch's stimulus top, eight generators and sinks at the
-    default size, is flattened, which lets Verilator optimise across them."""
+    router modules (the fabric, and the stimulus top around it) is built with
+    ``--hierarchical``, each router module compiled once (see _hier_block)."""
     return ["--hierarchical"] if top in ("fabric", "stimulus") and cfg.fabric.is_fabric else []
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
@@ -172,10 +170,12 @@ def convert(component: wiring.Component, name: str, *, src: bool = False) -> str
 
 
 def _modules(cfg: FabricConfig, top: str) -> list:
-    """(module name, component) of every module ``top``'s file holds, the top last."""
+    """(module name, component, whether Verilator builds it as a hierarchical block) of
+    every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
     shared = getattr(component, "modules", {})
-    return [(name, module.build()) for name, module in shared.items()] + [(top, component)]
+    return ([(name, module.build(), module.hierarchical) for name, module in shared.items()]
+            + [(top, component, False)])
 
 
 def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None,
@@ -197,9 +197,10 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top)
-    text = "".join(convert(component, name, src=src) for name, component in modules)
-    for name, _ in modules[:-1]:
-        text = _hier_block(text, name)
+    text = "".join(convert(component, name, src=src) for name, component, _ in modules)
+    for name, _, hierarchical in modules:
+        if hierarchical:
+            text = _hier_block(text, name)
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

@@ -67,7 +67,8 @@ class Fabric(wiring.Component):
         self._instances = instances
         self._kinds = [topo.router_kind(r) for r in range(topo.routers)]
         #: The router modules, each once, by module name.
-        self.modules = {kind: SharedModule(router_signature(cfg, kind), partial(Router, cfg, kind))
+        self.modules = {kind: SharedModule(router_signature(cfg, kind), partial(Router, cfg, kind),
+                                           hierarchical=True)
                         for kind in self._kinds}
         # The routers' ports, which are this top's wires: the components
         # themselves, or interfaces bound to instances of their modules.

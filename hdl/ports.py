@@ -1,9 +1,14 @@
-"""The ports of a generated module, named and directed from its signature."""
+"""The ports of a generated module, named and directed from its signature, and the
+modules a top writes once and instances many times."""
 
-from amaranth.hdl import Const, Value
+from dataclasses import dataclass
+from typing import Callable
+
+from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Value
 from amaranth.lib import wiring
+from amaranth.lib.wiring import In
 
-__all__ = ["module_ports"]
+__all__ = ["module_ports", "SharedModule", "instance"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -27,3 +32,46 @@ def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiri
             continue
         ports.append(("__".join(str(part) for part in path), member.flow, value))
     return ports
+
+
+@dataclass(frozen=True)
+class SharedModule:
+    """A block that a top's Verilog file holds once, as a module of its own, and that
+    the top instances wherever it uses the block (a fabric's routers of one tier, the
+    stimulus top's generators and sinks).
+
+    Written once, the block is elaborated and converted once, whatever the number of
+    its instances, and the Verilog of a fabric of hundreds of endpoints stays small.
+
+    Attributes
+    ----------
+    signature : wiring.Signature
+        The block's ports: :meth:`~amaranth.lib.wiring.Signature.create` gives the
+        interface that a top wires and binds to an :func:`instance`.
+    build : callable
+        Makes the block's component, for the Verilog generator to write the module
+        (called once per file).
+    hierarchical : bool
+        Verilator builds the module as a hierarchical block of its own
+        (``--hierarchical``), compiled apart from the top. Only for a block whose
+        instances meet no combinational path through another such block: Verilator
+        cannot see inside a hierarchical block, so it takes every output to depend
+        on every input, and a stream's ``ready`` answering its ``valid`` across two
+        of them reads as a combinational loop (``UNOPTFLAT``). A fabric's routers
+        are linked through registers; a generator or a sink meets its router's
+        ports directly, so it is a plain module, which Verilator shares between
+        instances rather than inlining each (``--inline-mult``).
+    """
+
+    signature: wiring.Signature
+    build: Callable[[], wiring.Component]
+    hierarchical: bool = False
+
+
+def instance(module: str, signature: wiring.Signature, ports) -> Instance:
+    """An instance of the generated module ``module``, its ports bound to the interface
+    ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
+    bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
+    for name, flow, value in module_ports(signature, ports):
+        bound.append(("i" if flow == In else "o", name, value))
+    return Instance(module, *bound)

@@ -170,18 +170,21 @@ def convert(component: wiring.Component, name: str, *, src: bool = False) -> str
 
 
 def _modules(cfg: FabricConfig, top: str) -> list:
-    """(module name, component) of every module ``top``'s file holds, the top last."""
+    """(module name, component, whether Verilator builds it as a hierarchical block) of
+    every module ``top``'s file holds, the top last."""
     component = TOPS[top](cfg)
-    routers = getattr(component, "modules", {})
-    return [(kind, Router(cfg, kind)) for kind in routers] + [(top, component)]
+    shared = getattr(component, "modules", {})
+    return ([(name, module.build(), module.hierarchical) for name, module in shared.items()]
+            + [(top, component, False)])
 
 
 def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None,
                   src: bool = False) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
-    ``top`` defaults to :func:`default_top`. The fabric's file holds each
-    router module once, then the top that instantiates them. Returns the
+    ``top`` defaults to :func:`default_top`. The file holds each module the
+    top shares among its instances once (``modules``, a fabric's router tiers,
+    the stimulus top's generator and sink), then the top. Returns the
     path of the Verilog file. ``src`` keeps Amaranth's ``src`` attributes
     (absolute paths of this machine's Python files, so off by default: the
     file stays the same on every machine); ``superfabric synth`` turns it on
@@ -194,9 +197,10 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top)
-    text = "".join(convert(component, name, src=src) for name, component in modules)
-    for name, _ in modules[:-1]:
-        text = _hier_block(text, name)
+    text = "".join(convert(component, name, src=src) for name, component, _ in modules)
+    for name, _, hierarchical in modules:
+        if hierarchical:
+            text = _hier_block(text, name)
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

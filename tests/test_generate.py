@@ -135,12 +135,14 @@ def test_generate_stimulus_around_a_fabric_lint_clean(overrides, tmp_path):
     cfg = FabricConfig.load(preset="tiny", overrides=overrides)
     topo = Topology.of(cfg)
     kinds = sorted({topo.router_kind(r) for r in range(topo.routers)})
-    # The router modules once each, for the hierarchical build; generators and sinks
-    # at every endpoint.
+    # The router modules, the generator and the sink once each, the routers marked for
+    # the hierarchical build; a generator and a sink at every endpoint, instances of
+    # their modules.
     assert text.count("/* verilator hier_block */") == len(kinds)
-    assert "module stimulus(" in text
+    for module in kinds + ["traffic_gen", "traffic_sink", "stimulus"]:
+        assert text.count(f"\nmodule {module}(") == 1, module
     for e in range(topo.endpoints):
-        assert f"gen{e} (" in text and f"sink{e} (" in text
+        assert f"traffic_gen gen{e} (" in text and f"traffic_sink sink{e} (" in text
     _lint_fabric_clean(verilog, tmp_path, top="stimulus")
 
 

@@ -1,6 +1,8 @@
 """The fabric top: every router of the topology and the links between them (docs/architecture.md 11.9)."""
 
-from amaranth.hdl import Cat, Signal, Module, ClockSignal, Instance, ResetSignal, unsigned
+from functools import partial
+
+from amaranth.hdl import Cat, Signal, Module, Value, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -9,7 +11,7 @@ from ...formats.counters import COUNTER_WIDTH
 from ...network.topology import Topology
 from ..packet import packet_layout
 from ..pfc import frame_signature
-from ..ports import module_ports
+from ..ports import SharedModule, instance
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
 from ..checks import check_config
@@ -64,12 +66,14 @@ class Fabric(wiring.Component):
         self._topo = topo
         self._instances = instances
         self._kinds = [topo.router_kind(r) for r in range(topo.routers)]
-        #: The router modules, each once: (module name, its signature).
-        self.modules = {kind: router_signature(cfg, kind) for kind in self._kinds}
+        #: The router modules, each once, by module name.
+        self.modules = {kind: SharedModule(router_signature(cfg, kind), partial(Router, cfg, kind),
+                                           hierarchical=True)
+                        for kind in self._kinds}
         # The routers' ports, which are this top's wires: the components
         # themselves, or interfaces bound to instances of their modules.
         self._routers = [Router(cfg, kind) if not instances else
-                         self.modules[kind].create(path=(f"router{r}",))
+                         self.modules[kind].signature.create(path=(f"router{r}",))
                          for r, kind in enumerate(self._kinds)]
         nports = [topo.ports(r) for r in range(topo.routers)]
         self._base = [sum(nports[:r]) for r in range(topo.routers)]
@@ -123,8 +127,8 @@ class Fabric(wiring.Component):
                              self.drops[base + p].eq(router.drops[p])]
             m.d.comb += self.router_peak[r].eq(router.router_peak)
             if self._instances:
-                m.submodules[f"router{r}"] = _instance(self._kinds[r], self.modules[self._kinds[r]],
-                                                       router)
+                kind = self._kinds[r]
+                m.submodules[f"router{r}"] = instance(kind, self.modules[kind].signature, router)
             else:
                 m.submodules[f"router{r}"] = router
         for e in range(topo.endpoints):
@@ -166,11 +170,13 @@ class Fabric(wiring.Component):
         pools = self._cfg.switch.priorities * self._cfg.fabric.vcs
         for pool in range(pools):
             m.d.comb += self.link_credits[k * pools + pool].eq(sender.link_credits[j * pools + pool])
-        valid, flit = sender.link_o[j].valid, sender.link_o[j].payload
+        valid, flit = sender.link_o[j].valid, Value.cast(sender.link_o[j].payload)
         for s in range(latency):
-            # The flit registers need no reset: they are ignored while valid is low.
+            # The flit registers need no reset: they are ignored while valid is low. They
+            # hold the flit's bits, not its fields: a field's name on every register of
+            # every link would be most of a large fabric's Verilog.
             stage_valid = Signal(name=f"link{k}_valid{s}")
-            stage_flit = Signal.like(flit, name=f"link{k}_flit{s}", reset_less=True)
+            stage_flit = Signal(len(flit), name=f"link{k}_flit{s}", reset_less=True)
             m.d.sync += [stage_valid.eq(valid), stage_flit.eq(flit)]
             valid, flit = stage_valid, stage_flit
         m.d.comb += [receiver.link_i[jp].valid.eq(valid), receiver.link_i[jp].payload.eq(flit)]
@@ -182,11 +188,3 @@ class Fabric(wiring.Component):
             back, pool = stage_back, stage_pool
         m.d.comb += [sender.credit_i[j].valid.eq(back), sender.credit_i[j].pool.eq(pool)]
 
-
-def _instance(module: str, signature: wiring.Signature, ports) -> Instance:
-    """An instance of the router module ``module``, its ports bound to the interface
-    ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
-    bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
-    for name, flow, value in module_ports(signature, ports):
-        bound.append(("i" if flow == In else "o", name, value))
-    return Instance(module, *bound)

@@ -20,24 +20,30 @@ from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK
                         RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
+from ..ports import SharedModule, instance
 from ..switch import Switch
-from .traffic_gen import TrafficGenerator
-from .traffic_sink import TrafficSink
+from .traffic_gen import TrafficGenerator, generator_signature
+from .traffic_sink import TrafficSink, sink_signature
 from ..checks import check_config
 
 __all__ = ["Stimulus"]
 
 _GENERATOR_STATS = ("generated", "generated_flits", "refused")
+#: The configuration port's read side selects a word among the 2**_PAGE_BITS of its page
+#: (fewer below a small register map's histograms), then the page.
+_PAGE_BITS = 6
 _SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "hash",
                "order_errors", "frame_errors", "ce_packets")
 
 
-def _total(values):
-    """The sum of ``values`` as a balanced adder tree: Python's ``sum`` would nest a fabric's
-    thousands of counters one addition deep each, past what Amaranth can recurse through."""
-    values = list(values)
+def _total(values, width: int):
+    """The sum of ``values`` modulo ``2**width`` as a balanced adder tree: Python's ``sum``
+    would nest a fabric's thousands of counters one addition deep each, past what Amaranth
+    can recurse through. Every partial sum is cut to ``width`` bits, which changes nothing
+    modulo ``2**width`` and keeps each adder as narrow as its result."""
+    values = [value[:width] for value in values]
     while len(values) > 1:
-        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+        values = [(values[k] + values[k + 1])[:width] if k + 1 < len(values) else values[k]
                   for k in range(0, len(values), 2)]
     return values[0]
 
@@ -52,8 +58,11 @@ class Stimulus(wiring.Component):
     """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them).
 
     With ``fabric.topology`` a torus or a fat tree the core is the fabric top
-    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules,
-    listed in :attr:`modules`), with a generator and a sink at every endpoint.
+    (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules),
+    with a generator and a sink at every endpoint. The generators are
+    instances of one module, ``traffic_gen``, and the sinks of another,
+    ``traffic_sink`` (sink 0 of ``traffic_sink_fault`` when a fault is planted):
+    :attr:`modules` lists every module the top's file holds once.
 
     Ports
     -----
@@ -79,8 +88,22 @@ class Stimulus(wiring.Component):
         self._cfg = cfg
         self._map = RegisterMap(cfg)
         self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
-        #: The router modules the core instantiates (none for the switch): (name, signature).
-        self.modules = getattr(self._core, "modules", {})
+        layout, n, np_, st = packet_layout(cfg), cfg.endpoints, cfg.switch.priorities, cfg.stimulus
+        gen = dict(layout=layout, ports=n, priorities=np_, counter_width=st.counter_width)
+        sink = dict(layout=layout, ports=n, priorities=np_, counter_width=st.counter_width,
+                    hist_buckets=st.hist_buckets, hist_sub_bits=st.hist_sub_bits)
+        #: The modules the top instances, each written once, by module name: the core's
+        #: routers (none for the switch), the generator and the sink.
+        self.modules = {
+            **getattr(self._core, "modules", {}),
+            "traffic_gen": SharedModule(
+                generator_signature(**gen),
+                lambda: TrafficGenerator(**gen, queue_depth=st.source_queue)),
+            "traffic_sink": SharedModule(sink_signature(**sink), lambda: TrafficSink(**sink)),
+        }
+        if st.fault_packet:
+            self.modules["traffic_sink_fault"] = SharedModule(
+                sink_signature(**sink), lambda: TrafficSink(**sink, fault_packet=st.fault_packet))
         width = cfg.stimulus.counter_width
         super().__init__({
             "csr_addr": In(self._map.address_bits),
@@ -114,7 +137,6 @@ class Stimulus(wiring.Component):
         cfg, regmap = self._cfg, self._map
         sw, st = cfg.switch, cfg.stimulus
         n, np_ = cfg.endpoints, sw.priorities
-        layout = packet_layout(cfg)
 
         # The configuration port is registered on the way in, like the reset,
         # and without reset: a write in the first cycle after reset, while
@@ -156,9 +178,7 @@ class Stimulus(wiring.Component):
         m.d.comb += core.pause.eq(0)
         gens, sinks = [], []
         for k in range(n):
-            gen = TrafficGenerator(layout=layout, port=k, ports=n, priorities=np_,
-                                   queue_depth=st.source_queue, counter_width=st.counter_width)
-            m.submodules[f"gen{k}"] = gen
+            gen = self._instance(m, "traffic_gen", f"gen{k}")
             wiring.connect(m, gen.o, core.i[k])
             for name, _ in gen.settings.shape():
                 if name == "prio_thresholds":
@@ -167,21 +187,18 @@ class Stimulus(wiring.Component):
                 else:
                     m.d.comb += getattr(gen.settings, name).eq(regs[name][0])
             m.d.comb += [
-                gen.fixed_dst.eq(regs["fixed_dst"][k]),
+                gen.port.eq(k), gen.fixed_dst.eq(regs["fixed_dst"][k]),
                 gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
                 gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))), gen.start.eq(start),
                 gen.stepping.eq(window), gen.timestamp.eq(timestamp),
             ]
             gens.append(gen)
 
-            sink = TrafficSink(layout=layout, port=k, ports=n, priorities=np_,
-                               counter_width=st.counter_width, hist_buckets=st.hist_buckets,
-                               hist_sub_bits=st.hist_sub_bits,
-                               fault_packet=st.fault_packet if k == 0 else 0)
-            m.submodules[f"sink{k}"] = sink
+            faulty = k == 0 and "traffic_sink_fault" in self.modules
+            sink = self._instance(m, "traffic_sink_fault" if faulty else "traffic_sink", f"sink{k}")
             wiring.connect(m, core.o[k], sink.i)
             m.d.comb += [
-                sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
+                sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
                 sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
                 sink.timestamp.eq(timestamp), sink.window.eq(window),
                 sink.hist_addr.eq(addr[:(regmap.hist_stride - 1).bit_length()]),
@@ -194,15 +211,21 @@ class Stimulus(wiring.Component):
         # enough: fewer than 2**32 packets are ever in flight).
         width = st.counter_width
         m.d.comb += [
-            self.generated.eq(_total(g.generated for g in gens)[:width]),
-            self.delivered.eq(_total(p for s in sinks for p in s.packets)[:width]),
-            self.dropped.eq(_total(core.drops)[:32]),
+            self.generated.eq(_total((g.generated for g in gens), width)),
+            self.delivered.eq(_total((p for s in sinks for p in s.packets), width)),
+            self.dropped.eq(_total(core.drops, 32)),
         ]
         in_flight = (self.generated - self.delivered - self.dropped)[:32]
         m.d.comb += self.done.eq(self.running & ~window & (in_flight == 0))
 
         self._readout(m, addr, armed, regs, gens, sinks)
         return m
+
+    def _instance(self, m, module: str, name: str):
+        """An instance ``name`` of the shared module ``module``; returns its interface."""
+        ports = self.modules[module].signature.create(path=(name,))
+        m.submodules[name] = instance(module, self.modules[module].signature, ports)
+        return ports
 
     def _readout(self, m, addr, armed, regs, gens, sinks):
         """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""
@@ -230,17 +253,31 @@ class Stimulus(wiring.Component):
         if regmap.hist_buckets < regmap.hist_stride:
             valid &= addr[:hist_bits] < regmap.hist_buckets
         hist = Array(s.hist_data for s in sinks)
-        with m.Switch(addr):
-            with m.Case(regmap.CONTROL):
-                m.d.sync += self.csr_rdata.eq(Cat(self.done, self.running, armed))
-            for name, _, count in regmap.settings:
-                for k in range(count):
-                    with m.Case(regmap.address(name, k)):
-                        m.d.sync += self.csr_rdata.eq(regs[name][k])
-            for name, _, count in regmap.stats:
-                assert len(words[name]) == count, name
-                for k, value in enumerate(words[name]):
-                    with m.Case(regmap.address(name, k)):
-                        m.d.sync += self.csr_rdata.eq(value)
+        register = {regmap.CONTROL: Cat(self.done, self.running, armed)}
+        for name, _, count in regmap.settings:
+            for k in range(count):
+                register[regmap.address(name, k)] = regs[name][k]
+        for name, _, count in regmap.stats:
+            assert len(words[name]) == count, name
+            for k, value in enumerate(words[name]):
+                register[regmap.address(name, k)] = value
+        # Two levels of selection, a page of _PAGE words by the low address bits and
+        # the page by the rest, rather than one case per word: a multiplexer of n
+        # cases is a priority chain whose size (and Amaranth's check of it) grows
+        # as n**2, and a fabric of hundreds of endpoints has tens of thousands of words.
+        # A page never reaches into the histograms' region (hist_base, a power of two).
+        page_bits = min(_PAGE_BITS, region_bit)
+        pages = {}
+        for address, value in register.items():
+            pages.setdefault(address >> page_bits, {})[address & ((1 << page_bits) - 1)] = value
+        offset = addr[:page_bits]
+        with m.Switch(addr[page_bits:]):
+            for page, entries in sorted(pages.items()):
+                with m.Case(page):
+                    used = [entries.get(k, 0) for k in range(max(entries) + 1)]
+                    in_page = Array(used)[offset]
+                    m.d.sync += self.csr_rdata.eq(
+                        in_page if len(used) == 1 << page_bits else
+                        Mux(offset < len(used), in_page, 0))
             with m.Default():
                 m.d.sync += self.csr_rdata.eq(Mux(valid, hist[index], 0))

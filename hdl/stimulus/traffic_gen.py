@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from ...formats.stimulus import DRAW_BITS, GENERATED_ECN, INJECT_BITS, MODES, TIMESTAMP_BITS
 from ...formats.packet import port_bits
 
-__all__ = ["Mode", "settings_layout", "xorshift64", "TrafficGenerator"]
+__all__ = ["Mode", "settings_layout", "xorshift64", "generator_signature", "TrafficGenerator"]
 
 
 class Mode(enum.Enum, shape=3):
@@ -55,16 +55,48 @@ def xorshift64(x):
     return x ^ (x << 17)[:64]
 
 
+def generator_signature(*, layout: data.StructLayout, ports: int, priorities: int,
+                        counter_width: int) -> wiring.Signature:
+    """The ports of a :class:`TrafficGenerator` (the stimulus top instances its module)."""
+    for name, value, low in (("ports", ports, 2), ("priorities", priorities, 1),
+                             ("counter_width", counter_width, 1)):
+        if not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
+    if layout["data"].shape.width < TIMESTAMP_BITS:
+        raise ValueError(f"the layout's data field must hold at least {TIMESTAMP_BITS} bits, "
+                         f"not {layout['data'].shape.width}")
+    max_flits = (1 << layout["length"].shape.width) - 1
+    settings = settings_layout(ports=ports, priorities=priorities, max_packet_flits=max_flits,
+                               counter_width=counter_width)
+    return wiring.Signature({
+        "o": Out(stream.Signature(layout)),
+        "settings": In(settings),
+        "port": In(port_bits(ports)),
+        "fixed_dst": In(port_bits(ports)),
+        "enable": In(1),
+        "seed": In(64),
+        "start": In(1),
+        "stepping": In(1),
+        "timestamp": In(TIMESTAMP_BITS),
+        "generated": Out(counter_width),
+        "generated_flits": Out(counter_width),
+        "refused": Out(counter_width),
+    })
+
+
 class TrafficGenerator(wiring.Component):
-    """The traffic generator of input ``port`` of a ``ports``-port switch.
+    """The traffic generator of one input of a ``ports``-port switch or fabric.
+
+    Which input it serves is an input port, ``port``, not a parameter, so that
+    every generator of a top is one module.
 
     Parameters
     ----------
     layout : data.StructLayout
         The packet layout (``superfabric.hdl.packet.packet_layout``); its
         ``data`` field must hold at least 32 bits.
-    port, ports, priorities : int
-        This input, the switch's ports and its traffic classes.
+    ports, priorities : int
+        The switch's (fabric's endpoint) ports and its traffic classes.
     queue_depth : int
         Packets the generator holds generated but not yet sent, the one
         being sent included.
@@ -75,6 +107,7 @@ class TrafficGenerator(wiring.Component):
     -----
     o : packet stream toward the switch input.
     settings : the run settings (:func:`settings_layout`).
+    port : the input this generator serves (its packets' ``src``).
     fixed_dst, enable : this input's output in mode FIXED; whether it generates.
     seed, start : ``start`` loads the xorshift state with ``seed`` (non-zero).
     stepping : draw in this cycle (the run is on and inside its generation window).
@@ -83,40 +116,19 @@ class TrafficGenerator(wiring.Component):
         and kept, and generations refused because the queue was full.
     """
 
-    def __init__(self, *, layout: data.StructLayout, port: int, ports: int, priorities: int,
+    def __init__(self, *, layout: data.StructLayout, ports: int, priorities: int,
                  queue_depth: int, counter_width: int):
-        for name, value, low in (("ports", ports, 2), ("priorities", priorities, 1),
-                                 ("queue_depth", queue_depth, 2), ("counter_width", counter_width, 1)):
-            if not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, not {value!r}")
-        if not isinstance(port, int) or not 0 <= port < ports:
-            raise ValueError(f"port must be an integer in 0..{ports - 1}, not {port!r}")
-        if layout["data"].shape.width < TIMESTAMP_BITS:
-            raise ValueError(f"the layout's data field must hold at least {TIMESTAMP_BITS} bits, "
-                             f"not {layout['data'].shape.width}")
+        if not isinstance(queue_depth, int) or queue_depth < 2:
+            raise ValueError(f"queue_depth must be an integer >= 2, not {queue_depth!r}")
         self._layout = layout
-        self._port, self._ports, self._priorities = port, ports, priorities
+        self._ports, self._priorities = ports, priorities
         self._depth = queue_depth
-        max_flits = (1 << layout["length"].shape.width) - 1
-        self._settings = settings_layout(ports=ports, priorities=priorities,
-                                         max_packet_flits=max_flits, counter_width=counter_width)
-        super().__init__({
-            "o": Out(stream.Signature(layout)),
-            "settings": In(self._settings),
-            "fixed_dst": In(port_bits(ports)),
-            "enable": In(1),
-            "seed": In(64),
-            "start": In(1),
-            "stepping": In(1),
-            "timestamp": In(TIMESTAMP_BITS),
-            "generated": Out(counter_width),
-            "generated_flits": Out(counter_width),
-            "refused": Out(counter_width),
-        })
+        super().__init__(generator_signature(layout=layout, ports=ports, priorities=priorities,
+                                             counter_width=counter_width))
 
     def elaborate(self, platform):
         m = Module()
-        layout, port, n = self._layout, self._port, self._ports
+        layout, port, n = self._layout, self.port, self._ports
         cfg = self.settings
         pb = port_bits(n)
 
@@ -136,7 +148,7 @@ class TrafficGenerator(wiring.Component):
         # Uniform over the other outputs: scale the draw to 0..n-2, skip this port.
         index = (d_dst * (n - 1))[DRAW_BITS:]
         uniform = Signal(pb)
-        m.d.comb += uniform.eq(index + 1 if port == 0 else Mux(index >= port, index + 1, index))
+        m.d.comb += uniform.eq(Mux(index >= port, index + 1, index))
 
         hit = d_inject < cfg.inject
         bursty = cfg.mode == Mode.BURSTY

@@ -15,10 +15,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
+from ...formats.packet import port_bits
 from ...formats.stimulus import DRAW_BITS, TIMESTAMP_BITS, crc32_update, port_bytes, record_bits
 from .traffic_gen import xorshift64
 
-__all__ = ["TrafficSink", "crc32_network"]
+__all__ = ["TrafficSink", "sink_signature", "crc32_network"]
 
 _CE = 3
 
@@ -71,15 +72,47 @@ def _bucket(latency, sub_bits: int, buckets: int):
     return Mux(index >= buckets - 1, buckets - 1, index)
 
 
+def sink_signature(*, layout: data.StructLayout, ports: int, priorities: int,
+                   counter_width: int, hist_buckets: int, hist_sub_bits: int) -> wiring.Signature:
+    """The ports of a :class:`TrafficSink` (the stimulus top instances its module)."""
+    if not isinstance(hist_buckets, int) or hist_buckets < 2 << hist_sub_bits:
+        raise ValueError(f"hist_buckets must be an integer >= {2 << hist_sub_bits} "
+                         f"(2 * 2**hist_sub_bits), not {hist_buckets!r}")
+    return wiring.Signature({
+        "i": In(stream.Signature(layout)),
+        "port": In(port_bits(ports)),
+        "seed": In(64), "start": In(1), "running": In(1),
+        "stall_threshold": In(DRAW_BITS + 1),
+        "timestamp": In(TIMESTAMP_BITS),
+        "window": In(1),
+        "packets": Out(counter_width).array(priorities),
+        "flits": Out(counter_width).array(priorities),
+        "window_flits": Out(counter_width),
+        "latency_sum": Out(counter_width),
+        "latency_min": Out(TIMESTAMP_BITS, init=(1 << TIMESTAMP_BITS) - 1),
+        "latency_max": Out(TIMESTAMP_BITS),
+        "hash": Out(32),
+        "order_errors": Out(counter_width),
+        "frame_errors": Out(counter_width),
+        "ce_packets": Out(counter_width),
+        "hist_addr": In(range(hist_buckets)),
+        "hist_data": Out(counter_width),
+        "cleared": Out(1),
+    })
+
+
 class TrafficSink(wiring.Component):
-    """The statistics sink of output ``port`` of a ``ports``-port switch.
+    """The statistics sink of one output of a ``ports``-port switch or fabric.
+
+    Which output it serves is an input port, ``port``, not a parameter, so that
+    every sink of a top is one module (the one with a planted fault another).
 
     Parameters
     ----------
     layout : data.StructLayout
         The packet layout; ``data`` holds the generation cycle (low 32 bits).
-    port, ports, priorities : int
-        This output, the switch's ports and classes.
+    ports, priorities : int
+        The switch's (fabric's endpoint) ports and its classes.
     counter_width : int
         Width of the packet, flit, latency-sum and histogram counters.
     hist_buckets, hist_sub_bits : int
@@ -92,6 +125,7 @@ class TrafficSink(wiring.Component):
     Ports
     -----
     i : packet stream from the switch output.
+    port : the output this sink serves (its packets' ``dst``).
     seed, start : ``start`` loads the ready draw's state with ``seed``.
     running : step the ready draw in this cycle.
     stall_threshold : not ready when the 16-bit draw is below it (0: always ready).
@@ -106,38 +140,16 @@ class TrafficSink(wiring.Component):
         priorities)`` cycles after reset; the sink must not see a flit before.
     """
 
-    def __init__(self, *, layout: data.StructLayout, port: int, ports: int, priorities: int,
+    def __init__(self, *, layout: data.StructLayout, ports: int, priorities: int,
                  counter_width: int, hist_buckets: int, hist_sub_bits: int, fault_packet: int = 0):
-        if not isinstance(port, int) or not 0 <= port < ports:
-            raise ValueError(f"port must be an integer in 0..{ports - 1}, not {port!r}")
-        if not isinstance(hist_buckets, int) or hist_buckets < 2 << hist_sub_bits:
-            raise ValueError(f"hist_buckets must be an integer >= {2 << hist_sub_bits} "
-                             f"(2 * 2**hist_sub_bits), not {hist_buckets!r}")
         self._layout = layout
-        self._port, self._ports, self._priorities = port, ports, priorities
+        self._ports, self._priorities = ports, priorities
         self._width = counter_width
         self._buckets, self._sub_bits = hist_buckets, hist_sub_bits
         self._fault = fault_packet
-        super().__init__({
-            "i": In(stream.Signature(layout)),
-            "seed": In(64), "start": In(1), "running": In(1),
-            "stall_threshold": In(DRAW_BITS + 1),
-            "timestamp": In(TIMESTAMP_BITS),
-            "window": In(1),
-            "packets": Out(counter_width).array(priorities),
-            "flits": Out(counter_width).array(priorities),
-            "window_flits": Out(counter_width),
-            "latency_sum": Out(counter_width),
-            "latency_min": Out(TIMESTAMP_BITS, init=(1 << TIMESTAMP_BITS) - 1),
-            "latency_max": Out(TIMESTAMP_BITS),
-            "hash": Out(32),
-            "order_errors": Out(counter_width),
-            "frame_errors": Out(counter_width),
-            "ce_packets": Out(counter_width),
-            "hist_addr": In(range(hist_buckets)),
-            "hist_data": Out(counter_width),
-            "cleared": Out(1),
-        })
+        super().__init__(sink_signature(layout=layout, ports=ports, priorities=priorities,
+                                        counter_width=counter_width, hist_buckets=hist_buckets,
+                                        hist_sub_bits=hist_sub_bits))
 
     def elaborate(self, platform):
         m = Module()
@@ -194,7 +206,7 @@ class TrafficSink(wiring.Component):
             # flit of a packet, and leave toward an endpoint on VC 0.
             fields.append("hops")
         same = Cat(flit[name] == head[name] for name in fields).all()
-        bad = Mux(index == 0, ~flit.first, flit.first | ~same) | (flit.dst != self._port)
+        bad = Mux(index == 0, ~flit.first, flit.first | ~same) | (flit.dst != self.port)
         if fabric:
             bad |= flit.vc != 0
         with m.If(taken):
@@ -265,7 +277,7 @@ class TrafficSink(wiring.Component):
         w = 8 * port_bytes(self._ports)
         record = Signal(record_bits(self._ports))
         m.d.comb += record.eq(flit.tag | (self.timestamp << 32) | (flit.src << 64)
-                              | (self._port << (64 + w)) | (flit.ecn << (64 + 2 * w))
+                              | (self.port << (64 + w)) | (flit.ecn << (64 + 2 * w))
                               | (flit.prio << (72 + 2 * w)))
         return crc32_network(m, self.hash, record)
 

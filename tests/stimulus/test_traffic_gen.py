@@ -54,7 +54,7 @@ def simulate(cfg, settings, port, *, ready_stall, seed, extra=300):
     ``extra`` cycles of draining; every cycle's valid and payload must equal the model's."""
     st = cfg.stimulus
     layout = packet_layout(cfg)
-    dut = TrafficGenerator(layout=layout, port=port, ports=cfg.switch.ports,
+    dut = TrafficGenerator(layout=layout, ports=cfg.switch.ports,
                            priorities=cfg.switch.priorities, queue_depth=st.source_queue,
                            counter_width=st.counter_width)
     table = PacketTable()
@@ -72,6 +72,7 @@ def simulate(cfg, settings, port, *, ready_stall, seed, extra=300):
                 ctx.set(s.mode, MODES.index(settings.mode))
             else:
                 ctx.set(getattr(s, name), getattr(settings, name))
+        ctx.set(dut.port, port)
         ctx.set(dut.fixed_dst, settings.fixed_dst[port])
         ctx.set(dut.enable, settings.enable >> port & 1)
         ctx.set(dut.seed, port_seed(settings.seed, port_key(GENERATOR_KEY, port)))

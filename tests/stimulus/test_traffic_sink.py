@@ -128,7 +128,7 @@ def simulate(cfg, port, seed, *, stall, packets=400):
     settings = dataclasses.replace(
         stimulus_settings(cfg, "uniform", load=0.5, cycles=1000, seed=seed, sink_stall=stall),
         run_cycles=rng_cycles(seed))
-    dut = TrafficSink(layout=layout, port=port, ports=cfg.endpoints,
+    dut = TrafficSink(layout=layout, ports=cfg.endpoints,
                       priorities=cfg.switch.priorities, counter_width=st.counter_width,
                       hist_buckets=st.hist_buckets, hist_sub_bits=st.hist_sub_bits)
     model = Sinks(cfg, settings)
@@ -140,6 +140,7 @@ def simulate(cfg, port, seed, *, stall, packets=400):
 
     async def testbench(ctx):
         nonlocal expected_frame_errors
+        ctx.set(dut.port, port)
         ctx.set(dut.seed, port_seed(settings.seed, port_key(SINK_KEY, port)))
         ctx.set(dut.stall_threshold, settings.sink_stall)
         clearing = 0
@@ -224,11 +225,12 @@ def test_a_reset_clears_the_statistics():
                                                       "stimulus.hist_sub_bits=2"])
     st = cfg.stimulus
     layout = packet_layout(cfg)
-    dut = TrafficSink(layout=layout, port=1, ports=4, priorities=2,
+    dut = TrafficSink(layout=layout, ports=4, priorities=2,
                       counter_width=st.counter_width, hist_buckets=st.hist_buckets,
                       hist_sub_bits=st.hist_sub_bits)
 
     async def testbench(ctx):
+        ctx.set(dut.port, 1)
         for run in range(2):
             while not ctx.get(dut.cleared):
                 await ctx.tick()

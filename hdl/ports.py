@@ -53,14 +53,14 @@ class SharedModule:
         (called once per file).
     hierarchical : bool
         Verilator builds the module as a hierarchical block of its own
-        (``--hierarchical``), compiled apart from the top. Only for a block whose
-        instances meet no combinational path through another such block: Verilator
-        cannot see inside a hierarchical block, so it takes every output to depend
-        on every input, and a stream's ``ready`` answering its ``valid`` across two
-        of them reads as a combinational loop (``UNOPTFLAT``). A fabric's routers
-        are linked through registers; a generator or a sink meets its router's
-        ports directly, so it is a plain module, which Verilator shares between
-        instances rather than inlining each (``--inline-mult``).
+        (``--hierarchical``), compiled apart from the top; else as a module it
+        must not inline, whose code its instances share. Hierarchical only for a
+        block whose instances meet no combinational path through another such
+        block: Verilator cannot see inside a hierarchical block, so it takes every
+        output to depend on every input, and a stream's ``ready`` answering its
+        ``valid`` across two of them reads as a combinational loop
+        (``UNOPTFLAT``). A fabric's routers are linked through registers; a
+        generator or a sink meets its router's ports directly.
     """
 
     signature: wiring.Signature

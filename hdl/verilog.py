@@ -62,7 +62,7 @@ def default_top(cfg: FabricConfig) -> str:
 def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
     router modules (the fabric, and the stimulus top around it) is built with
-    ``--hierarchical``, each router module compiled once (see _hier_block)."""
+    ``--hierarchical``, each router module compiled once (see _mark)."""
     return ["--hierarchical"] if top in ("fabric", "stimulus") and cfg.fabric.is_fabric else []
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
@@ -142,16 +142,18 @@ def _header(top: str, cfg: FabricConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _hier_block(text: str, module: str) -> str:
-    """Mark ``module`` as a Verilator hierarchical block.
+def _mark(text: str, module: str, hierarchical: bool) -> str:
+    """Mark the shared module ``module`` for Verilator, which would otherwise flatten a
+    design and compile (and hold in memory) each of its instances apart.
 
-    Verilator flattens a design, so a fabric of R routers would be compiled
-    (and held in memory) R times over; built with ``--hierarchical``
-    (:func:`verilator_build_args`), each marked module is compiled once and
-    every instance shares it. Other tools read the mark as a comment.
+    ``hierarchical``: a hierarchical block (``hier_block``), compiled once, on its own,
+    by a build with ``--hierarchical`` (:func:`verilator_build_args`); else a module
+    Verilator must not inline (``no_inline_module``), whose code every instance
+    shares. Other tools read either mark as a comment.
     """
+    mark = "hier_block" if hierarchical else "no_inline_module"
     header = re.compile(rf"^module {module}\([^;]*\);\n", re.M)
-    return header.sub(lambda m: m[0] + "  /* verilator hier_block */\n", text, count=1)
+    return header.sub(lambda m: m[0] + f"  /* verilator {mark} */\n", text, count=1)
 
 
 def convert(component: wiring.Component, name: str, *, src: bool = False) -> str:
@@ -198,9 +200,8 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top)
     text = "".join(convert(component, name, src=src) for name, component, _ in modules)
-    for name, _, hierarchical in modules:
-        if hierarchical:
-            text = _hier_block(text, name)
+    for name, _, hierarchical in modules[:-1]:
+        text = _mark(text, name, hierarchical)
     path = out / f"{top}.v"
     path.write_text(_header(top, cfg) + _start_combinational(_loop_zero_init(text)))
     (out / "filelist.f").write_text(f"{path.name}\n")

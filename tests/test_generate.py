@@ -136,9 +136,11 @@ def test_generate_stimulus_around_a_fabric_lint_clean(overrides, tmp_path):
     topo = Topology.of(cfg)
     kinds = sorted({topo.router_kind(r) for r in range(topo.routers)})
     # The router modules, the generator and the sink once each, the routers marked for
-    # the hierarchical build; a generator and a sink at every endpoint, instances of
-    # their modules.
+    # the hierarchical build, the generator and the sink as modules whose code their
+    # instances share; a generator and a sink at every endpoint, instances of their
+    # modules.
     assert text.count("/* verilator hier_block */") == len(kinds)
+    assert text.count("/* verilator no_inline_module */") == 2
     for module in kinds + ["traffic_gen", "traffic_sink", "stimulus"]:
         assert text.count(f"\nmodule {module}(") == 1, module
     for e in range(topo.endpoints):

@@ -1,5 +1,6 @@
 """The model's compiled kernels are cached under a digest of every source they compile in."""
 
+import os
 import shutil
 
 import numba
@@ -9,7 +10,7 @@ from superfabric.sim import kernel
 
 def test_the_cache_follows_every_kernel_source(tmp_path, monkeypatch):
     # The directory in use is the digest's, unless the user named one.
-    if not kernel.os.environ.get("NUMBA_CACHE_DIR"):
+    if not os.environ.get("NUMBA_CACHE_DIR"):
         assert numba.config.CACHE_DIR == str(kernel.cache_dir())
     copies = []
     for folder in kernel._KERNEL_SOURCES:

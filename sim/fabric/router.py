@@ -38,7 +38,8 @@ from ..voq import (frame_flit, pool_index, queue_index, queue_parts, voq_clock, 
                    voq_enqueue, voq_fits)
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
-           "trace_packets", "router_busy", "router_quiet", "router_reached", "router_cycle", "EGRESS_DEPTH", "OUTSTANDING",
+           "trace_packets", "router_busy", "router_quiet", "router_reached", "router_cycle",
+           "EGRESS_DEPTH", "OUTSTANDING",
            "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
            "FAT_TREE"]
 

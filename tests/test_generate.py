@@ -3,8 +3,10 @@
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -20,6 +22,8 @@ from superfabric.network.topology import Topology
 from superfabric.tools.fusesoc_core import IVERILOG_OPTIONS, VERILATOR_OPTIONS, core_name
 
 from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GENERATED = [
     ("default", []),
@@ -176,11 +180,11 @@ def test_generate_stimulus_around_a_fabric_lint_clean(overrides, tmp_path):
     _lint_fabric_clean(verilog, tmp_path, top="stimulus")
 
 
-def fusesoc(tmp_path, cores_root, *args):
-    """``fusesoc --cores-root cores_root ARGS``, run as a user runs it, in a work folder
-    under ``tmp_path`` with an empty home: nothing of FuseSoC's (its configuration, cache,
-    builds) lands outside ``tmp_path``. The Verilator the runner finds comes first on
-    ``PATH``, as for a cocotb run."""
+def fusesoc(tmp_path, *args):
+    """``fusesoc ARGS``, run as a user runs it, in a work folder under ``tmp_path`` with an
+    empty home: nothing of FuseSoC's (its configuration, cache, builds) lands outside
+    ``tmp_path``. The Verilator the runner finds comes first on ``PATH``, as for a cocotb
+    run."""
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir(exist_ok=True)
     work.mkdir(exist_ok=True)
@@ -190,31 +194,39 @@ def fusesoc(tmp_path, cores_root, *args):
            if not key.startswith(("XDG_", "FUSESOC_"))}
     env.update(HOME=str(home), PATH=os.pathsep.join([str(find_simulator("verilator").parent),
                                                      env.get("PATH", os.defpath)]))
-    done = subprocess.run([sys.executable, "-m", "fusesoc.main", "--config", str(config),
-                           "--cores-root", str(cores_root), *args],
+    done = subprocess.run([sys.executable, "-m", "fusesoc.main", "--config", str(config), *args],
                           cwd=work, env=env, capture_output=True, text=True)
     assert not any(home.iterdir()), sorted(home.rglob("*"))
     return done
 
 
+#: The FuseSoC commands docs/fpga.md shows, on the folder its ``generate`` example writes.
+FUSESOC_EXAMPLES = [shlex.split(line) for line in re.findall(
+    r"^\$ fusesoc (.*)$", (ROOT / "docs" / "fpga.md").read_text(), re.M)]
+
+
 def test_fusesoc_lints_and_simulates_the_generated_core(tmp_path):
+    # The commands docs/fpga.md shows, on the tiny switch.
     require_simulator("verilator")
     require_simulator("icarus")
     rtl = tmp_path / "rtl"
     res = superfabric("generate", "--preset", "tiny", "-o", str(rtl))
     assert res.returncode == 0, res.stderr
     assert_core(rtl, "switch")
-    build = tmp_path / "work" / "build" / core_name("switch").replace(":", "_")
-    lint = fusesoc(tmp_path, rtl, "run", "--target", "lint", core_name("switch"))
+    name = core_name("switch")
+    assert FUSESOC_EXAMPLES == [["--cores-root", "build/rtl", "run", "--target", target, name]
+                                for target in ("lint", "sim")]
+    lint, sim = (fusesoc(tmp_path, *(str(rtl) if arg == "build/rtl" else arg for arg in example))
+                 for example in FUSESOC_EXAMPLES)
     assert lint.returncode == 0, (lint.stdout + lint.stderr)[-3000:]
     # Verilator ran, in lint-only mode with the project's warnings, on the generated file.
     assert "V e r i l a t i o n   R e p o r t" in lint.stdout, lint.stdout[-3000:]
     assert "%Warning" not in lint.stdout + lint.stderr
-    vc = (build / "lint" / f"{core_name('switch').replace(':', '_')}.vc").read_text().split()
+    build = tmp_path / "work" / "build" / name.replace(":", "_")
+    vc = (build / "lint" / f"{name.replace(':', '_')}.vc").read_text().split()
     assert "--lint-only" in vc and set(VERILATOR_OPTIONS) <= set(vc)
     assert vc[vc.index("--top-module") + 1] == "switch"
     assert any(arg.endswith("/switch.v") for arg in vc)
-    sim = fusesoc(tmp_path, rtl, "run", "--target", "sim", core_name("switch"))
     assert sim.returncode == 0, (sim.stdout + sim.stderr)[-3000:]
     assert "iverilog -sswitch" in sim.stdout and "vvp " in sim.stdout, sim.stdout[-3000:]
 
@@ -230,7 +242,8 @@ def test_fusesoc_lint_holds_the_core_to_verilators_wall(tmp_path):
     waiver = "/* verilator lint_off UNUSEDSIGNAL */\n"
     assert waiver in verilog.read_text()
     verilog.write_text(verilog.read_text().replace(waiver, ""))
-    lint = fusesoc(tmp_path, rtl, "run", "--target", "lint", core_name("skid_buffer"))
+    lint = fusesoc(tmp_path, "--cores-root", str(rtl), "run", "--target", "lint",
+                   core_name("skid_buffer"))
     assert lint.returncode != 0
     assert "%Warning-UNUSEDSIGNAL" in lint.stdout + lint.stderr, (lint.stdout + lint.stderr)[-3000:]
 

@@ -348,13 +348,13 @@ def _report(args) -> int:
 def _pool(args) -> int:
     from .pool import TABLE_HEADER, check_pool, pool_row, run_pool
     settings = dict(allocator=args.allocator, accelerators=args.accelerators,
-                    memory_mib=args.memory_mib, trace=args.trace)
+                    memory_mib=args.memory_mib, trace=args.trace, seed=args.seed)
     try:
         check_pool(**settings)
     except ValueError as e:
         raise UsageError(str(e)) from None
     cfg = _config(args)
-    res = run_pool(cfg, **settings, seed=args.seed, out_dir=args.out)
+    res = run_pool(cfg, **settings, out_dir=args.out)
     row = pool_row(res)
     widths = [max(len(h), len(c)) for h, c in zip(TABLE_HEADER, row)]
     for cells in (TABLE_HEADER, row):

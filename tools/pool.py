@@ -33,7 +33,8 @@ MAX_MEMORY_MIB = (1 << wire.VA_BITS) * WORD_BYTES >> 20
 POOL_RKEY = 1
 
 
-def check_pool(*, allocator: str, accelerators: int, memory_mib: int, trace: str) -> None:
+def check_pool(*, allocator: str, accelerators: int, memory_mib: int, trace: str,
+               seed: int) -> None:
     """Refuse a bad setting in one line (ValueError) naming the value and what is allowed."""
     if allocator not in ALLOCATORS:
         raise ValueError(f"--allocator = {allocator!r}: must be one of {', '.join(ALLOCATORS)}")
@@ -44,6 +45,8 @@ def check_pool(*, allocator: str, accelerators: int, memory_mib: int, trace: str
                          f"accelerator's {wire.VA_BITS}-bit local addresses of 64-bit words)")
     if trace not in TRACES:
         raise ValueError(f"--trace = {trace!r}: must be one of {', '.join(TRACES)}")
+    if seed < 0:
+        raise ValueError(f"--seed = {seed}: must be at least 0")
 
 
 def make_pool(*, allocator: str, accelerators: int, memory_mib: int,
@@ -63,7 +66,7 @@ def run_pool(cfg: FabricConfig, *, allocator: str, accelerators: int, memory_mib
     """Replay ``trace`` (one rank per accelerator) on a fresh pool; write ``results.json``
     and ``pool.md`` into ``out_dir`` when given."""
     check_pool(allocator=allocator, accelerators=accelerators, memory_mib=memory_mib,
-               trace=trace)
+               trace=trace, seed=seed)
     ops = pool_trace(trace, ranks=accelerators, seed=seed)
     pool = make_pool(allocator=allocator, accelerators=accelerators, memory_mib=memory_mib,
                      page_words=cfg.rdma.page_words)

@@ -32,7 +32,6 @@ SEGMENT_ENTRY_FIELDS = (("valid", 1), ("accelerator", ACCELERATOR_BITS), ("rkey"
 SEGMENT_ENTRY_BITS = sum(width for _, width in SEGMENT_ENTRY_FIELDS)
 #: An entry is loaded through the table port as one 64-bit word, its upper bits zero.
 SEGMENT_WORD_BITS = 64
-assert SEGMENT_ENTRY_BITS <= SEGMENT_WORD_BITS
 
 
 def segment_word(*, accelerator: int, rkey: int, laddr: int) -> int:

@@ -57,9 +57,12 @@ def _check(allocator):
 @pytest.mark.parametrize("seed", range(5))
 def test_live_allocations_never_overlap(cls, seed):
     rng = random.Random(seed)
-    allocator = _pool(cls)
+    allocator = _pool(cls, entries=3 * 64 + 48)
     handles = []
     for step in range(600):
+        if step == 300:
+            # An accelerator joins while allocations live (48 pages: buddy's 32 and 16).
+            allocator.add_accelerator(accelerator=20, pages=48, rkey=7, va=0x800)
         if handles and rng.random() < 0.45:
             allocator.free(handles.pop(rng.randrange(len(handles))))
         else:

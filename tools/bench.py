@@ -427,16 +427,17 @@ def pool_table() -> ResultsPage:
     :data:`POOLS`, seed 1."""
     page = ResultsPage(
         "pool", "Pooled memory: fragmentation of best-fit and buddy", "make bench TABLES=pool",
-        "The training trace (specification section 10.14.4: eight data-parallel ranks, one "
-        "per accelerator, of a four-layer slice of a small GPT, four steps, seed 1; 3,424 "
+        "The training trace (specification section 10.14.4: eight data-parallel ranks, one per "
+        "accelerator, of a four-layer slice of a small GPT, four steps, seed 1; 3,424 "
         "allocations and frees, about 105 MiB a rank at its peak) replayed on each allocator: "
-        "8 accelerators of 128 MiB with 2 KiB pages (`superfabric pool`'s defaults), of 112 "
-        "MiB (the trace's peak is 94 % of that pool), and of 128 MiB with 64 KiB pages. Peak use: the allocated pages at their peak "
-        "over the pool. Internal fragmentation: allocated bytes no request asked for, over "
-        "the allocated bytes; external: 1 - (each accelerator's largest free extent, summed) "
-        "/ free bytes (section 10.14.5); each after the peak operation (- when nothing is "
-        "free there), as the mean over the trace, and the largest. Failed: allocations that "
-        "found no room, of all. The goal of the source design is under 5 % for best-fit.")
+        "8 accelerators of 128 MiB with 2 KiB pages (`superfabric pool`'s defaults), of 112 MiB "
+        "(the trace's peak is 94 % of that pool), and of 128 MiB with 64 KiB pages. Peak use: "
+        "the allocated pages at their peak over the pool. Internal fragmentation: allocated "
+        "bytes no request asked for, over the allocated bytes; external: 1 - (each "
+        "accelerator's largest free extent, summed) / free bytes (section 10.14.5); each after "
+        "the peak operation (- when nothing is free there), as the mean over the trace, and "
+        "the largest. Failed: allocations that found no room, of all. The goal of the source "
+        "design is under 5 % for best-fit.")
     widths = (9, 12, 6, 8, 16, 13, 16, 13, 12, 9)
     page.table(*(Column(h, w, right=k > 0) for k, (h, w) in enumerate(zip(TABLE_HEADER, widths))))
     for accelerators, mib, overrides in POOLS:

@@ -44,7 +44,8 @@ def external_fragmentation(allocator: PoolAllocator) -> float | None:
 
 def _measure(values: list[float | None], at: int) -> dict:
     defined = [v for v in values if v is not None]
-    return {"at_peak": values[at] if values else None, "mean": sum(defined) / len(defined) if defined else None,
+    return {"at_peak": values[at] if values else None,
+            "mean": sum(defined) / len(defined) if defined else None,
             "max": max(defined, default=None)}
 
 

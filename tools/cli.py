@@ -110,7 +110,8 @@ def _weights(text: str) -> list[float]:
 def _generate_parser(sub) -> None:
     """``superfabric generate``: Verilog of a configuration."""
     g = sub.add_parser("generate", formatter_class=_Help,
-                       help="write synthesizable Verilog for a configuration")
+                       help="write synthesizable Verilog for a configuration, and its "
+                            "FuseSoC core")
     _add_config_args(g)
     g.add_argument("--top", default=None,
                    help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
@@ -379,10 +380,12 @@ def _top_config(args) -> tuple[FabricConfig, str]:
 
 def _generate(args) -> int:
     from ..hdl.verilog import write_verilog
+    from .fusesoc_core import write_core
     cfg, top = _top_config(args)
     path = write_verilog(cfg, args.out, top=top)
+    core = write_core(cfg, [path], top=top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
-          f"{Path(args.out) / 'config.json'}")
+          f"{Path(args.out) / 'config.json'}, {core}")
     return 0
 
 

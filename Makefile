@@ -17,7 +17,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage docs clean
+.PHONY: setup simulators browser tshark demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,11 @@ simulators:
 browser:
 	bash tools/install-browser.sh
 
-setup: $(BIN)/superfabric simulators browser
+# tshark, Wireshark's decoder, reads back the pcap files of `superfabric pcap` in the tests.
+tshark:
+	bash tools/install-tshark.sh
+
+setup: $(BIN)/superfabric simulators browser tshark
 
 demo: setup
 	$(BIN)/superfabric generate --preset default -o build/rtl
@@ -58,7 +62,7 @@ PARALLEL := -n auto --dist loadfile
 test: setup
 	$(BIN)/pytest -v $(PARALLEL) -m "not bench"
 
-test-fast: $(BIN)/superfabric browser
+test-fast: $(BIN)/superfabric browser tshark
 	$(BIN)/pytest $(PARALLEL) -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit

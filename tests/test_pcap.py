@@ -9,8 +9,6 @@ a CRC written here from the RoCEv2 rule, itself held to a CNP captured on a NIC.
 """
 
 import json
-import os
-import shutil
 import subprocess
 import zlib
 from decimal import Decimal
@@ -24,7 +22,7 @@ from superfabric.sim.rdma.records import RdmaRecords
 from superfabric.tools.cli import main
 from superfabric.tools.pcap import DEFAULT_CLOCK_MHZ, roce_frame
 
-from conftest import RDMA_SMALL
+from conftest import RDMA_SMALL, require_tool
 
 #: Four endpoints, one channel per peer, PFC, ECN in packets and DCQCN: an incast that
 #: pauses, marks and sends CNPs (as tests/rdma/test_congestion.py's).
@@ -45,20 +43,10 @@ FIELDS = ["frame.protocols", "frame.time_epoch", "infiniband.bth.opcode", "infin
           *(f"macc.cbfc.pause_time.c{k}" for k in range(8))]
 
 
-def require_tshark() -> str:
-    """The tshark executable; skip when missing, but fail under CI, which must decode."""
-    exe = shutil.which("tshark")
-    if exe is None:
-        message = "tshark not on PATH (install it with tools/install-tshark.sh)"
-        if os.environ.get("CI"):
-            pytest.fail(f"tshark is required in CI: {message}")
-        pytest.skip(message)
-    return exe
-
-
 def tshark(pcap: Path, *args: str) -> str:
-    out = subprocess.run([require_tshark(), *TSHARK_OPTIONS, "-r", str(pcap), *args],
-                         capture_output=True, text=True, check=True)
+    exe = require_tool("tshark", "tools/install-tshark.sh")
+    out = subprocess.run([exe, *TSHARK_OPTIONS, "-r", str(pcap), *args], capture_output=True,
+                         text=True, check=True)
     return out.stdout
 
 

@@ -30,8 +30,9 @@ from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..sim.pfc_frame import encode as pfc_frame
 
-__all__ = ["PcapError", "DEFAULT_CLOCK_MHZ", "ROCE_PORT", "SWITCH_PORT", "RETH", "SwitchPacket",
-           "QP_BASE", "endpoint_mac", "endpoint_ip", "switch_mac", "dest_qp", "roce_frame", "write_pcap"]
+__all__ = ["PcapError", "DEFAULT_CLOCK_MHZ", "ROCE_PORT", "SWITCH_PORT", "QP_BASE", "RETH",
+           "SwitchPacket", "endpoint_mac", "endpoint_ip", "switch_mac", "dest_qp", "roce_frame",
+           "write_pcap"]
 
 #: The clock a cycle is taken at when none is given: one 64-bit flit per cycle at 40 Gb/s,
 #: the line rate of the DCQCN section (docs/spec/rdma.md section 10.13).
@@ -160,10 +161,12 @@ def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
     """``(cycle, frame)`` of every packet an RDMA run's model delivered."""
     from ..sim.rdma.fabric import packet_class
     from ..sim.rdma.records import RdmaRecords
-    rec = RdmaRecords.load(run / "model_records.npz")
-    if len(rec.delivered) == 0 and rec.cycles:
-        raise PcapError(f"{run / 'model_records.npz'}: no delivered packets recorded (written "
-                        f"before superfabric recorded them): run it again")
+    path = run / "model_records.npz"
+    with np.load(path) as z:
+        if "delivered" not in z.files:
+            raise PcapError(f"{path}: no delivered packets recorded (written before superfabric "
+                            f"recorded them): run it again")
+    rec = RdmaRecords.load(path)
     starts = np.concatenate(([0], np.cumsum(rec.delivered[:, 3])))
     out = []
     for i, (cycle, endpoint, src, flits, ecn) in enumerate(rec.delivered.tolist()):
@@ -175,11 +178,13 @@ def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
 
 
 def _pause_frames(rows) -> list:
-    """``(cycle, frame)`` of the switch's pause frames, rows (cycle, port, enable, times)."""
-    return [(int(r[0]), Ether(pfc_frame(int(r[2]), [int(t) for t in r[3:]],
-                                        src_mac=bytes.fromhex(switch_mac(int(r[1])).replace(":", "")),
-                                        fcs=False)))
-            for r in np.asarray(rows)]
+    """``(cycle, frame)`` of the switch's pause frames, rows (cycle, port, enable, times):
+    the switch's own frame (:func:`superfabric.sim.pfc_frame.encode`) without its FCS."""
+    out = []
+    for cycle, port, enable, *times in np.asarray(rows).tolist():
+        mac = bytes.fromhex(switch_mac(port).replace(":", ""))
+        out.append((cycle, Ether(pfc_frame(enable, times, src_mac=mac, fcs=False))))
+    return out
 
 
 def _switch_frames(run: Path) -> list:
@@ -209,7 +214,8 @@ def _results(run: Path) -> dict:
         raise PcapError(f"RUN_DIR = {str(run)!r}: no such directory")
     path = run / "results.json"
     if not path.is_file():
-        hint = " (a sweep: give one of its points/ directories)" if (run / "points").is_dir() else ""
+        sweep = (run / "points").is_dir()
+        hint = " (a sweep: give one of its points/ directories)" if sweep else ""
         raise PcapError(f"RUN_DIR = {str(run)!r}: not a run directory, no results.json{hint}")
     return json.loads(path.read_text())
 

@@ -57,7 +57,7 @@ class RdmaRecords:
         only; the testbench leaves it empty).
     delivered_words : uint64 array, the flits of the delivered packets one after the
         other, as they entered the switch (``delivered``'s ``flits`` say where each
-        packet's start).
+        packet starts).
     cycles : the cycle after the last one simulated.
     stalled : the run stopped because no WR was taken and no completion given
         for the stall limit.
@@ -101,7 +101,8 @@ class RdmaRecords:
                  completions=self.completions, order=self.order,
                  rx_completions=self.rx_completions, memory=self.memory, cnps=self.cnps,
                  rates=self.rates, pfc_frames=self.pfc_frames, queue_depth=self.queue_depth,
-                 delivered=self.delivered, delivered_words=self.delivered_words, cycles=self.cycles, stalled=self.stalled, stuck=np.str_(self.stuck),
+                 delivered=self.delivered, delivered_words=self.delivered_words,
+                 cycles=self.cycles, stalled=self.stalled, stuck=np.str_(self.stuck),
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
     @classmethod

@@ -2,7 +2,8 @@
 #   make demo   set everything up, generate the default switch, sweep it on the model and
 #               Verilator (uniform and hotspot traffic, ten loads, two seeds), write the report;
 #               then run the 8-endpoint RDMA all-reduce (1,024 QPs, 1 % drops) on Verilator
-#               against the model, and report it; then sweep the 64-endpoint 4x4x4 torus on the
+#               against the model, write its packets as RoCEv2 frames (build/rdma.pcap) and
+#               report it; then sweep the 64-endpoint 4x4x4 torus on the
 #               model (dor against adaptive routing, uniform and tornado traffic) and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
 #   make test-fast   the model and Amaranth-simulator tests alone, no RTL simulator, no FPGA
@@ -42,7 +43,7 @@ demo: setup
 	$(BIN)/superfabric generate --preset default -o build/rtl
 	$(BIN)/superfabric sweep --preset default --traffic uniform,hotspot --loads 0.1:1.0:0.1 --seeds 2 --sim model,verilator --cycles 10000 -o build/sweep
 	$(BIN)/superfabric report build/sweep -o build/report
-	$(BIN)/superfabric run --preset default --set rdma.enabled=true --set rdma.qps=1024 --set faults.drop_rate=0.01 --traffic rdma-allreduce --sim verilator -o build/rdma
+	$(BIN)/superfabric run --preset default --set rdma.enabled=true --set rdma.qps=1024 --set faults.drop_rate=0.01 --traffic rdma-allreduce --sim verilator -o build/rdma --pcap build/rdma.pcap
 	$(BIN)/superfabric report build/rdma -o build/rdma-report
 	$(BIN)/superfabric sweep --preset default --set switch.priorities=1 --set fabric.topology=torus --set fabric.vcs=4 --vary fabric.routing=dor,adaptive --traffic uniform,tornado --loads 0.1:1.0:0.1 --seeds 1 --sim model --cycles 5000 -o build/fabric-sweep
 	$(BIN)/superfabric report build/fabric-sweep -o build/fabric-report

@@ -216,6 +216,16 @@ def test_congested_run_decodes_cnps_and_pause_frames(congested):
     assert kinds.get("cnp", 0) > 0 and kinds.get("pfc", 0) > 0, kinds
 
 
+def test_corrupted_headers_are_the_frames_with_a_bad_icrc(tmp_path):
+    # The engines count a packet whose header check fails as corrupt; in the capture
+    # those, and only those, fail the ICRC, and they still decode.
+    rec, _, _, pcap = _run(tmp_path, RDMA_SMALL + ["faults.corrupt_rate=0.03"], "rdma-uniform",
+                           1200)
+    _no_errors(pcap)
+    bad = sum(icrc(frame) != frame[-4:] for frame in _raw_frames(pcap))
+    assert bad == sum(rec.counters["corrupt"]) > 0
+
+
 def test_switch_run_as_udp_with_its_header(tmp_path):
     out, pcap = tmp_path / "run", tmp_path / "switch.pcap"
     assert main(["run", "--preset", "tiny", "--traffic", "uniform", "--load", "0.5", "--cycles",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +24,7 @@ from scapy.fields import (ByteField, IntField, LongField, ShortField, SignedLong
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
+from scapy.data import DLT_EN10MB
 from scapy.utils import PcapWriter
 
 from ..config import FabricConfig
@@ -124,7 +125,15 @@ def _ipv4(src: int, dst: int, prio: int, ecn: int) -> IP:
               flags="DF", id=0)
 
 
-def roce_frame(words, *, src: int, dst: int, prio: int, ecn: int) -> Ether:
+def _frame(*layers: Packet) -> bytes:
+    """The frame of scapy ``layers``, outermost first, built once (linked in place:
+    scapy's ``/`` copies both sides at every step)."""
+    for lower, upper in zip(layers, layers[1:]):
+        lower.add_payload(upper)
+    return bytes(layers[0])
+
+
+def roce_frame(words, *, src: int, dst: int, prio: int, ecn: int) -> bytes:
     """The RoCEv2 frame of one engine packet, ``words`` its flits (BTH, RETH, payload).
 
     A packet whose header check fails (a header the fault injector corrupted) gets
@@ -135,30 +144,29 @@ def roce_frame(words, *, src: int, dst: int, prio: int, ecn: int) -> Ether:
     bth = wire.unpack(wire.BTH_FIELDS, words[0])
     reth = words[1] if len(words) > 1 else None
     opcode = bth["opcode"]
-    l4 = BTH(opcode=opcode, pkey=0xFFFF, becn=int(opcode == wire.CNP_OPCODE), dqpn=dest_qp(bth),
-             ackreq=bth["ack_req"], resv7=bth["epoch"], psn=bth["psn"])
+    layers = [Ether(src=endpoint_mac(src), dst=endpoint_mac(dst)), _ipv4(src, dst, prio, ecn),
+              UDP(sport=ROCE_SOURCE_PORT + bth["ch"], dport=ROCE_PORT, chksum=0),
+              BTH(opcode=opcode, pkey=0xFFFF, becn=int(opcode == wire.CNP_OPCODE),
+                  dqpn=dest_qp(bth), ackreq=bth["ack_req"], resv7=bth["epoch"], psn=bth["psn"])]
     if opcode == wire.ACK_OPCODE:
-        l4 = l4 / AETH(syndrome=AETH_SYNDROMES[bth["syndrome"]], msn=0)
+        layers.append(AETH(syndrome=AETH_SYNDROMES[bth["syndrome"]], msn=0))
     elif opcode == wire.CNP_OPCODE:
-        l4 = l4 / CNPPadding()
+        layers.append(CNPPadding())
     elif opcode in _RETH_OPCODES and reth is not None:
         r = wire.unpack(wire.RETH_FIELDS, reth)
-        l4 = l4 / RETH(va=(r["raddr"] + r["offset"]) * _WORD_BYTES, rkey=r["rkey"],
-                       dmalen=r["mlen"] * _WORD_BYTES)
+        layers.append(RETH(va=(r["raddr"] + r["offset"]) * _WORD_BYTES, rkey=r["rkey"],
+                           dmalen=r["mlen"] * _WORD_BYTES))
     payload = b"".join(w.to_bytes(_WORD_BYTES, "little") for w in words[2:])
     if payload:
-        l4 = l4 / Raw(payload)
-    frame = (Ether(src=endpoint_mac(src), dst=endpoint_mac(dst)) / _ipv4(src, dst, prio, ecn)
-             / UDP(sport=ROCE_SOURCE_PORT + bth["ch"], dport=ROCE_PORT, chksum=0) / l4)
+        layers.append(Raw(payload))
+    frame = _frame(*layers)
     if wire.hcs(words[0], reth) != bth["hcs"]:
-        built = Ether(bytes(frame))
-        built[BTH].icrc ^= 0xFFFFFFFF
-        frame = built
+        frame = frame[:-4] + bytes(b ^ 0xFF for b in frame[-4:])
     return frame
 
 
 def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
-    """``(cycle, frame)`` of every packet an RDMA run's model delivered."""
+    """``(cycle, frame bytes)`` of every packet an RDMA run's model delivered."""
     from ..sim.rdma.fabric import packet_class
     from ..sim.rdma.records import RdmaRecords
     path = run / "model_records.npz"
@@ -178,30 +186,30 @@ def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
 
 
 def _pause_frames(rows) -> list:
-    """``(cycle, frame)`` of the switch's pause frames, rows (cycle, port, enable, times):
+    """``(cycle, frame bytes)`` of the switch's pause frames, rows (cycle, port, enable, times):
     the switch's own frame (:func:`superfabric.sim.pfc_frame.encode`) without its FCS."""
     out = []
     for cycle, port, enable, *times in np.asarray(rows).tolist():
         mac = bytes.fromhex(switch_mac(port).replace(":", ""))
-        out.append((cycle, Ether(pfc_frame(enable, times, src_mac=mac, fcs=False))))
+        out.append((cycle, pfc_frame(enable, times, src_mac=mac, fcs=False)))
     return out
 
 
 def _switch_frames(run: Path) -> list:
-    """``(cycle, frame)`` of every packet a switch or fabric run's model delivered."""
+    """``(cycle, frame bytes)`` of every packet a switch or fabric run's model delivered."""
     with np.load(run / "packets.npz") as z:
         cols = {k: z[k] for k in ("tag", "gen", "src", "prio", "length", "model_out",
                                   "model_head", "model_tail", "model_ecn_out", "model_hops")}
     out = []
     for i in np.flatnonzero(cols["model_head"] >= 0):
         c = {k: int(v[i]) for k, v in cols.items()}
-        frame = (Ether(src=endpoint_mac(c["src"]), dst=endpoint_mac(c["model_out"]))
-                 / _ipv4(c["src"], c["model_out"], c["prio"], c["model_ecn_out"])
-                 / UDP(sport=SWITCH_PORT, dport=SWITCH_PORT)
-                 / SwitchPacket(prio=c["prio"], ecn=c["model_ecn_out"], hops=c["model_hops"],
-                                flits=c["length"], src=c["src"], dst=c["model_out"],
-                                tag=c["tag"], gen=c["gen"], head=c["model_head"],
-                                tail=c["model_tail"]))
+        frame = _frame(Ether(src=endpoint_mac(c["src"]), dst=endpoint_mac(c["model_out"])),
+                       _ipv4(c["src"], c["model_out"], c["prio"], c["model_ecn_out"]),
+                       UDP(sport=SWITCH_PORT, dport=SWITCH_PORT),
+                       SwitchPacket(prio=c["prio"], ecn=c["model_ecn_out"], hops=c["model_hops"],
+                                    flits=c["length"], src=c["src"], dst=c["model_out"],
+                                    tag=c["tag"], gen=c["gen"], head=c["model_head"],
+                                    tail=c["model_tail"]))
         out.append((c["model_head"], frame))
     with np.load(run / "pfc_frames.npz") as z:
         out.extend(_pause_frames(z["model"].reshape(-1, 11)))
@@ -245,10 +253,10 @@ def write_pcap(run_dir: str | Path, out: str | Path, *,
     else:
         raise PcapError(f"RUN_DIR = {str(run)!r}: no packets.npz or model_records.npz")
     frames.sort(key=lambda f: f[0])
-    per_ns = Decimal(1000) / Decimal(repr(float(clock_mhz)))
-    with PcapWriter(str(out), linktype=1, nano=True, sync=False) as writer:
+    ns_per_cycle = Fraction(1000) / Fraction(repr(float(clock_mhz)))
+    with PcapWriter(str(out), linktype=DLT_EN10MB, nano=True, sync=False) as writer:
         writer.write_header(None)
         for cycle, frame in frames:
-            frame.time = (Decimal(cycle) * per_ns).quantize(Decimal(1)) / Decimal(10 ** 9)
-            writer.write(frame)
+            ns = round(cycle * ns_per_cycle)
+            writer.write_packet(frame, sec=ns // 10 ** 9, usec=ns % 10 ** 9)
     return len(frames)

@@ -18,7 +18,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser tshark demo test test-fast bench bench-synth fuzz coverage docs clean
+.PHONY: setup simulators debian-tools demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,15 +29,12 @@ $(BIN)/superfabric: pyproject.toml
 simulators:
 	bash tools/install-simulators.sh
 
-# Headless Chromium renders the HTML reports in the tests.
-browser:
-	bash tools/install-browser.sh
+# Headless Chromium renders the HTML reports in the tests; tshark, Wireshark's decoder,
+# reads back the pcap files of `superfabric pcap`.
+debian-tools:
+	bash tools/install-debian-tools.sh
 
-# tshark, Wireshark's decoder, reads back the pcap files of `superfabric pcap` in the tests.
-tshark:
-	bash tools/install-tshark.sh
-
-setup: $(BIN)/superfabric simulators browser tshark
+setup: $(BIN)/superfabric simulators debian-tools
 
 demo: setup
 	$(BIN)/superfabric generate --preset default -o build/rtl
@@ -63,7 +60,7 @@ PARALLEL := -n auto --dist loadfile
 test: setup
 	$(BIN)/pytest -v $(PARALLEL) -m "not bench"
 
-test-fast: $(BIN)/superfabric browser tshark
+test-fast: $(BIN)/superfabric debian-tools
 	$(BIN)/pytest $(PARALLEL) -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit

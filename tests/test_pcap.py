@@ -1,6 +1,6 @@
 """``superfabric pcap``: a run's packets as frames that Wireshark's own decoder reads back.
 
-tshark (Debian's, installed by tools/install-tshark.sh) decodes the pcap of an RDMA
+tshark (Debian's, installed by tools/install-debian-tools.sh) decodes the pcap of an RDMA
 run with faults and of a congested one (CNPs and pause frames): every frame is the
 protocol it should be, none malformed or with an expert error, and the opcodes, PSNs,
 QPs, syndromes, pause times and timestamps tshark prints equal the run's records,
@@ -44,7 +44,7 @@ FIELDS = ["frame.protocols", "frame.time_epoch", "infiniband.bth.opcode", "infin
 
 
 def tshark(pcap: Path, *args: str) -> str:
-    exe = require_tool("tshark", "tools/install-tshark.sh")
+    exe = require_tool("tshark", "tools/install-debian-tools.sh")
     out = subprocess.run([exe, *TSHARK_OPTIONS, "-r", str(pcap), *args], capture_output=True,
                          text=True, check=True)
     return out.stdout

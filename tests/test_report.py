@@ -311,7 +311,7 @@ def test_html_renders_in_chromium(sweep_report, tmp_path):
 
 def assert_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     """Every image of ``report`` decodes in headless Chromium, no script fails, the page draws."""
-    exe = require_tool("chromium", "tools/install-browser.sh")
+    exe = require_tool("chromium", "tools/install-debian-tools.sh")
     url = report.resolve().as_uri()
     dom = chromium(exe, tmp_path / "profile", "--dump-dom", url).stdout
     parser = _BodyAttributes()

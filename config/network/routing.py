@@ -88,7 +88,15 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
     if r == t:
         return dst % m, 0
     if adaptive:
-        # Every minimal direction of every unfinished dimension, on the
+        # The dimension-order hop on an adaptive VC while it has room for the
+        # longest packet: a packet leaves it only where that direction is
+        # congested, so traffic that dimension order spreads evenly over the
+        # links (tornado) is not gathered onto shared outputs.
+        dor_port, _ = torus_dor_hop(dims, m, r, src // m, t)
+        vc, c = best_vc(credits, dor_port, prio, ESCAPE_VCS, vcs)
+        if c >= max_packet:
+            return dor_port, vc
+        # Else every minimal direction of every unfinished dimension, on the
         # adaptive VCs: the one with the most credits, if it has room for
         # the longest packet; else the escape (dimension order, dateline).
         best_port, best_vc_, most = -1, 0, -1

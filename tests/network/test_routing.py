@@ -62,14 +62,17 @@ def test_dor_upper_class_after_crossing():
     assert [vc for _, _, vc in _walk(topo, 6, 1, vcs=4)] == [0, 2, 2, 0]
 
 
-def test_adaptive_takes_the_most_credited_minimal_direction_else_the_escape():
+def test_adaptive_takes_dimension_order_then_the_most_credited_minimal_direction_else_the_escape():
     topo = Topology("torus", dims=(4, 4), endpoints_per_router=1)
     m, vcs = 1, 3
     src, dst = topo.router_at((0, 0)), topo.router_at((1, 1))
     credits = np.full((5, 1, vcs), 32)
-    # Both dimensions are productive (plus in each): equal credits, the lower port.
+    # Both dimensions are productive (plus in each); dimension order's port is plus in
+    # dimension 0, its adaptive VC has room: that one.
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
-    credits[3, 0, 2] = 40          # more room toward plus in dimension 1
+    credits[3, 0, 2] = 40          # more room toward plus in dimension 1: still dimension order
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
+    credits[1, 0, 2] = 15          # dimension order's adaptive VC lacks room for 16 flits
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
     credits[:, 0, 2] = 8           # no adaptive VC has room for a 16-flit packet
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)

@@ -15,6 +15,7 @@ COMMANDS = {
     "sweep": ["sweep", "--preset", "tiny", "--loads", "0.5", "--cycles", "100", "--sim", "model"],
     "fuzz": ["fuzz", "--configs", "1", "--sim", "model"],
     "report": ["report", "."],
+    "pool": ["pool", "--accelerators", "2", "--memory-mib", "4"],
 }
 
 
@@ -166,6 +167,16 @@ BAD_INPUT = [
     (["report", "missing-dir", "-o", "OUT"], "missing-dir"),
     (["report", ".", "-o", "OUT"], "."),
     (["report", ".", "--cdf-load", "high", "-o", "OUT"], "--cdf-load"),
+    # -- pool --
+    (["pool", "--allocator", "first-fit", "-o", "OUT"], "--allocator"),
+    (["pool", "--accelerators", "0", "-o", "OUT"], "--accelerators"),
+    (["pool", "--accelerators", "2000", "-o", "OUT"], "--accelerators"),
+    (["pool", "--memory-mib", "0", "-o", "OUT"], "--memory-mib"),
+    (["pool", "--memory-mib", "129", "-o", "OUT"], "--memory-mib"),
+    (["pool", "--memory-mib", "lots", "-o", "OUT"], "--memory-mib"),
+    (["pool", "--trace", "inference", "-o", "OUT"], "--trace"),
+    (["pool", "--seed", "-1", "-o", "OUT"], "--seed"),
+    (["pool", "--set", "rdma.page_words=3", "-o", "OUT"], "rdma.page_words"),
     # -- synth: refused before any FPGA tool runs --
     (["synth", "--preset", "tiny", "-o", "OUT"], "--target"),
     (["synth", "--preset", "tiny", "--target", "stratix", "-o", "OUT"], "stratix"),
@@ -202,7 +213,7 @@ def test_bad_input_table_is_broad():
     """The table covers every subcommand, with at least sixty cases."""
     assert len(BAD_INPUT) >= 60
     assert {argv[0] for argv, _ in BAD_INPUT if argv} >= {"generate", "run", "sweep", "fuzz",
-                                                          "report", "synth"}
+                                                          "report", "synth", "pool"}
 
 
 def test_no_traceback_end_to_end(tmp_path):

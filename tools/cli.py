@@ -244,6 +244,27 @@ def _synth_parser(sub) -> None:
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 
+def _pool_parser(sub) -> None:
+    """``superfabric pool``: a pool allocator on an allocate/free trace."""
+    from .pool import ALLOCATORS, TRACES
+    po = sub.add_parser("pool", formatter_class=_Help,
+                        help="replay an allocate/free trace on the pooled memory's allocator "
+                             "and measure its fragmentation")
+    _add_config_args(po)
+    po.add_argument("--allocator", default="best-fit", metavar="|".join(ALLOCATORS),
+                    help="placement policy: best-fit over free extents, or the buddy system")
+    po.add_argument("--accelerators", type=int, default=8,
+                    help="accelerators in the pool, one rank of the trace each")
+    po.add_argument("--memory-mib", type=int, default=128, metavar="M",
+                    help="MiB each accelerator joins to the pool, in pages of rdma.page_words "
+                         "words")
+    po.add_argument("--trace", default="training", metavar="|".join(TRACES),
+                    help="the allocate/free trace")
+    po.add_argument("--seed", type=int, default=1, help="seed of the trace")
+    po.add_argument("-o", "--out", required=True, metavar="DIR",
+                    help="output directory: results.json, pool.md")
+
+
 def _report_parser(sub) -> None:
     """``superfabric report``: reports of a run, a sweep or a synthesis."""
     rp = sub.add_parser("report", formatter_class=_Help,
@@ -259,7 +280,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
-                _report_parser):
+                _report_parser, _pool_parser):
         add(sub)
     return p
 
@@ -321,6 +342,24 @@ def _report(args) -> int:
         from .report.build import write_report
         html = write_report(Path(args.src), Path(args.out), cdf_load=args.cdf_load)
     print(f"report: {Path(args.out) / 'report.md'}, {html}")
+    return 0
+
+
+def _pool(args) -> int:
+    from .pool import TABLE_HEADER, check_pool, pool_row, run_pool
+    settings = dict(allocator=args.allocator, accelerators=args.accelerators,
+                    memory_mib=args.memory_mib, trace=args.trace, seed=args.seed)
+    try:
+        check_pool(**settings)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    cfg = _config(args)
+    res = run_pool(cfg, **settings, out_dir=args.out)
+    row = pool_row(res)
+    widths = [max(len(h), len(c)) for h, c in zip(TABLE_HEADER, row)]
+    for cells in (TABLE_HEADER, row):
+        print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+    print(f"results: {Path(args.out) / 'results.json'}, {Path(args.out) / 'pool.md'}")
     return 0
 
 
@@ -456,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         _check_out(args.out)
         handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
-                   "synth": _synth, "report": _report}[args.command]
+                   "synth": _synth, "report": _report, "pool": _pool}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
             ToolMissing) as e:

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
 from ...formats.packet import port_bits, prio_bits, vc_bits
-from ...network.routing import ESCAPE_VCS
+from ...network.routing import ESCAPE_VCS, dor_margin
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..checks import check_config
 
@@ -164,10 +164,14 @@ class Routing(wiring.Component):
                 best_vc = Mux(take, cand_vc, best_vc)
                 most = Mux(take, cand_most, most)
             max_packet = self._cfg.switch.max_packet_flits
-            # The dimension-order hop's adaptive VC while it has room comes first.
-            dor_room = Signal()
-            m.d.comb += dor_room.eq(Array(link_most)[dor_link] >= max_packet)
-            with m.If(dor_room):
+            # The dimension-order hop's adaptive VC comes first while it has
+            # room and no other leads it by more than dor_margin credits.
+            dor_most = Signal.like(link_most[0], name="dor_most")
+            keep_dor = Signal()
+            m.d.comb += [dor_most.eq(Array(link_most)[dor_link]),
+                         keep_dor.eq((dor_most >= max_packet)
+                                     & (dor_most + dor_margin(max_packet) >= most))]
+            with m.If(keep_dor):
                 m.d.comb += [out.eq(self._m + dor_link), vc.eq(Array(link_vc)[dor_link])]
             with m.Elif(found & (most >= max_packet)):
                 m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc)]

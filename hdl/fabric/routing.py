@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
 from ...formats.packet import port_bits, prio_bits, vc_bits
-from ...network.routing import ESCAPE_VCS
+from ...network.routing import ESCAPE_VCS, dor_margin
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..checks import check_config
 
@@ -150,17 +150,30 @@ class Routing(wiring.Component):
             # adaptive VCs: the most credits, the lowest port on a tie.
             found = Const(0, 1)
             best_link, best_vc, most = Const(0, range(len(credits))), Const(0, vc_bits(vcs)), 0
+            link_vc, link_most = [], []
             for j, c in enumerate(credits):
                 d, minus = divmod(j, 2)
                 candidate = differs[d] & (minus_ok[d] if minus else plus_ok[d])
                 cand_vc, cand_most = _best_vc(m, c, ESCAPE_VCS, vcs, f"adaptive{j}")
+                link_vc.append(cand_vc)
+                link_most.append(cand_most)
                 take = Signal(name=f"take{j}")
                 m.d.comb += take.eq(candidate & (~found | (cand_most > most)))
                 found = found | candidate
                 best_link = Mux(take, j, best_link)
                 best_vc = Mux(take, cand_vc, best_vc)
                 most = Mux(take, cand_most, most)
-            with m.If(found & (most >= self._cfg.switch.max_packet_flits)):
+            max_packet = self._cfg.switch.max_packet_flits
+            # The dimension-order hop's adaptive VC comes first while it has
+            # room and no other leads it by more than dor_margin credits.
+            dor_most = Signal.like(link_most[0], name="dor_most")
+            keep_dor = Signal()
+            m.d.comb += [dor_most.eq(Array(link_most)[dor_link]),
+                         keep_dor.eq((dor_most >= max_packet)
+                                     & (dor_most + dor_margin(max_packet) >= most))]
+            with m.If(keep_dor):
+                m.d.comb += [out.eq(self._m + dor_link), vc.eq(Array(link_vc)[dor_link])]
+            with m.Elif(found & (most >= max_packet)):
                 m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc)]
 
         with m.If(_all_equal(here, there)):

@@ -34,6 +34,10 @@ CASES = {
                                 TORUS_ROUTER),
     "torus-4x2x2-adaptive-4vc": (TORUS + ["fabric.dims=[4, 2, 2]", "fabric.routing=adaptive",
                                           "fabric.vcs=4"], TORUS_ROUTER),
+    # Room for another direction to lead dimension order by more than dor_margin.
+    "torus-3x3-adaptive-deep": (TORUS + ["fabric.dims=[3, 3]", "fabric.routing=adaptive",
+                                         "fabric.vcs=3", "fabric.vc_buffer_flits=12"],
+                                TORUS_ROUTER),
     "leaf-ecmp-2vc": (FAT_TREE + ["fabric.routing=ecmp"], LEAF),
     "spine-ecmp-2vc": (FAT_TREE + ["fabric.routing=ecmp"], SPINE),
     "leaf-adaptive-3vc": (FAT_TREE + ["fabric.routing=adaptive", "fabric.vcs=3"], LEAF),

@@ -62,14 +62,20 @@ def test_dor_upper_class_after_crossing():
     assert [vc for _, _, vc in _walk(topo, 6, 1, vcs=4)] == [0, 2, 2, 0]
 
 
-def test_adaptive_takes_the_most_credited_minimal_direction_else_the_escape():
+def test_adaptive_keeps_dimension_order_unless_it_lacks_room_or_another_direction_leads():
     topo = Topology("torus", dims=(4, 4), endpoints_per_router=1)
     m, vcs = 1, 3
     src, dst = topo.router_at((0, 0)), topo.router_at((1, 1))
     credits = np.full((5, 1, vcs), 32)
-    # Both dimensions are productive (plus in each): equal credits, the lower port.
+    # Both dimensions are productive (plus in each); dimension order's port is plus in
+    # dimension 0, its adaptive VC has room: that one.
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
-    credits[3, 0, 2] = 40          # more room toward plus in dimension 1
+    credits[3, 0, 2] = 44          # plus in dimension 1 leads by dor_margin(16) = 12: still it
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
+    credits[3, 0, 2] = 45          # by more: the most credited direction
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
+    credits[3, 0, 2] = 40
+    credits[1, 0, 2] = 15          # dimension order's adaptive VC lacks room for 16 flits
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
     credits[:, 0, 2] = 8           # no adaptive VC has room for a 16-flit packet
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)

@@ -14,7 +14,7 @@ a multidimensional mesh.)
 
 from __future__ import annotations
 
-from .rings import ring_fold, ring_hops, run_shares
+from .rings import ring_fold, ring_pairs, run_shares
 from .schedule import Builder, blocks
 
 __all__ = ["OPS", "ALL_OPS", "axes", "build", "order", "steps", "rounds", "build_all",
@@ -83,13 +83,13 @@ def _order(peers, order, lo: int, hi: int):
 
 
 def _rounds(peers, order, op, elements: int, shares: int):
-    """Per axis ``k``, ``k - 1`` rounds over its rings' longest hop, each sending ``1 / k`` of
-    what the accelerator holds."""
+    """Per axis ``k``, ``k - 1`` rounds around all its rings, each sending ``1 / k`` of what
+    the accelerator holds."""
     per_axis, span = [], shares
     for d in order:
         span *= peers.digits[d]
-        hops = max(ring_hops(peers, ring) for ring in peers.lines(d))
-        per_axis.append([(hops, -(-elements // span))] * (peers.digits[d] - 1))
+        pairs = tuple(p for ring in peers.lines(d) for p in ring_pairs(ring))
+        per_axis.append([(pairs, -(-elements // span))] * (peers.digits[d] - 1))
     rs = [r for p in per_axis for r in p]
     ag = [r for p in reversed(per_axis) for r in p]
     return {"allreduce": rs + ag, "reducescatter": rs, "allgather": ag}[op]
@@ -149,5 +149,5 @@ def rounds_all(peers, op: str, elements: int):
     rotations = _rotations(peers)
     per = [_rounds(peers, r, op, elements, len(rotations)) for r in rotations]
     length = max(len(p) for p in per)
-    return [(max(p[t][0] for p in per if t < len(p)), sum(p[t][1] for p in per if t < len(p)))
-            for t in range(length)]
+    return [(tuple(x for p in per if t < len(p) for x in p[t][0]),
+             sum(p[t][1] for p in per if t < len(p))) for t in range(length)]

@@ -62,11 +62,11 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The alpha-beta rounds: ``n - 1`` writes back to back; the first pays the longest path's
-    latency, the rest only their serialisation (zero hops), all-reduce twice."""
+    """The alpha-beta rounds: ``n - 1``, in round ``d`` every ``a`` writing to ``a + d``
+    (broadcast: only accelerator 0), all-reduce twice."""
     n = peers.n
-    far = max(peers.hops(0, a) for a in range(1, n))
-    piece = elements if op == "broadcast" else -(-elements // n)
-    one = [(far, piece)] + [(0, piece)] * (n - 2)
+    if op == "broadcast":
+        return [(((0, d),), elements) for d in range(1, n)]
+    one = [(tuple((a, (a + d) % n) for a in range(n)), -(-elements // n)) for d in range(1, n)]
     return one * 2 if op == "allreduce" else one
 

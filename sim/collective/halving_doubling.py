@@ -106,15 +106,15 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The alpha-beta rounds: per step its partners' longest path and its share of the data."""
+    """The alpha-beta rounds: per step its partners and its share of the data."""
     n = peers.n
     if op == "broadcast":
-        return [(max(peers.hops(r, r + (1 << j)) for r in range(1 << j) if r + (1 << j) < n),
-                 elements) for j in range((n - 1).bit_length())]
+        return [(tuple((r, r + (1 << j)) for r in range(1 << j) if r + (1 << j) < n), elements)
+                for j in range((n - 1).bit_length())]
     p, levels = _power(n), _levels(op, n)
-    extra = [(max(peers.hops(p + i, i) for i in range(n - p)), elements)] if n > p else []
-    halving = [(max(peers.hops(r, r ^ (p >> (j + 1))) for r in range(p)),
-                -(-elements // (2 << j))) for j in range(levels)]
+    extra = [(tuple((p + i, i) for i in range(n - p)), elements)] if n > p else []
+    halving = [(tuple((r, r ^ (p >> (j + 1))) for r in range(p)), -(-elements // (2 << j)))
+               for j in range(levels)]
     rs, ag = (halving if op != "allgather" else []), (halving[::-1] if op != "reducescatter"
                                                       else [])
     return extra + rs + ag + extra

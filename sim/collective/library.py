@@ -18,7 +18,7 @@ from .executor import replay
 from .reference import DTYPES, expected, inputs
 from .schedule import OPS, REDUCING, Schedule, elements_of
 
-__all__ = ["ALGORITHMS", "ALGORITHM_NAMES", "supports", "algorithm", "plan", "verify"]
+__all__ = ["ALGORITHMS", "ALGORITHM_NAMES", "supports", "algorithm", "plan", "auto", "verify"]
 
 #: The algorithms, in the order ``auto`` breaks ties.
 ALGORITHMS = {
@@ -70,9 +70,19 @@ def plan(peers, op: str, algo: str, nbytes: int, model=None) -> Schedule:
     """The schedule of ``op`` over ``nbytes`` per accelerator by ``algo``; ``"auto"`` takes
     the algorithm of least predicted time under ``model`` (an ``AlphaBeta``)."""
     if algo == "auto":
-        from .alpha_beta import auto
         algo = auto(model, peers, op, nbytes)
     return algorithm(algo, op, peers).build(peers, op, elements_of(nbytes))
+
+
+def auto(model, peers, op: str, nbytes: int) -> str:
+    """The algorithm of least time ``model.predict`` (an ``AlphaBeta``) predicts for ``op``
+    over ``nbytes`` on ``peers``' fabric (ties: the first in :data:`ALGORITHMS`)."""
+    if model is None:
+        raise ValueError("algo = 'auto' needs the alpha-beta model of the fabric")
+    names = [a for a in ALGORITHMS if supports(a, op, peers)]
+    if not names:
+        raise ValueError(f"op = {op!r}: no algorithm runs it on {peers.n} accelerators")
+    return min(names, key=lambda a: model.predict(peers, op, a, nbytes))
 
 
 def verify(schedule: Schedule, peers, dtype: str, seed: int = 0) -> None:

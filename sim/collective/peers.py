@@ -33,7 +33,7 @@ class Peers:
             raise TypeError(f"topology must be a Topology, not {topology!r}")
         self.topology = topology
         self.n = topology.endpoints
-        self._routes = {}
+        self._routes, self._loads = {}, {}
 
     @cached_property
     def digits(self) -> tuple[int, ...]:
@@ -111,3 +111,15 @@ class Peers:
     def hops(self, src: int, dst: int) -> int:
         """Routers a packet from ``src`` to ``dst`` passes through."""
         return len(self.route(src, dst)) + 1
+
+    def load(self, pairs: tuple) -> tuple[int, int]:
+        """``(hops, sharing)`` of writes between the ``(src, dst)`` pairs at once: the routers
+        on the longest path, and the most of their routes that cross one link (at least 1)."""
+        if pairs not in self._loads:
+            count = {}
+            for src, dst in pairs:
+                for link in self.route(src, dst):
+                    count[link] = count.get(link, 0) + 1
+            self._loads[pairs] = (max(self.hops(s, d) for s, d in pairs),
+                                  max(count.values(), default=1))
+        return self._loads[pairs]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from .schedule import Builder, blocks
 
 __all__ = ["OPS", "ring_round", "run_shares", "ring_fold", "build_rings", "order_rings",
-           "ring_rounds", "ring_hops", "build", "order", "steps", "rounds"]
+           "ring_rounds", "ring_pairs", "build", "order", "steps", "rounds"]
 
 OPS = ("allreduce", "reducescatter", "allgather", "broadcast")
 
@@ -106,18 +106,21 @@ def order_rings(peers, op: str, elements: int, directions: int):
     return out
 
 
-def ring_hops(peers, ring) -> int:
-    """Routers on the longest path between neighbours of ``ring``."""
-    return max(peers.hops(ring[p], ring[(p + 1) % len(ring)]) for p in range(len(ring)))
+def ring_pairs(ring) -> tuple:
+    """The ``(src, dst)`` pairs of a round around ``ring``."""
+    return tuple((ring[p], ring[(p + 1) % len(ring)]) for p in range(len(ring)))
 
 
 def ring_rounds(peers, op: str, elements: int, directions: int):
-    """The alpha-beta rounds ``(hops, elements each accelerator sends)`` of the rings."""
+    """The alpha-beta rounds ``(pairs, elements each accelerator sends)`` of the rings."""
     n = peers.n
+    pairs = ring_pairs(peers.ring)
+    if directions == 2:
+        pairs += ring_pairs(peers.ring[::-1])
     if op == "broadcast":
-        return [(ring_hops(peers, peers.ring), -(-elements // n))] * (2 * n - 2)
+        return [(pairs[:-1], -(-elements // n))] * (2 * n - 2)
     count = {"allreduce": 2 * (n - 1), "reducescatter": n - 1, "allgather": n - 1}[op]
-    return [(ring_hops(peers, peers.ring), directions * -(-elements // (n * directions)))] * count
+    return [(pairs, directions * -(-elements // (n * directions)))] * count
 
 
 def build(peers, op: str, elements: int):
@@ -138,5 +141,5 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The alpha-beta rounds: ``(hops, elements each accelerator sends)`` per round."""
+    """The alpha-beta rounds: ``(pairs, elements each accelerator sends)`` per round."""
     return ring_rounds(peers, op, elements, 1)

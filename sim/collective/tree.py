@@ -142,12 +142,11 @@ def steps(peers, op: str) -> int:
 
 def rounds(peers, op: str, elements: int, segments: int = 1):
     """The alpha-beta rounds: up the taller tree and down again, each round one segment of a
-    half (a tree's edges: the longest path between parent and child)."""
+    half over every edge of the trees."""
     trees = (0, 1) if op == "allreduce" else (0,)
-    hops = max(peers.hops(a, up) for t in trees for a, up in enumerate(parents(peers, t))
-               if up >= 0)
+    pairs = tuple((a, up) for t in trees for a, up in enumerate(parents(peers, t)) if up >= 0)
     top = max(max(_shape(peers, t)[2].values()) for t in trees)
     piece = -(-elements // (len(trees) * segments))
     per_round = piece * (2 if op == "allreduce" else 1)
     count = (2 * top if op == "allreduce" else top) + segments - 1
-    return [(hops, per_round)] * count
+    return [(pairs, per_round)] * count

@@ -1,4 +1,4 @@
-"""The alpha-beta model of a collective on the configured fabric, ``auto``, and nccl-tests' bandwidths
+"""The alpha-beta model of a collective on the configured fabric and nccl-tests' bandwidths
 (section 14.6); ``library.auto`` asks it.
 
 A round costs ``alpha(h) + beta(m)``: ``alpha(h) = engine_cycles + h *

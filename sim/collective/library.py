@@ -1,4 +1,4 @@
-"""The collective algorithm library: which algorithm serves which operation, and a plan (section 14.4).
+"""The collective algorithm library: which algorithm serves which operation (section 14.4).
 
 Every algorithm offers ``build`` (the schedule), ``order`` (the reduction
 order its adds follow, for the reference), ``steps`` (its documented step
@@ -107,5 +107,8 @@ def verify(schedule: Schedule, peers, dtype: str, seed: int = 0) -> None:
         got = replay(schedule, data, eager=eager)
         for a, lo, hi, values in want:
             same = got[a][lo:hi].view(np.uint32) == values.view(np.uint32)
-            assert same.all(), (f"{schedule.algorithm} {schedule.op} ({'eager' if eager else 'lazy'}"
-                                f"): accelerator {a} element {lo + int(np.argmin(same))} differs")
+            if not same.all():
+                replayed = "eager" if eager else "lazy"
+                raise AssertionError(f"{schedule.algorithm} {schedule.op} ({replayed}): "
+                                     f"accelerator {a} element {lo + int(np.argmin(same))} "
+                                     f"differs from numpy's")

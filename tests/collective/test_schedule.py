@@ -2,7 +2,8 @@
 
 import pytest
 
-from superfabric.formats.collective import STEP_BITS, STEP_FIELDS, STEP_WORDS, step_fields, step_words
+from superfabric.formats.collective import (STEP_BITS, STEP_FIELDS, STEP_WORDS, step_fields,
+                                            step_words)
 from superfabric.sim.collective.schedule import Builder, Step, blocks, elements_of
 
 

@@ -46,21 +46,18 @@ class Peers:
             return (t.hosts_per_leaf, t.leaves)
         return (self.n,)
 
+    @cached_property
+    def _radix(self) -> Topology:
+        # The digits are a mixed radix, fastest first: a torus's coordinates over them.
+        return Topology("torus", dims=self.digits)
+
     def digits_of(self, a: int) -> tuple[int, ...]:
         """The digits of accelerator ``a``, fastest first."""
-        out = []
-        for k in self.digits:
-            out.append(a % k)
-            a //= k
-        return tuple(out)
+        return self._radix.coords(a)
 
     def number(self, digits) -> int:
         """The accelerator with these digits."""
-        a, stride = 0, 1
-        for x, k in zip(digits, self.digits):
-            a += x * stride
-            stride *= k
-        return a
+        return self._radix.router_at(digits)
 
     @cached_property
     def ring(self) -> tuple[int, ...]:

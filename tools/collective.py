@@ -1,5 +1,5 @@
 """``superfabric collective-plan``: a collective's schedule on the configured fabric, its step
-counts and the alpha-beta prediction of every algorithm (docs/spec/collective.md section 14).
+counts and the alpha-beta prediction of every algorithm (docs/spec/collective.md section 15).
 
 Writes ``plan.json``: the plan (operation, algorithm, size, predictions) and every
 accelerator's schedule memory image, the words the collective engine will load.

@@ -1,4 +1,4 @@
-"""The collective engine's schedule entry, as plain data (docs/spec/collective.md section 14.2).
+"""The collective engine's schedule entry, as plain data (docs/spec/collective.md section 15.2).
 
 A collective's schedule is, per accelerator, an ordered list of steps; the
 engine executes its list in order, one entry of its schedule memory a step.

@@ -1,5 +1,5 @@
 """The alpha-beta model of a collective on the configured fabric and nccl-tests' bandwidths
-(section 14.6); ``library.auto`` asks it.
+(section 15.6); ``library.auto`` asks it.
 
 A round costs ``alpha(h) + beta(m)``: ``alpha(h) = engine_cycles + h *
 hop_cycles`` for a path through ``h`` routers, and ``beta(m)`` the cycles to

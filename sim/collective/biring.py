@@ -1,4 +1,4 @@
-"""The bidirectional ring: both directions at once, half of every chunk each way (section 14.4.2).
+"""The bidirectional ring: both directions at once, half of every chunk each way (section 15.4.2).
 
 Each direction is the ring of ``superfabric.sim.collective.rings`` over half
 of every block, the second along the ring reversed; an accelerator's steps

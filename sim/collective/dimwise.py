@@ -1,4 +1,4 @@
-"""Dimension-wise rings on a torus: one axis after another, or all axes at once (section 14.4.3).
+"""Dimension-wise rings on a torus: one axis after another, or all axes at once (section 15.4.3).
 
 The digits of an accelerator's number (its port at the router, then each
 torus coordinate) are the axes. ``dimwise`` reduce-scatters along the

@@ -1,4 +1,4 @@
-"""Direct: every peer written to directly, no forwarding (section 14.4.6).
+"""Direct: every peer written to directly, no forwarding (section 15.4.6).
 
 Accelerator ``a`` writes to ``a + 1, a + 2, ..., a + n - 1`` in turn
 (staggered, so no accelerator is everyone's first target). All-to-all

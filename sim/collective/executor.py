@@ -1,4 +1,4 @@
-"""The symbolic executor: a schedule replayed on numpy buffers, in dependency order (section 14.5).
+"""The symbolic executor: a schedule replayed on numpy buffers, in dependency order (section 15.5).
 
 Not a cycle model: every accelerator issues its steps in order, each once
 its receive slots ``0 .. wait-1`` have been applied; a step's chunk is
@@ -25,7 +25,7 @@ class ScheduleError(ValueError):
 
 
 def check(schedule: Schedule) -> None:
-    """The static rules of section 14.2.
+    """The static rules of section 15.2.
 
     Raises
     ------

@@ -1,4 +1,4 @@
-"""Recursive halving and doubling (section 14.4.4; Thakur, Rabenseifner and Gropp 2005).
+"""Recursive halving and doubling (section 15.4.4; Thakur, Rabenseifner and Gropp 2005).
 
 On ``p`` accelerators, ``p`` a power of two, the reduce-scatter halves: in
 step ``j`` accelerator ``r`` sends its partner ``r xor p/2^(j+1)`` the half

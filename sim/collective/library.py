@@ -1,4 +1,4 @@
-"""The collective algorithm library: which algorithm serves which operation (section 14.4).
+"""The collective algorithm library: which algorithm serves which operation (section 15.4).
 
 Every algorithm offers ``build`` (the schedule), ``order`` (the reduction
 order its adds follow, for the reference), ``steps`` (its documented step

@@ -1,4 +1,4 @@
-"""Who talks to whom: ring orders, digit lines and routes of a fabric's accelerators (section 14.3).
+"""Who talks to whom: ring orders, digit lines and routes of a fabric's accelerators (section 15.3).
 
 The algorithms place their peers by the topology: the ring is a snake
 through the torus (neighbours one router hop apart) or the leaf-spine's

@@ -1,4 +1,4 @@
-"""What every accelerator must hold after a collective: numpy's answer (section 14.5).
+"""What every accelerator must hold after a collective: numpy's answer (section 15.5).
 
 Reductions are computed here from the algorithm's documented order (its
 ``order``: per chunk, a tree whose nodes are left folds), never from the

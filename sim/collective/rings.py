@@ -1,4 +1,4 @@
-"""Ring phases, and the ring and bidirectional ring algorithms (section 14.4.1).
+"""Ring phases, and the ring and bidirectional ring algorithms (section 15.4.1).
 
 A ring phase over ``q`` accelerators is ``q - 1`` rounds; in round ``k``
 position ``p`` writes one chunk to position ``p + 1``. Reduce-scatter:

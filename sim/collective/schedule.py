@@ -1,4 +1,4 @@
-"""A collective's schedule: per accelerator, the ordered steps its engine executes (section 14.2).
+"""A collective's schedule: per accelerator, the ordered steps its engine executes (section 15.2).
 
 The algorithms build schedules with :class:`Builder`, in the order of an
 idealised synchronous run (a step is created after every step whose chunk

@@ -1,4 +1,4 @@
-"""The double binary tree, as NCCL builds it (section 14.4.5; Sanders, Speck and Träff 2009).
+"""The double binary tree, as NCCL builds it (section 15.4.5; Sanders, Speck and Träff 2009).
 
 Ranks are positions in the ring order (so a leaf's hosts, or a torus's
 neighbours, are near in rank). Tree 0 is NCCL's in-order binary tree: rank

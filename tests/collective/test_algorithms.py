@@ -1,5 +1,5 @@
 """Every operation by every algorithm ends exact on every accelerator, with the documented step
-count (docs/spec/collective.md section 14.4)."""
+count (docs/spec/collective.md section 15.4)."""
 
 import math
 

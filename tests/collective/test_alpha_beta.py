@@ -1,4 +1,4 @@
-"""The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 14.6)."""
+"""The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 15.6)."""
 
 import pytest
 

@@ -1,5 +1,5 @@
 """The symbolic executor catches broken schedules and counts the bytes on every link
-(docs/spec/collective.md section 14.5)."""
+(docs/spec/collective.md section 15.5)."""
 
 import dataclasses
 

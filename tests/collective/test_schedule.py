@@ -1,4 +1,4 @@
-"""The schedule format (config/formats/collective.py, docs/spec/collective.md section 14.2)."""
+"""The schedule format (config/formats/collective.py, docs/spec/collective.md section 15.2)."""
 
 import pytest
 

@@ -5,9 +5,11 @@ its receive slots ``0 .. wait-1`` have been applied; a step's chunk is
 read from the sender's buffer when it issues and is applied at the receiver
 in slot order (added, or copied). Two replays bracket what a real engine
 may do: *eager* issues every step that may issue before applying anything,
-*lazy* applies every chunk that may be applied before issuing anything. A
-schedule that forgot a dependency sends stale data in the eager replay,
-one that overwrites a chunk before it is sent fails in the lazy one.
+*lazy* applies every chunk the moment it may be applied, the accelerators
+issuing from the highest-numbered down. A schedule that forgot a
+dependency sends stale data in the eager replay; a send that races an
+arrival overwriting its chunk may send the new data in the lazy one. Two
+orders are evidence, not a proof that no order could go wrong.
 """
 
 from __future__ import annotations
@@ -80,15 +82,16 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
     issued, applied = [0] * n, [0] * n
     pending = [{} for _ in range(n)]
 
-    def issue(a: int) -> bool:
+    def issue(a: int) -> int:
+        """Start ``a``'s next step if it may; the peer it writes to, else -1."""
         if issued[a] == len(schedule.steps[a]):
-            return False
+            return -1
         s = schedule.steps[a][issued[a]]
         if s.wait > applied[a]:
-            return False
+            return -1
         pending[s.peer][s.slot] = (s, buffers[a][s.src:s.src + s.length].copy())
         issued[a] += 1
-        return True
+        return s.peer
 
     def apply(a: int) -> bool:
         got = pending[a].pop(applied[a], None)
@@ -100,16 +103,25 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
         applied[a] += 1
         return True
 
-    first, second = (issue, apply) if eager else (apply, issue)
-    while True:
+    moved = True
+    while moved:
         moved = False
-        for a in range(n):
-            while first(a):
+        if eager:
+            for a in range(n):
+                while issue(a) >= 0:
+                    moved = True
+            for a in range(n):
+                moved |= apply(a)
+            continue
+        # Lazy: a chunk is applied the moment it may be, and the accelerators issue from the
+        # highest-numbered down, so a send meets the arrivals it does not wait for.
+        for a in reversed(range(n)):
+            peer = issue(a)
+            while peer >= 0:
                 moved = True
-        for a in range(n):
-            moved |= second(a)
-        if not moved:
-            break
+                while apply(peer):
+                    pass
+                peer = issue(a)
     for a in range(n):
         if issued[a] < len(schedule.steps[a]) or applied[a] < schedule.slots[a]:
             raise ScheduleError(_deadlock(schedule, issued, applied))

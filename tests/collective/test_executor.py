@@ -10,6 +10,7 @@ from superfabric.sim.collective import rings
 from superfabric.sim.collective.executor import ScheduleError, check, link_bytes, replay
 from superfabric.sim.collective.library import plan, verify
 from superfabric.sim.collective.reference import fold
+from superfabric.sim.collective.schedule import Builder
 
 from .fabrics import peers
 
@@ -63,6 +64,18 @@ def test_static_rules(field, value, fragment):
     s = plan(P, "allreduce", "ring", 256)
     with pytest.raises(ScheduleError, match=fragment):
         check(_with(s, 0, 1, s.steps[0][1]._replace(**{field: value})))
+
+
+def test_a_chunk_overwritten_before_it_is_sent_shows_in_the_lazy_replay():
+    # Accelerator 0 sends element 0 to 1 without waiting for anything, while 2 overwrites
+    # that element at 0: eager sends the old value, lazy the new; verify runs both.
+    b = Builder(3, "broadcast", "race", 1, 1)
+    b.send(0, 1, 0, 1, reduce=False)
+    b.send(2, 0, 0, 1, reduce=False)
+    race = b.schedule()
+    data = [np.array([v], np.int32) for v in (10, 11, 12)]
+    assert replay(race, data, eager=True)[1][0] == 10
+    assert replay(race, data, eager=False)[1][0] == 12
 
 
 def test_a_copy_where_an_add_belongs_is_caught():

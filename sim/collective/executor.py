@@ -3,8 +3,8 @@
 Not a cycle model: every accelerator issues its steps in order, each once
 its receive slots ``0 .. wait-1`` have been applied; a step's chunk is
 read from the sender's buffer when it issues and is applied at the receiver
-in slot order (added, or copied). Two replays take opposite orders an engine
-may do: *eager* issues every step that may issue before applying anything,
+in slot order (added, or copied). Two replays follow two opposite orders an engine could
+take: *eager* issues every step that may issue before applying anything,
 *lazy* applies every chunk the moment it may be applied, the accelerators
 issuing from the highest-numbered down. A schedule that forgot a
 dependency sends stale data in the eager replay; a send that races an

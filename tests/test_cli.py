@@ -16,6 +16,7 @@ COMMANDS = {
     "fuzz": ["fuzz", "--configs", "1", "--sim", "model"],
     "report": ["report", "."],
     "pool": ["pool", "--accelerators", "2", "--memory-mib", "4"],
+    "collective-plan": ["collective-plan", "--bytes", "64"],
 }
 
 
@@ -177,6 +178,15 @@ BAD_INPUT = [
     (["pool", "--trace", "inference", "-o", "OUT"], "--trace"),
     (["pool", "--seed", "-1", "-o", "OUT"], "--seed"),
     (["pool", "--set", "rdma.page_words=3", "-o", "OUT"], "rdma.page_words"),
+    # -- collective-plan --
+    (["collective-plan", "--op", "reduce", "-o", "OUT"], "--op"),
+    (["collective-plan", "--algo", "nccl", "-o", "OUT"], "--algo"),
+    (["collective-plan", "--algo", "dimwise", "-o", "OUT"], "dimwise"),
+    (["collective-plan", "--bytes", "6", "-o", "OUT"], "--bytes"),
+    (["collective-plan", "--bytes", "lots", "-o", "OUT"], "--bytes"),
+    (["collective-plan", "--accelerator", "8", "-o", "OUT"], "--accelerator"),
+    (["collective-plan", "--steps", "-1", "-o", "OUT"], "--steps"),
+    (["collective-plan", "--set", "fabric.dims=[1]", "-o", "OUT"], "fabric.dims"),
     # -- synth: refused before any FPGA tool runs --
     (["synth", "--preset", "tiny", "-o", "OUT"], "--target"),
     (["synth", "--preset", "tiny", "--target", "stratix", "-o", "OUT"], "stratix"),
@@ -213,7 +223,8 @@ def test_bad_input_table_is_broad():
     """The table covers every subcommand, with at least sixty cases."""
     assert len(BAD_INPUT) >= 60
     assert {argv[0] for argv, _ in BAD_INPUT if argv} >= {"generate", "run", "sweep", "fuzz",
-                                                          "report", "synth", "pool"}
+                                                          "report", "synth", "pool",
+                                                          "collective-plan"}
 
 
 def test_no_traceback_end_to_end(tmp_path):

@@ -287,6 +287,30 @@ def _pool_parser(sub) -> None:
                     help="output directory: results.json, pool.md")
 
 
+def _collective_plan_parser(sub) -> None:
+    """``superfabric collective-plan``: a collective's schedule and its alpha-beta prediction."""
+    from ..sim.collective.library import ALGORITHM_NAMES
+    from ..sim.collective.schedule import OPS
+    cp = sub.add_parser("collective-plan", formatter_class=_Help,
+                        help="a collective's schedule on the configured fabric, its steps and "
+                             "the alpha-beta prediction of every algorithm")
+    _add_config_args(cp)
+    cp.add_argument("--op", default="allreduce", metavar="|".join(OPS), help="the operation")
+    cp.add_argument("--algo", default="auto", metavar="|".join(ALGORITHM_NAMES),
+                    help="the algorithm; auto: the least predicted time")
+    cp.add_argument("--bytes", type=int, default=1048576, metavar="N",
+                    help="message size per accelerator, a multiple of 4")
+    cp.add_argument("--accelerator", type=int, default=0, metavar="A",
+                    help="the accelerator whose steps are printed")
+    cp.add_argument("--steps", type=int, default=16, metavar="K",
+                    help="how many of its steps to print")
+    cp.add_argument("--check", action="store_true",
+                    help="replay the schedule on random int32 and fp32 data and compare every "
+                         "accelerator with numpy (exit status 1 if one differs)")
+    cp.add_argument("-o", "--out", required=True, metavar="DIR",
+                    help="output directory: plan.json")
+
+
 def _report_parser(sub) -> None:
     """``superfabric report``: reports of a run, a sweep or a synthesis."""
     rp = sub.add_parser("report", formatter_class=_Help,
@@ -302,7 +326,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
-                _report_parser, _pool_parser, _pcap_parser):
+                _report_parser, _pool_parser, _pcap_parser, _collective_plan_parser):
         add(sub)
     return p
 
@@ -383,6 +407,22 @@ def _pool(args) -> int:
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     print(f"results: {Path(args.out) / 'results.json'}, {Path(args.out) / 'pool.md'}")
     return 0
+
+
+def _collective_plan(args) -> int:
+    from .collective import check_plan, collective_plan
+    try:
+        check_plan(op=args.op, algo=args.algo, nbytes=args.bytes, show=args.steps)
+        cfg = _config(args)
+        lines, ok = collective_plan(cfg, op=args.op, algo=args.algo, nbytes=args.bytes,
+                                    accelerator=args.accelerator, show=args.steps,
+                                    check=args.check, out_dir=args.out)
+    except ConfigError:
+        raise
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print("\n".join(lines))
+    return 0 if ok else 1
 
 
 def _top_config(args) -> tuple[FabricConfig, str]:
@@ -550,7 +590,7 @@ def main(argv: list[str] | None = None) -> int:
             _check_out(args.out)
         handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
                    "synth": _synth, "report": _report, "pool": _pool,
-                   "pcap": _pcap}[args.command]
+                   "pcap": _pcap, "collective-plan": _collective_plan}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
             ToolMissing, PcapError) as e:

@@ -1,0 +1,56 @@
+"""The collective engine's schedule entry, as plain data (docs/spec/collective.md section 15.2).
+
+A collective's schedule is, per accelerator, an ordered list of steps; the
+engine executes its list in order, one entry of its schedule memory a step.
+A step waits until the accelerator has applied its first ``wait`` incoming
+chunks (receive slots ``0 .. wait-1``), then writes ``length`` elements from
+its buffer at ``src`` to accelerator ``peer``'s buffer at ``dst``; the chunk
+is the ``slot``-th the peer applies, added into its buffer (``reduce``) or
+copied. Offsets and lengths count 32-bit elements. All fields are LSB first.
+"""
+
+from .pool import ACCELERATOR_BITS
+from .rdma_wire import pack, unpack
+
+__all__ = ["OFFSET_BITS", "SLOT_BITS", "STEP_FIELDS", "STEP_BITS", "STEP_WORD_BITS",
+           "STEP_WORDS", "step_words", "step_fields"]
+
+#: Offsets and lengths in 32-bit elements: a buffer of up to 2^26 elements (256 MiB), so a
+#: tens-of-MiB all-to-all (input and output halves) fits.
+OFFSET_BITS = 26
+#: Receive slots per accelerator and run: 2^16 - 1 chunks, with ``wait`` up to all of them.
+SLOT_BITS = 16
+
+#: One step: the ``peer`` written to, whether the peer adds the chunk (``reduce``) or copies
+#: it, the chunk's place in this buffer (``src``) and the peer's (``dst``), its ``length``,
+#: the peer's receive ``slot`` it fills and the local receive slots it ``wait``s for.
+STEP_FIELDS = (("peer", ACCELERATOR_BITS), ("reduce", 1), ("src", OFFSET_BITS),
+               ("dst", OFFSET_BITS), ("length", OFFSET_BITS + 1), ("slot", SLOT_BITS),
+               ("wait", SLOT_BITS + 1))
+STEP_BITS = sum(width for _, width in STEP_FIELDS)
+#: The schedule memory is 64 bits wide; a step takes two words, low word first.
+STEP_WORD_BITS = 64
+STEP_WORDS = -(-STEP_BITS // STEP_WORD_BITS)
+
+
+def step_words(**fields: int) -> tuple[int, ...]:
+    """The schedule memory words of a step, low word first.
+
+    Raises
+    ------
+    ValueError
+        A field does not fit its width.
+    """
+    for name, width in STEP_FIELDS:
+        value = fields.get(name, 0)
+        if not 0 <= value < 1 << width:
+            raise ValueError(f"step {name} = {value}: must be 0 .. {(1 << width) - 1}")
+    bits = pack(STEP_FIELDS, **fields)
+    mask = (1 << STEP_WORD_BITS) - 1
+    return tuple((bits >> (STEP_WORD_BITS * k)) & mask for k in range(STEP_WORDS))
+
+
+def step_fields(words) -> dict[str, int]:
+    """The fields of a step from its schedule memory words, low word first."""
+    bits = sum(int(w) << (STEP_WORD_BITS * k) for k, w in enumerate(words))
+    return unpack(STEP_FIELDS, bits)

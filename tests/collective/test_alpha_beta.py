@@ -1,0 +1,81 @@
+"""The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 15.6)."""
+
+import pytest
+
+from superfabric.sim.collective.alpha_beta import AlphaBeta, algbw, busbw, busbw_factor
+from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
+from superfabric.sim.collective.schedule import OPS
+
+from .fabrics import FABRICS, config, peers
+
+
+def test_beta_follows_the_link_and_the_packet():
+    m = AlphaBeta.of(config("torus-2x2x2"))
+    # 64-bit flits, 16-flit packets: 14 payload words; 17 cycles with the gap.
+    assert (m.flit_bytes, m.header_flits, m.payload_bytes) == (8, 2, 112)
+    assert m.beta == pytest.approx(17 / 112)
+    assert m.serialise(0) == 3 and m.serialise(8) == 1 + 3 and m.serialise(112) == 14 + 3
+    assert m.serialise(113) == 15 + 6
+    assert m.alpha(2) == m.engine_cycles + 2 * m.hop_cycles
+    assert m.hop_cycles == config("torus-2x2x2").fabric.link_latency + 16 + 3
+    wide = AlphaBeta.of(config(("fabric.topology=torus", "switch.data_width=128")))
+    assert wide.beta == pytest.approx(m.beta / 2)
+    with pytest.raises(ValueError, match="engine_cycles = -1: must be a whole number >= 0"):
+        AlphaBeta.of(config("torus-2x2x2"), engine_cycles=-1)
+
+
+def test_the_ring_matches_its_closed_form():
+    # Patarasuk and Yuan: 2(n-1) steps of alpha plus a 1/n chunk, one hop (two routers) each.
+    for name in ("torus-2x2x2", "torus-4x4x4"):
+        p, m = peers(name), AlphaBeta.of(config(name))
+        n, nbytes = p.n, 1 << 20
+        chunk = -(-nbytes // 4 // n) * 4
+        assert m.predict(p, "allreduce", "ring", nbytes) == 2 * (n - 1) * (m.alpha(2)
+                                                                         + m.serialise(chunk))
+
+
+def test_dimwise_has_the_rings_bandwidth_and_far_fewer_steps():
+    p, m = peers("torus-4x4x4"), AlphaBeta.of(config("torus-4x4x4"))
+    big = 1 << 24
+    ring, dim = (m.predict(p, "allreduce", a, big) for a in ("ring", "dimwise"))
+    assert dim < ring < 1.01 * dim
+    small_ring, small_dim = (m.predict(p, "allreduce", a, 8) for a in ("ring", "dimwise"))
+    assert small_dim * 5 < small_ring
+
+
+@pytest.mark.parametrize("fabric", sorted(FABRICS))
+@pytest.mark.parametrize("op", OPS)
+def test_auto_picks_the_least_predicted_time(fabric, op):
+    p, m = peers(fabric), AlphaBeta.of(config(fabric))
+    for nbytes in (8, 4096, 1 << 16, 1 << 24):
+        pick = auto(m, p, op, nbytes)
+        times = {a: m.predict(p, op, a, nbytes) for a in ALGORITHMS if supports(a, op, p)}
+        assert times[pick] == min(times.values())
+        assert plan(p, op, "auto", nbytes, m).algorithm == pick
+
+
+def test_auto_changes_its_mind_with_the_size_on_the_torus():
+    p, m = peers("torus-4x4x4"), AlphaBeta.of(config("torus-4x4x4"))
+    small, large = auto(m, p, "allreduce", 8), auto(m, p, "allreduce", 1 << 24)
+    assert small != large
+    # Small messages are latency-bound: fewer steps; large are bandwidth-bound.
+    assert ALGORITHMS[small].steps(p, "allreduce") < ALGORITHMS["ring"].steps(p, "allreduce")
+    assert m.predict(p, "allreduce", large, 1 << 24) <= m.predict(p, "allreduce", "ring",
+                                                                   1 << 24)
+
+
+def test_auto_needs_the_model():
+    with pytest.raises(ValueError, match="algo = 'auto' needs the alpha-beta model"):
+        plan(peers("torus-2x2x2"), "allreduce", "auto", 8)
+
+
+def test_nccl_tests_bus_bandwidth_factors():
+    n = 8
+    assert busbw_factor("allreduce", n) == 2 * 7 / 8
+    for op in ("reducescatter", "allgather", "alltoall"):
+        assert busbw_factor(op, n) == 7 / 8
+    assert busbw_factor("broadcast", n) == 1
+    assert algbw(1 << 30, 0.5) == pytest.approx(2 * (1 << 30) / 1e9)
+    assert busbw("allreduce", n, 1 << 30, 0.5) == pytest.approx(algbw(1 << 30, 0.5) * 1.75)
+    with pytest.raises(ValueError, match="op = 'reduce': must be one of allreduce"):
+        busbw_factor("reduce", n)

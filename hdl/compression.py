@@ -74,9 +74,9 @@ class Quantiser(wiring.Component):
     A block's values arrive on ``i`` (``BLOCK`` transfers) and are held in a 32-word memory
     while the largest magnitude is kept; then the scale is registered and the values are
     read back through a three-stage pipeline (exponent difference; significand shift;
-    rounding), the codes shifted into a register, and the block offered on ``o``. A block
-    takes ``2 * BLOCK + 4`` cycles and one for the handshake on ``o``; ``i`` is not ready
-    meanwhile.
+    rounding), the codes shifted into a register, and the block offered on ``o``: a block
+    every ``2 * BLOCK + 4`` cycles, handshake included, when values come every cycle and
+    ``o`` is ready; ``i`` is not ready from a block's last value to its handshake.
 
     Parameters
     ----------
@@ -265,13 +265,12 @@ class CompressionUnit(wiring.Component):
     values_o: Out(stream.Signature(_FLOAT_BITS))
 
     def __init__(self, *, seed: int = 0):
-        _check_seed(seed)
-        self._seed = seed
+        self._quantiser = Quantiser(seed=seed)
         super().__init__()
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.quantiser = quantiser = Quantiser(seed=self._seed)
+        m.submodules.quantiser = quantiser = self._quantiser
         m.submodules.dequantiser = dequantiser = Dequantiser()
         wiring.connect(m, wiring.flipped(self.values_i), quantiser.i)
         wiring.connect(m, quantiser.o, wiring.flipped(self.block_o))

@@ -11,13 +11,14 @@ import numpy as np
 from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_STEPS, FLOAT_EXP_MAX,
                                    FLOAT_FRAC_BITS, FLOAT_MAX, FLOAT_QNAN, ROUND_NEAREST_EVEN,
                                    ROUND_STOCHASTIC, SCALE_NAN, SHIFT_MAX)
-from ..formats.lfsr import lfsr_step
+from ..formats.lfsr import LFSR_BITS, lfsr_step
 
 __all__ = ["to_bits", "from_bits", "block_scale", "quantise", "dequantise", "error_feedback"]
 
 _FRAC_MASK = (1 << FLOAT_FRAC_BITS) - 1
 _HIDDEN = 1 << FLOAT_FRAC_BITS
 _MAGNITUDE = 0x7FFFFFFF
+_STATE_MAX = (1 << LFSR_BITS) - 1
 #: A block's largest significand above this (1.75 in units of its leading bit) would exceed
 #: code 7 at the finer of the two candidate steps, so the step doubles.
 _FINE_STEP_LIMIT = 0xE00000
@@ -102,6 +103,11 @@ def quantise(bits, state, rounding: int):
     if bits.shape[-1:] != (BLOCK,):
         raise ValueError(f"bits must have blocks of {BLOCK} on its last axis, not shape "
                          f"{bits.shape}")
+    state = np.asarray(state, dtype=np.int64)
+    if state.size and (state.min() < 1 or state.max() > _STATE_MAX):
+        # Zero is the one state an LFSR never leaves: every draw would be 0, rounding down.
+        raise ValueError(f"state must be LFSR states in 1..{_STATE_MAX}, not "
+                         f"{state.min()}..{state.max()}")
     scale = block_scale(bits)
     exp, sig = _fields(bits & _MAGNITUDE)
     # scale + 23 - exp >= 21 for every finite value (its exponent is at most the block's),
@@ -113,7 +119,6 @@ def quantise(bits, state, rounding: int):
         truncated = w >> (SHIFT_MAX - DRAW_FRACTION_BITS)
         magnitude = (truncated + draws) >> DRAW_FRACTION_BITS
     else:
-        state = np.asarray(state, dtype=np.int64)
         whole, rest, half = w >> SHIFT_MAX, w & ((1 << SHIFT_MAX) - 1), 1 << (SHIFT_MAX - 1)
         magnitude = whole + ((rest > half) | ((rest == half) & ((whole & 1) == 1)))
     codes = np.where(bits >> 31 == 1, -magnitude, magnitude)
@@ -140,8 +145,9 @@ def dequantise(codes, scale) -> np.ndarray:
     """
     codes = np.asarray(codes, dtype=np.int64)
     scale = np.asarray(scale, dtype=np.int64)[..., None]
-    if codes.min(initial=0) < -(1 << (CODE_BITS - 1)) or codes.max(initial=0) >= 1 << (CODE_BITS - 1):
-        raise ValueError(f"codes must be in -8..7, not {codes.min()}..{codes.max()}")
+    low, high = -(1 << (CODE_BITS - 1)), (1 << (CODE_BITS - 1)) - 1
+    if codes.min(initial=0) < low or codes.max(initial=0) > high:
+        raise ValueError(f"codes must be in {low}..{high}, not {codes.min()}..{codes.max()}")
     magnitude = np.abs(codes)
     lead = (magnitude >= 2).astype(np.int64) + (magnitude >= 4) + (magnitude >= 8)
     exp = scale + lead

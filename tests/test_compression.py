@@ -32,11 +32,12 @@ def special_blocks():
     NaNs, the largest and smallest magnitudes, ties and the step-doubling boundary."""
     rng = np.random.default_rng(7)
     mixed = rng.standard_normal(BLOCK).astype(np.float32)
+    signs = rng.integers(0, 2, BLOCK, dtype=np.uint32) << 31
     blocks = [
         np.zeros(BLOCK, np.uint32),                                   # all +0
         np.full(BLOCK, 0x80000000, np.uint32),                        # all -0
         rng.integers(1, 1 << 23, BLOCK, dtype=np.uint32),             # subnormals only
-        rng.integers(1, 1 << 23, BLOCK, dtype=np.uint32) | (rng.integers(0, 2, BLOCK, dtype=np.uint32) << 31),
+        rng.integers(1, 1 << 23, BLOCK, dtype=np.uint32) | signs,         # ... of both signs
         np.array([0x00800000] + [1] * (BLOCK - 1), np.uint32),       # smallest normal, tiniest
         np.full(BLOCK, 0x7F7FFFFF, np.uint32),                        # largest finite
         np.array([0x7F7FFFFF, 0xFF700000] * (BLOCK // 2), np.uint32),
@@ -113,6 +114,7 @@ def test_round_trip_error_is_within_a_step(rounding):
     blocks = np.array([b for b in random_blocks(rng, 400) + special_blocks()
                        if (b & 0x7F800000 != 0x7F800000).all()])
     codes, scale, _ = quantise(blocks, rng.integers(1, 1 << 16, len(blocks)), rounding)
+    assert np.abs(codes).max() <= 7, "the grid is symmetric: -8 is never written"
     x = from_bits(blocks).astype(np.float64)
     error = np.abs(from_bits(dequantise(codes, scale)) - x)
     bound = step(scale)[:, None] * (0.5 if rounding == ROUND_NEAREST_EVEN else 1.0)
@@ -169,6 +171,10 @@ def test_quantise_refuses_bad_arguments():
         quantise(np.zeros(BLOCK, np.uint32), 1, 2)
     with pytest.raises(ValueError, match="blocks of 32"):
         quantise(np.zeros(16, np.uint32), 1, ROUND_STOCHASTIC)
+    with pytest.raises(ValueError, match="state"):
+        quantise(np.zeros((2, BLOCK), np.uint32), [1, 0], ROUND_STOCHASTIC)
+    with pytest.raises(ValueError, match="-8..7"):
+        dequantise(np.full(BLOCK, 8), 127)
 
 
 # -- RTL against the reference in Amaranth's simulator ---------------------------------

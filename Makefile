@@ -2,7 +2,8 @@
 #   make demo   set everything up, generate the default switch, sweep it on the model and
 #               Verilator (uniform and hotspot traffic, ten loads, two seeds), write the report;
 #               then run the 8-endpoint RDMA all-reduce (1,024 QPs, 1 % drops) on Verilator
-#               against the model, and report it; then sweep the 64-endpoint 4x4x4 torus on the
+#               against the model, write its packets as RoCEv2 frames (build/rdma.pcap) and
+#               report it; then sweep the 64-endpoint 4x4x4 torus on the
 #               model (dor against adaptive routing, uniform and tornado traffic) and report it
 #   make test   set everything up, run the whole test suite on the model, Icarus and Verilator
 #   make test-fast   the model and Amaranth-simulator tests alone, no RTL simulator, no FPGA
@@ -17,7 +18,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: setup simulators browser demo test test-fast bench bench-synth fuzz coverage docs clean
+.PHONY: setup simulators browser tshark demo test test-fast bench bench-synth fuzz coverage docs clean
 
 $(BIN)/superfabric: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,13 +33,17 @@ simulators:
 browser:
 	bash tools/install-browser.sh
 
-setup: $(BIN)/superfabric simulators browser
+# tshark, Wireshark's decoder, reads back the pcap files of `superfabric pcap` in the tests.
+tshark:
+	bash tools/install-tshark.sh
+
+setup: $(BIN)/superfabric simulators browser tshark
 
 demo: setup
 	$(BIN)/superfabric generate --preset default -o build/rtl
 	$(BIN)/superfabric sweep --preset default --traffic uniform,hotspot --loads 0.1:1.0:0.1 --seeds 2 --sim model,verilator --cycles 10000 -o build/sweep
 	$(BIN)/superfabric report build/sweep -o build/report
-	$(BIN)/superfabric run --preset default --set rdma.enabled=true --set rdma.qps=1024 --set faults.drop_rate=0.01 --traffic rdma-allreduce --sim verilator -o build/rdma
+	$(BIN)/superfabric run --preset default --set rdma.enabled=true --set rdma.qps=1024 --set faults.drop_rate=0.01 --traffic rdma-allreduce --sim verilator -o build/rdma --pcap build/rdma.pcap
 	$(BIN)/superfabric report build/rdma -o build/rdma-report
 	$(BIN)/superfabric sweep --preset default --set switch.priorities=1 --set fabric.topology=torus --set fabric.vcs=4 --vary fabric.routing=dor,adaptive --traffic uniform,tornado --loads 0.1:1.0:0.1 --seeds 1 --sim model --cycles 5000 -o build/fabric-sweep
 	$(BIN)/superfabric report build/fabric-sweep -o build/fabric-report
@@ -58,7 +63,7 @@ PARALLEL := -n auto --dist loadfile
 test: setup
 	$(BIN)/pytest -v $(PARALLEL) -m "not bench"
 
-test-fast: $(BIN)/superfabric browser
+test-fast: $(BIN)/superfabric browser tshark
 	$(BIN)/pytest $(PARALLEL) -m "not rtl and not slow and not synth and not docs and not bench"
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit

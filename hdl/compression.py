@@ -1,4 +1,4 @@
-"""The compression unit (section 14): blocks of 32 binary32 values to int4 codes with one
+"""The compression unit (section 15): blocks of 32 binary32 values to int4 codes with one
 E8M0 scale, and back; bit-exact with ``superfabric.sim.compression``.
 
 :class:`Quantiser` takes one value per cycle, :class:`Dequantiser` gives one per cycle, and
@@ -138,7 +138,7 @@ class Quantiser(wiring.Component):
         with m.If(issued):
             m.d.sync += count.eq(count + 1)
 
-        # Stage 1: how far the significand shifts, clamped at SHIFT_MAX (section 14.2).
+        # Stage 1: how far the significand shifts, clamped at SHIFT_MAX (section 15.2).
         valid1, valid2, valid3 = Signal(), Signal(), Signal()
         sign2, sign3 = Signal(), Signal()
         sig2, amount2 = Signal(24), Signal(range(_AMOUNT_MAX + 1))

@@ -39,7 +39,7 @@ TOPS = {
     TORUS_ROUTER: lambda cfg: Router(cfg, TORUS_ROUTER),
     LEAF: lambda cfg: Router(cfg, LEAF),
     SPINE: lambda cfg: Router(cfg, SPINE),
-    # The gradient compression unit (section 14), independent of the fabric's parameters.
+    # The gradient compression unit (section 15), independent of the fabric's parameters.
     "compression": lambda cfg: CompressionUnit(),
 }
 

@@ -1,4 +1,4 @@
-"""The int4 block quantiser's reference (section 14): bit-exact, vectorised over blocks.
+"""The int4 block quantiser's reference (section 15): bit-exact, vectorised over blocks.
 
 Every rule works on binary32 bit patterns with integer operations, so the result depends on
 no platform's floating-point rounding and is what the RTL (``hdl/compression.py``) computes,
@@ -75,7 +75,7 @@ def _draws(state, count: int):
 
 
 def quantise(bits, state, rounding: int):
-    """Quantise blocks of binary32 values to int4 codes and an E8M0 scale (section 14.2).
+    """Quantise blocks of binary32 values to int4 codes and an E8M0 scale (section 15.2).
 
     Parameters
     ----------
@@ -127,7 +127,7 @@ def quantise(bits, state, rounding: int):
 
 
 def dequantise(codes, scale) -> np.ndarray:
-    """The binary32 bit patterns of ``code * 2**(scale - 127)``, exactly (section 14.3).
+    """The binary32 bit patterns of ``code * 2**(scale - 127)``, exactly (section 15.3).
 
     Code 0 decodes to +0; a :data:`SCALE_NAN` block to quiet NaNs; a product of ``2**128``
     or more (code 4 at scale 253, in a block whose largest magnitude exceeds
@@ -164,7 +164,7 @@ def dequantise(codes, scale) -> np.ndarray:
 def error_feedback(gradient, residual, state, rounding: int):
     """One step of error feedback: quantise ``gradient + residual`` and keep what was lost.
 
-    ``e <- (g + e) - Q(g + e)``, in binary32 (section 14.4). The sum of what is sent over
+    ``e <- (g + e) - Q(g + e)``, in binary32 (section 15.4). The sum of what is sent over
     steps then trails the sum of the gradients by the last residual only.
 
     Parameters

@@ -315,15 +315,18 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
 
 
 def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
-                  build_root: str | Path = DEFAULT_BUILD_ROOT) -> Path:
+                  build_root: str | Path = DEFAULT_BUILD_ROOT, log=None) -> Path:
     """Build ``top`` for ``cfg`` as a plain Verilator executable around the C++ ``harness``
     (no cocotb, no VPI), with :data:`VERILATOR_FAST`; reuse an earlier build.
 
     Returns the executable. For the benchmark that measures what cocotb costs.
+    Like :func:`build`, says on ``log`` (default ``sys.stderr``) what it builds
+    and how long it took, and that it waits for another process building the same.
     """
     import hashlib
     from ..hdl.verilog import verilator_build_args, write_verilog
 
+    log = sys.stderr if log is None else log
     exe = find_simulator("verilator")
     _point_at("verilator")
     harness = Path(harness).resolve()
@@ -331,19 +334,22 @@ def build_harness(cfg: FabricConfig, *, top: str, harness: str | Path,
     name = f"{top}-{cfg.build_key}-{_hdl_digest()}-{digest}"
     build_dir = Path(build_root).resolve() / "sim" / "plain" / name
     binary = build_dir / "obj" / top
-    with _locked(build_dir.with_suffix(".lock")):
+    waiting = f"superfabric: waiting for another process building {top} (plain) in {build_dir}"
+    with _locked(build_dir.with_suffix(".lock"), waiting, log):
         if (build_dir / "built.json").exists():
             return binary
-        rtl = write_verilog(cfg, build_dir / "rtl", top=top)
-        log = build_dir / "build.log"
-        with open(log, "w") as f:
-            done = subprocess.run(
-                [str(exe), "--cc", "--exe", "--build", "-j", "2", *VERILATOR_FAST, "-Wno-fatal",
-                 *verilator_build_args(cfg, top),
-                 "--top-module", top, "--prefix", f"V{top}", "-Mdir", str(build_dir / "obj"),
-                 "-o", top, str(rtl), str(harness)], stdout=f, stderr=subprocess.STDOUT)
-        if done.returncode:
-            raise RuntimeError(f"the plain Verilator build of {top} failed; see {log}")
+        blog = build_dir / "build.log"
+        with activity(f"superfabric: building {top} (plain Verilator) in {build_dir} "
+                      f"(log {blog})", log, short=f"superfabric: building {top} (plain)"):
+            rtl = write_verilog(cfg, build_dir / "rtl", top=top)
+            with open(blog, "w") as f:
+                done = subprocess.run(
+                    [str(exe), "--cc", "--exe", "--build", "-j", "2", *VERILATOR_FAST,
+                     "-Wno-fatal", *verilator_build_args(cfg, top),
+                     "--top-module", top, "--prefix", f"V{top}", "-Mdir", str(build_dir / "obj"),
+                     "-o", top, str(rtl), str(harness)], stdout=f, stderr=subprocess.STDOUT)
+            if done.returncode:
+                raise RuntimeError(f"the plain Verilator build of {top} failed; see {blog}")
         (build_dir / "built.json").write_text(json.dumps({"top": top, "config": cfg.to_dict(),
                                                           "harness": str(harness)}, indent=2))
     return binary

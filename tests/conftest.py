@@ -3,6 +3,7 @@ test layers (markers ``rtl``, ``slow``, ``synth``, ``bench``, registered in pypr
 
 import gc
 import os
+import shutil
 import subprocess
 import types
 import warnings
@@ -33,6 +34,18 @@ def require_simulator(sim: str) -> None:
         if os.environ.get("CI"):
             pytest.fail(f"{sim} is required in CI: {e}")
         pytest.skip(str(e))
+
+
+def require_tool(name: str, installer: str) -> str:
+    """The executable ``name`` (a browser, a decoder); skip when it is not on PATH, but fail
+    under CI, which must run every test. ``installer`` is the script that installs it."""
+    exe = shutil.which(name)
+    if exe is None:
+        message = f"{name} not on PATH (install it with {installer})"
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is required in CI: {message}")
+        pytest.skip(message)
+    return exe
 
 
 def assert_lint_clean(tmp_path: Path, *verilog: Path, top: str | None = None) -> None:

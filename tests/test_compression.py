@@ -1,4 +1,4 @@
-"""Tests of the compression unit (section 14): the reference's rules alone (scale, rounding,
+"""Tests of the compression unit (section 15): the reference's rules alone (scale, rounding,
 special values, round-trip error, unbiasedness, error feedback), and the RTL
 (``hdl/compression.py``) against the reference (``sim/compression.py``) bit for bit in
 Amaranth's simulator."""

@@ -1,11 +1,15 @@
 """Verilog generation through the command line: files, lint, Icarus, and user errors."""
 
 import json
+import os
 import re
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 from amaranth.back import verilog as amaranth_verilog
 from amaranth.hdl import Module
 from amaranth.lib import stream, wiring
@@ -15,8 +19,11 @@ from superfabric.config import FabricConfig
 from superfabric.hdl import verilog
 from superfabric.tb.runner import find_simulator
 from superfabric.network.topology import Topology
+from superfabric.tools.fusesoc_core import IVERILOG_OPTIONS, VERILATOR_OPTIONS, core_name
 
 from conftest import RDMA_SMALL, assert_lint_clean, require_simulator
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GENERATED = [
     ("default", []),
@@ -32,6 +39,27 @@ def superfabric(*args):
     """Run the console entry point as a user would, capturing its output."""
     return subprocess.run([sys.executable, "-m", "superfabric.tools.cli", *args],
                           capture_output=True, text=True)
+
+
+def assert_core(out, top):
+    """``out/<top>.core`` is a CAPI2 core of exactly the Verilog ``generate`` wrote there
+    (the files ``filelist.f`` lists, and no other), with ``top`` the top of every target
+    and the project's own lint and Icarus options."""
+    text = (out / f"{top}.core").read_text()
+    assert text.startswith("CAPI=2:\n")
+    core = yaml.safe_load(text)
+    assert core["name"] == core_name(top)
+    written = sorted(path.name for path in out.glob("*.v"))
+    assert [file for fileset in core["filesets"].values() for file in fileset["files"]] \
+        == (out / "filelist.f").read_text().split() == written
+    assert {fileset["file_type"] for fileset in core["filesets"].values()} == {"verilogSource"}
+    targets = core["targets"]
+    assert sorted(targets) == ["default", "lint", "sim"]
+    assert all(target["toplevel"] == top for target in targets.values())
+    assert targets["lint"]["flow_options"] == {"tool": "verilator",
+                                               "verilator_options": list(VERILATOR_OPTIONS)}
+    assert targets["sim"]["flow_options"] == {"tool": "icarus",
+                                              "iverilog_options": list(IVERILOG_OPTIONS)}
 
 
 @pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
@@ -52,6 +80,7 @@ def test_generate_lint_clean(preset, overrides, tmp_path):
     assert "module switch(" in text
     for k in range(cfg.switch.ports):
         assert f"i__{k}__payload" in text and f"o__{k}__valid" in text
+    assert_core(tmp_path, "switch")
 
     assert_lint_clean(tmp_path, verilog)
 
@@ -108,12 +137,14 @@ def test_generate_fabric_lint_clean(name, tmp_path):
         assert f"  {topo.router_kind(r)} router{r} (" in text
     for e in range(topo.endpoints):
         assert f"i__{e}__payload" in text and f"o__{e}__valid" in text
+    assert_core(tmp_path, "fabric")
     _lint_fabric_clean(verilog, tmp_path)
     # One router module alone, as --top writes it, passes --lint-only -Wall.
     res = superfabric("generate", *args, "--top", kinds[0], "-o", str(tmp_path / "one"))
     assert res.returncode == 0, res.stderr
     one = tmp_path / "one" / f"{kinds[0]}.v"
     assert "hier_block" not in one.read_text()
+    assert_core(tmp_path / "one", kinds[0])
     assert_lint_clean(tmp_path / "one", one)
 
 
@@ -145,7 +176,76 @@ def test_generate_stimulus_around_a_fabric_lint_clean(overrides, tmp_path):
         assert text.count(f"\nmodule {module}(") == 1, module
     for e in range(topo.endpoints):
         assert f"traffic_gen gen{e} (" in text and f"traffic_sink sink{e} (" in text
+    assert_core(tmp_path, "stimulus")
     _lint_fabric_clean(verilog, tmp_path, top="stimulus")
+
+
+def fusesoc(tmp_path, *args):
+    """``fusesoc ARGS``, run as a user runs it, in a work folder under ``tmp_path`` with an
+    empty home: nothing of FuseSoC's (its configuration, cache, builds) lands outside
+    ``tmp_path``. The Verilator the runner finds comes first on ``PATH``, as for a cocotb
+    run."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir(exist_ok=True)
+    work.mkdir(exist_ok=True)
+    config = tmp_path / "fusesoc.conf"
+    config.write_text(f"[main]\ncache_root = {tmp_path / 'cache'}\n")
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("XDG_", "FUSESOC_"))}
+    env.update(HOME=str(home), PATH=os.pathsep.join([str(find_simulator("verilator").parent),
+                                                     env.get("PATH", os.defpath)]))
+    done = subprocess.run([sys.executable, "-m", "fusesoc.main", "--config", str(config), *args],
+                          cwd=work, env=env, capture_output=True, text=True)
+    assert not any(home.iterdir()), sorted(home.rglob("*"))
+    return done
+
+
+#: The FuseSoC commands docs/fpga.md shows, on the folder its ``generate`` example writes.
+FUSESOC_EXAMPLES = [shlex.split(line) for line in re.findall(
+    r"^\$ fusesoc (.*)$", (ROOT / "docs" / "fpga.md").read_text(), re.M)]
+
+
+def test_fusesoc_lints_and_simulates_the_generated_core(tmp_path):
+    # The commands docs/fpga.md shows, on the tiny switch.
+    require_simulator("verilator")
+    require_simulator("icarus")
+    rtl = tmp_path / "rtl"
+    res = superfabric("generate", "--preset", "tiny", "-o", str(rtl))
+    assert res.returncode == 0, res.stderr
+    assert_core(rtl, "switch")
+    name = core_name("switch")
+    assert FUSESOC_EXAMPLES == [["--cores-root", "build/rtl", "run", "--target", target, name]
+                                for target in ("lint", "sim")]
+    lint, sim = (fusesoc(tmp_path, *(str(rtl) if arg == "build/rtl" else arg for arg in example))
+                 for example in FUSESOC_EXAMPLES)
+    assert lint.returncode == 0, (lint.stdout + lint.stderr)[-3000:]
+    # Verilator ran, in lint-only mode with the project's warnings, on the generated file.
+    assert "V e r i l a t i o n   R e p o r t" in lint.stdout, lint.stdout[-3000:]
+    assert "%Warning" not in lint.stdout + lint.stderr
+    build = tmp_path / "work" / "build" / name.replace(":", "_")
+    vc = (build / "lint" / f"{name.replace(':', '_')}.vc").read_text().split()
+    assert "--lint-only" in vc and set(VERILATOR_OPTIONS) <= set(vc)
+    assert vc[vc.index("--top-module") + 1] == "switch"
+    assert any(arg.endswith("/switch.v") for arg in vc)
+    assert sim.returncode == 0, (sim.stdout + sim.stderr)[-3000:]
+    assert "iverilog -sswitch" in sim.stdout and "vvp " in sim.stdout, sim.stdout[-3000:]
+
+
+def test_fusesoc_lint_holds_the_core_to_verilators_wall(tmp_path):
+    # Without its UNUSEDSIGNAL waiver, the skid buffer's Verilog fails the core's lint:
+    # a style warning, which Verilator reports only under -Wall.
+    require_simulator("verilator")
+    rtl = tmp_path / "rtl"
+    res = superfabric("generate", "--preset", "tiny", "--top", "skid_buffer", "-o", str(rtl))
+    assert res.returncode == 0, res.stderr
+    verilog = rtl / "skid_buffer.v"
+    waiver = "/* verilator lint_off UNUSEDSIGNAL */\n"
+    assert waiver in verilog.read_text()
+    verilog.write_text(verilog.read_text().replace(waiver, ""))
+    lint = fusesoc(tmp_path, "--cores-root", str(rtl), "run", "--target", "lint",
+                   core_name("skid_buffer"))
+    assert lint.returncode != 0
+    assert "%Warning-UNUSEDSIGNAL" in lint.stdout + lint.stderr, (lint.stdout + lint.stderr)[-3000:]
 
 
 def test_generate_refuses_a_top_of_another_topology(tmp_path):
@@ -166,6 +266,7 @@ def test_generate_skid_buffer(tmp_path):
     lint = subprocess.run([str(find_simulator("verilator")), "--lint-only", "-Wall",
                            str(tmp_path / "skid_buffer.v")], capture_output=True, text=True)
     assert lint.returncode == 0, lint.stderr[:3000]
+    assert_core(tmp_path, "skid_buffer")
 
 
 def test_generate_compression_lint_clean(tmp_path):
@@ -222,6 +323,7 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     res = superfabric(*args)
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / f"{top}.v"
+    assert_core(tmp_path, top)
     assert_lint_clean(tmp_path, verilog)
 
 
@@ -243,6 +345,7 @@ def test_generate_stimulus_lint_clean(preset, overrides, tmp_path):
     assert res.returncode == 0, res.stderr
     verilog = tmp_path / "stimulus.v"
     assert "module stimulus(" in verilog.read_text()
+    assert_core(tmp_path, "stimulus")
     assert_lint_clean(tmp_path, verilog)
 
 

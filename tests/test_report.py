@@ -2,7 +2,6 @@
 
 import base64
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -19,6 +18,8 @@ from superfabric.tools.report.build import (TABLE_HEADER, ReportError, format_la
 from superfabric.sim.rdma.metrics import connection_state
 from superfabric.tools.report.rdma import CONGESTION_HEADER, CONNECTION_HEADER, RDMA_TABLE_HEADER
 from superfabric.tools.run import run_point
+
+from conftest import require_tool
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 PATTERNS = ("uniform", "hotspot:fraction=0.3,port=1")
@@ -285,17 +286,6 @@ def test_cdf_load_must_be_present(sweep_dir, tmp_path):
 # The HTML in a real browser
 
 
-def require_chromium() -> str:
-    """The chromium executable; skip when missing, but fail under CI, which must render."""
-    exe = shutil.which("chromium")
-    if exe is None:
-        message = "chromium not on PATH (install it with tools/install-browser.sh)"
-        if os.environ.get("CI"):
-            pytest.fail(f"chromium is required in CI: {message}")
-        pytest.skip(message)
-    return exe
-
-
 def chromium(exe: str, profile: Path, *args: str) -> subprocess.CompletedProcess:
     """Run headless Chromium once, with a private profile so parallel runs don't collide."""
     # As root Chromium refuses to start without --no-sandbox.
@@ -321,7 +311,7 @@ def test_html_renders_in_chromium(sweep_report, tmp_path):
 
 def assert_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     """Every image of ``report`` decodes in headless Chromium, no script fails, the page draws."""
-    exe = require_chromium()
+    exe = require_tool("chromium", "tools/install-browser.sh")
     url = report.resolve().as_uri()
     dom = chromium(exe, tmp_path / "profile", "--dump-dom", url).stdout
     parser = _BodyAttributes()

@@ -110,7 +110,8 @@ def _weights(text: str) -> list[float]:
 def _generate_parser(sub) -> None:
     """``superfabric generate``: Verilog of a configuration."""
     g = sub.add_parser("generate", formatter_class=_Help,
-                       help="write synthesizable Verilog for a configuration")
+                       help="write synthesizable Verilog for a configuration, and its "
+                            "FuseSoC core")
     _add_config_args(g)
     g.add_argument("--top", default=None,
                    help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
@@ -154,7 +155,28 @@ def _run_parser(sub) -> None:
                         "hardware: the RTL's own generators and sinks, checked by hashes, "
                         "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
+    r.add_argument("--pcap", default=None, metavar="FILE",
+                   help="also write the run's packets as a pcap file, as superfabric pcap does "
+                        "(default: none)")
+    _add_clock_arg(r)
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
+
+def _add_clock_arg(p: argparse.ArgumentParser) -> None:
+    from .pcap import DEFAULT_CLOCK_MHZ
+    p.add_argument("--clock-mhz", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
+                   help="the clock the pcap's timestamps take a cycle at (625: one 64-bit flit "
+                        "per cycle at 40 Gb/s)")
+
+
+def _pcap_parser(sub) -> None:
+    """``superfabric pcap``: a run's packets as a pcap file."""
+    pc = sub.add_parser("pcap", formatter_class=_Help,
+                        help="write a run's packets as a pcap file for Wireshark (RoCEv2 for "
+                             "RDMA runs)")
+    pc.add_argument("src", metavar="RUN_DIR", help="a run directory (superfabric run -o)")
+    _add_clock_arg(pc)
+    pc.add_argument("-o", "--out", required=True, metavar="FILE", help="the pcap file to write")
 
 
 def _sweep_parser(sub) -> None:
@@ -281,7 +303,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
-                _report_parser, _pool_parser):
+                _report_parser, _pool_parser, _pcap_parser):
         add(sub)
     return p
 
@@ -380,10 +402,12 @@ def _top_config(args) -> tuple[FabricConfig, str]:
 
 def _generate(args) -> int:
     from ..hdl.verilog import write_verilog
+    from .fusesoc_core import write_core
     cfg, top = _top_config(args)
     path = write_verilog(cfg, args.out, top=top)
+    core = write_core(cfg, [path], top=top)
     print(f"wrote {path} ({path.stat().st_size} bytes), {Path(args.out) / 'filelist.f'}, "
-          f"{Path(args.out) / 'config.json'}")
+          f"{Path(args.out) / 'config.json'}, {core}")
     return 0
 
 
@@ -413,10 +437,34 @@ def _synth(args) -> int:
     return 0
 
 
+def _check_pcap_out(option: str, out: str, clock_mhz: float) -> None:
+    """A pcap file to write: not a directory, in a directory that exists; a positive clock."""
+    if not clock_mhz > 0:
+        raise UsageError(f"--clock-mhz = {clock_mhz:g}: must be positive")
+    path = Path(out)
+    if not out.strip() or path.is_dir():
+        raise UsageError(f"{option} = {out!r}: must name a file")
+    if not path.absolute().parent.is_dir():
+        raise UsageError(f"{option} = {out!r}: no directory {str(path.parent)!r}")
+
+
+def _pcap(args) -> int:
+    from .pcap import write_pcap
+    _check_pcap_out("-o", args.out, args.clock_mhz)
+    frames = write_pcap(args.src, args.out, clock_mhz=args.clock_mhz)
+    print(f"pcap: {frames:,} frames, {args.out}")
+    return 0
+
+
 def _run(args) -> int:
     from .run import SIMS, STIMULI, run_failure, run_point
     if args.sim not in SIMS:
         raise UsageError(f"--sim = {args.sim!r}: must be one of {', '.join(SIMS)}")
+    if args.pcap is not None:
+        _check_pcap_out("--pcap", args.pcap, args.clock_mhz)
+        if args.stimulus == "hardware":
+            raise UsageError("--pcap: a hardware-stimulus run records no packets (use "
+                             "--stimulus trace)")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
     cfg = _config(args)
@@ -451,6 +499,10 @@ def _run(args) -> int:
               f"first {json.dumps(m['first_mismatch'])}"
               + (f"; see {report}" if report.exists() else ""))
     print(f"results: {Path(args.out) / 'results.json'}")
+    if args.pcap is not None:
+        from .pcap import write_pcap
+        frames = write_pcap(args.out, args.pcap, clock_mhz=args.clock_mhz)
+        print(f"pcap: {frames:,} frames, {args.pcap}")
     exact = res["match"] is None or res["match"]["exact"]
     return 0 if exact and not failure else 1
 
@@ -488,18 +540,21 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``superfabric`` console script."""
     from ..sim.traffic import TrafficError
     from ..tb.runner import SimulatorMissing
+    from .pcap import PcapError
     from .report.build import ReportError
     from .sweep import SweepError
     from .synth.eda_tool import ToolFailed, ToolMissing
     from .synth.flow import SynthError
     try:
         args = _parser().parse_args(argv)
-        _check_out(args.out)
+        if args.command != "pcap":      # pcap's -o is a file
+            _check_out(args.out)
         handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
-                   "synth": _synth, "report": _report, "pool": _pool}[args.command]
+                   "synth": _synth, "report": _report, "pool": _pool,
+                   "pcap": _pcap}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
-            ToolMissing) as e:
+            ToolMissing, PcapError) as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 2
     except ToolFailed as e:

@@ -1,4 +1,4 @@
-"""The int4 block format of gradient compression, section 14: the constants the quantiser's
+"""The int4 block format of gradient compression, section 15: the constants the quantiser's
 RTL (``superfabric.hdl.compression``) and its model (``superfabric.sim.compression``) share.
 
 A block is :data:`BLOCK` binary32 values; it is sent as :data:`BLOCK` two's complement

@@ -21,8 +21,8 @@ from .fault_injector import FaultInjector
 from .engine import RdmaEngine
 from .host import SendQueues
 from .keys import KeyTable
-from .records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
-                           event_rows)
+from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
+                      RdmaRecords, event_rows)
 from ..switch import SwitchCore
 
 __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
@@ -140,6 +140,7 @@ class RdmaFabricModel:
         depth = [0] * E              # flits inside the switch per output
         depth_rows = np.zeros((1024, E), np.int32)
         wrs = _WrProgress(len(wr["post"]), E)
+        capture = _Deliveries(E)
 
         def offers(cycle):
             return [rows[r] if r >= 0 else None
@@ -166,7 +167,8 @@ class RdmaFabricModel:
             flits = [eng.offer() for eng in engines]
             outs = [inj.prepare(flit) for inj, flit in zip(injectors, flits)]
             _offer_to_switch(switch, uplinks, outs, current, kinds, words, origin)
-            rx = _egress(switch, switch.step(cycle, uplinks, all_ready), origin, words, depth)
+            rx = _egress(cycle, switch, switch.step(cycle, uplinks, all_ready), origin, words,
+                         depth, capture)
             _entered(uplinks, outs, current, words, depth)
             if _endpoint_updates(cycle, engines, injectors, host, wrs, uplinks.sent, flits,
                                  offered, rx, paused):
@@ -179,6 +181,7 @@ class RdmaFabricModel:
         _engine_records(rec, engines)
         rec.pfc_frames = switch.pfc_frames
         rec.queue_depth = depth_rows[:cycle].copy()
+        capture.fill(rec)
         rec.cycles, rec.stalled = cycle, stalled
         if stalled:
             rec.stuck = _stuck(engines, host, wrs.count)
@@ -296,15 +299,41 @@ def _offer_to_switch(switch, uplinks, outs, current, kinds, words, origin) -> No
         uplinks.flit[e] = k
 
 
-def _egress(switch, delivered, origin, words, depth) -> list:
+class _Deliveries:
+    """The packets the switch hands to the engines, for :attr:`RdmaRecords.delivered`:
+    per output the cycle its packet under way began, and the rows and words so far."""
+
+    def __init__(self, endpoints: int):
+        self.head = [0] * endpoints
+        self.rows = []
+        self.words = []
+
+    def flit(self, cycle: int, output: int, src: int, k: int, last: bool, ecn: int,
+             words: list) -> None:
+        """Flit ``k`` of a packet from ``src`` reached ``output``; at its last, the packet
+        (``words``, every flit's) is recorded."""
+        if k == 0:
+            self.head[output] = cycle
+        if last:
+            self.rows.append((self.head[output], output, src, k + 1, ecn))
+            self.words.extend(words)
+
+    def fill(self, rec: RdmaRecords) -> None:
+        """Copy the delivered packets into ``rec``."""
+        rec.delivered = np.array(self.rows, np.int64).reshape(-1, len(DELIVERED_COLUMNS))
+        rec.delivered_words = np.array(self.words, np.uint64)
+
+
+def _egress(cycle, switch, delivered, origin, words, depth, capture: _Deliveries) -> list:
     """The switch's ``delivered`` flits as each output's engine receives them:
-    ``(source, flit, last, data word, ECN)``, None where none. A packet's words
-    are forgotten after its last flit."""
+    ``(source, flit, last, data word, ECN)``, None where none; each also goes to
+    ``capture``. A packet's words are forgotten after its last flit."""
     rx = [None] * len(depth)
     if delivered:
         ecn_out = switch.ecn_out
         for o, pkt, k, last in delivered:
             rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
+            capture.flit(cycle, o, origin[pkt], k, last, rx[o][4], words[pkt])
             depth[o] -= 1
             if last:
                 del words[pkt], origin[pkt]

@@ -8,7 +8,8 @@ import numpy as np
 from ...formats.counters import RDMA_COUNTERS
 from ..pfc import FRAME_COLUMNS
 
-__all__ = ["RdmaRecords", "RX_COMPLETION_COLUMNS", "CNP_COLUMNS", "RATE_COLUMNS", "event_rows"]
+__all__ = ["RdmaRecords", "RX_COMPLETION_COLUMNS", "CNP_COLUMNS", "RATE_COLUMNS",
+           "DELIVERED_COLUMNS", "event_rows"]
 
 #: Columns of :attr:`RdmaRecords.rx_completions`.
 RX_COMPLETION_COLUMNS = ("cycle", "endpoint", "src", "qp", "length")
@@ -17,6 +18,10 @@ CNP_COLUMNS = ("cycle", "endpoint", "context")
 #: Columns of :attr:`RdmaRecords.rates`: the cycle of the change, the endpoint, the
 #: channel and its rate from the next cycle on (``superfabric.formats.dcqcn`` units).
 RATE_COLUMNS = ("cycle", "endpoint", "channel", "rate")
+#: Columns of :attr:`RdmaRecords.delivered`: the cycle the packet's head flit reached the
+#: endpoint, the endpoint (the switch output), the source endpoint, its flits and the ECN
+#: codepoint it arrived with.
+DELIVERED_COLUMNS = ("cycle", "endpoint", "src", "flits", "ecn")
 
 
 def event_rows(rows, columns) -> np.ndarray:
@@ -47,6 +52,12 @@ class RdmaRecords:
     queue_depth : int32 array [cycles, endpoints], per cycle (at its start) the flits
         inside the switch bound for each output: taken at an input and not yet
         handed to that output's sink.
+    delivered : int64 array of rows :data:`DELIVERED_COLUMNS`, every packet the switch
+        handed to an engine, in the order its last flit arrived (the model's records
+        only; the testbench leaves it empty).
+    delivered_words : uint64 array, the flits of the delivered packets one after the
+        other, as they entered the switch (``delivered``'s ``flits`` say where each
+        packet starts).
     cycles : the cycle after the last one simulated.
     stalled : the run stopped because no WR was taken and no completion given
         for the stall limit.
@@ -66,6 +77,9 @@ class RdmaRecords:
     rates: np.ndarray = field(default_factory=lambda: np.zeros((0, len(RATE_COLUMNS)), np.int64))
     pfc_frames: np.ndarray = field(default_factory=lambda: np.zeros((0, FRAME_COLUMNS), np.int64))
     queue_depth: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int32))
+    delivered: np.ndarray = field(
+        default_factory=lambda: np.zeros((0, len(DELIVERED_COLUMNS)), np.int64))
+    delivered_words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     cycles: int = 0
     stalled: bool = False
     stuck: str = ""
@@ -87,14 +101,19 @@ class RdmaRecords:
                  completions=self.completions, order=self.order,
                  rx_completions=self.rx_completions, memory=self.memory, cnps=self.cnps,
                  rates=self.rates, pfc_frames=self.pfc_frames, queue_depth=self.queue_depth,
+                 delivered=self.delivered, delivered_words=self.delivered_words,
                  cycles=self.cycles, stalled=self.stalled, stuck=np.str_(self.stuck),
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
     @classmethod
     def load(cls, path: str | Path) -> "RdmaRecords":
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save` (one written before the delivered packets
+        were recorded reads with none)."""
         with np.load(path) as z:
             counters = {k[len("counter_"):]: z[k].tolist() for k in z.files if k.startswith("counter_")}
+            delivered = (z["delivered"] if "delivered" in z.files
+                         else np.zeros(0, np.int64)).reshape(-1, len(DELIVERED_COLUMNS))
+            words = z["delivered_words"] if "delivered_words" in z.files else np.zeros(0, np.uint64)
             return cls(taken=z["taken"], done=z["done"], status=z["status"],
                        completions=z["completions"], order=z["order"],
                        rx_completions=z["rx_completions"].reshape(-1, len(RX_COMPLETION_COLUMNS)),
@@ -102,5 +121,6 @@ class RdmaRecords:
                        cnps=z["cnps"].reshape(-1, len(CNP_COLUMNS)),
                        rates=z["rates"].reshape(-1, len(RATE_COLUMNS)),
                        pfc_frames=z["pfc_frames"].reshape(-1, FRAME_COLUMNS),
-                       queue_depth=z["queue_depth"], cycles=int(z["cycles"]),
+                       queue_depth=z["queue_depth"], delivered=delivered,
+                       delivered_words=words, cycles=int(z["cycles"]),
                        stalled=bool(z["stalled"]), stuck=str(z["stuck"]))

@@ -6,15 +6,15 @@ E8M0 scale, and back; bit-exact with ``superfabric.sim.compression``.
 compression`` writes.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_STEPS,
-                                   FLOAT_EXP_MAX, FLOAT_FRAC_BITS, FLOAT_MAX, FLOAT_QNAN,
-                                   ROUND_NEAREST_EVEN, ROUND_STOCHASTIC, SCALE_BITS, SCALE_NAN,
-                                   SHIFT_MAX, SHIFT_MIN)
+                                   FINE_STEP_LIMIT, FLOAT_EXP_MAX, FLOAT_FRAC_BITS, FLOAT_MAX,
+                                   FLOAT_QNAN, ROUND_NEAREST_EVEN, ROUND_STOCHASTIC, SCALE_BITS,
+                                   SCALE_NAN, SHIFT_MAX, SHIFT_MIN)
 from ..formats.lfsr import LFSR_BITS, lfsr_start, lfsr_step
 
 __all__ = ["Rounding", "block_layout", "Quantiser", "Dequantiser", "CompressionUnit"]
@@ -31,7 +31,6 @@ block_layout = data.StructLayout({"codes": CODE_BITS * BLOCK, "scale": SCALE_BIT
 
 _FLOAT_BITS = 32
 _EXP_BITS = 8
-_FINE_STEP_LIMIT = 0xE00000     # as sim.compression: above it, the step doubles
 _AMOUNT_MAX = SHIFT_MAX - SHIFT_MIN
 _WIDE_BITS = 24 + _AMOUNT_MAX   # a significand in steps, 40 fraction bits
 
@@ -172,7 +171,7 @@ class Quantiser(wiring.Component):
     def _scale_rule(top):
         """The block's scale from its largest magnitude ``top`` (``block_scale``'s rule)."""
         exp, sig = _fields(top)
-        finite = exp - 2 + (sig > _FINE_STEP_LIMIT)
+        finite = exp - 2 + (sig > FINE_STEP_LIMIT)
         return Mux(top[FLOAT_FRAC_BITS:] == FLOAT_EXP_MAX, SCALE_NAN,
                    Mux(finite < 0, 0, finite))
 

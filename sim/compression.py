@@ -8,9 +8,10 @@ block has its own LFSR state, so many blocks quantise at once.
 
 import numpy as np
 
-from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_STEPS, FLOAT_EXP_MAX,
-                                   FLOAT_FRAC_BITS, FLOAT_MAX, FLOAT_QNAN, ROUND_NEAREST_EVEN,
-                                   ROUND_STOCHASTIC, SCALE_NAN, SHIFT_MAX)
+from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_STEPS,
+                                   FINE_STEP_LIMIT, FLOAT_EXP_MAX, FLOAT_FRAC_BITS, FLOAT_MAX,
+                                   FLOAT_QNAN, ROUND_NEAREST_EVEN, ROUND_STOCHASTIC, SCALE_NAN,
+                                   SHIFT_MAX)
 from ..formats.lfsr import LFSR_BITS, lfsr_step
 
 __all__ = ["to_bits", "from_bits", "block_scale", "quantise", "dequantise", "error_feedback"]
@@ -19,9 +20,6 @@ _FRAC_MASK = (1 << FLOAT_FRAC_BITS) - 1
 _HIDDEN = 1 << FLOAT_FRAC_BITS
 _MAGNITUDE = 0x7FFFFFFF
 _STATE_MAX = (1 << LFSR_BITS) - 1
-#: A block's largest significand above this (1.75 in units of its leading bit) would exceed
-#: code 7 at the finer of the two candidate steps, so the step doubles.
-_FINE_STEP_LIMIT = 0xE00000
 
 
 def to_bits(values) -> np.ndarray:
@@ -58,7 +56,7 @@ def block_scale(bits) -> np.ndarray:
     """
     top = (np.asarray(bits, dtype=np.int64) & _MAGNITUDE).max(axis=-1)
     exp, sig = _fields(top)
-    scale = np.maximum(exp - 2 + (sig > _FINE_STEP_LIMIT), 0)
+    scale = np.maximum(exp - 2 + (sig > FINE_STEP_LIMIT), 0)
     return np.where(top >> FLOAT_FRAC_BITS == FLOAT_EXP_MAX, SCALE_NAN, scale)
 
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from superfabric.formats.compression import (BITS_PER_ELEMENT, BLOCK, FLOAT_MAX, FLOAT_QNAN,
-                                             ROUND_NEAREST_EVEN, ROUND_STOCHASTIC, SCALE_BIAS,
-                                             SCALE_NAN)
+from superfabric.formats.compression import (BITS_PER_ELEMENT, BLOCK, CODE_MAX, FLOAT_MAX,
+                                             FLOAT_QNAN, ROUND_NEAREST_EVEN, ROUND_STOCHASTIC,
+                                             SCALE_BIAS, SCALE_NAN)
 from superfabric.formats.lfsr import lfsr_start
 from superfabric.hdl.compression import CompressionUnit, Dequantiser, Quantiser, Rounding
 from superfabric.sim.compression import (dequantise, error_feedback, from_bits, quantise,
@@ -114,14 +114,16 @@ def test_round_trip_error_is_within_a_step(rounding):
     blocks = np.array([b for b in random_blocks(rng, 400) + special_blocks()
                        if (b & 0x7F800000 != 0x7F800000).all()])
     codes, scale, _ = quantise(blocks, rng.integers(1, 1 << 16, len(blocks)), rounding)
-    assert np.abs(codes).max() <= 7, "the grid is symmetric: -8 is never written"
+    assert np.abs(codes).max() <= CODE_MAX, "the grid is symmetric: -8 is never written"
     x = from_bits(blocks).astype(np.float64)
     error = np.abs(from_bits(dequantise(codes, scale)) - x)
     bound = step(scale)[:, None] * (0.5 if rounding == ROUND_NEAREST_EVEN else 1.0)
     assert (error <= bound).all()
-    # ... and the step is at most 2/7 of the block's largest magnitude (a quarter, mostly).
+    # ... and the step is at most 2/7 of the block's largest magnitude where the scale is
+    # not floored at 0 (a quarter, mostly).
     top = np.abs(x).max(axis=1)
-    assert (step(scale)[top > 1e-37] <= top[top > 1e-37] * 2 / 7).all()
+    unfloored = top >= 2.0 ** -125
+    assert (step(scale)[unfloored] <= top[unfloored] * 2 / 7).all()
 
 
 def test_stochastic_rounding_is_unbiased_over_1000_seeds():

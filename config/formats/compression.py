@@ -7,8 +7,8 @@ block's step ``2 ** (scale - SCALE_BIAS)``.
 """
 
 __all__ = ["BLOCK", "CODE_BITS", "CODE_MAX", "SCALE_BITS", "SCALE_BIAS", "SCALE_NAN",
-           "BITS_PER_ELEMENT", "DRAW_FRACTION_BITS", "DRAW_STEPS", "SHIFT_MIN", "SHIFT_MAX",
-           "ROUND_NEAREST_EVEN", "ROUND_STOCHASTIC", "ROUNDING_MODES",
+           "BITS_PER_ELEMENT", "FINE_STEP_LIMIT", "DRAW_FRACTION_BITS", "DRAW_STEPS",
+           "SHIFT_MIN", "SHIFT_MAX", "ROUND_NEAREST_EVEN", "ROUND_STOCHASTIC",
            "FLOAT_EXP_MAX", "FLOAT_FRAC_BITS", "FLOAT_QNAN", "FLOAT_MAX"]
 
 #: Values per block, each with one code; one scale per block (OCP MX's block size).
@@ -26,6 +26,10 @@ SCALE_NAN = 0xFF
 #: Bits on the wire per value: a code and a share of the scale.
 BITS_PER_ELEMENT = CODE_BITS + SCALE_BITS / BLOCK
 
+#: A block's largest significand (24 bits, hidden bit set) above this, ``1.75 * 2**23``,
+#: would exceed 7 steps at the finer of the two candidate steps, so the step doubles.
+FINE_STEP_LIMIT = 0xE00000
+
 #: Stochastic rounding adds ``draw / 2**DRAW_FRACTION_BITS`` of a step: one 16-bit LFSR draw.
 DRAW_FRACTION_BITS = 16
 #: LFSR steps per draw: a whole state's width, so that no two draws share bits (one step
@@ -40,7 +44,6 @@ SHIFT_MAX = 40
 #: Rounding modes (the RTL's ``rounding`` input, the model's ``rounding`` argument).
 ROUND_NEAREST_EVEN = 0
 ROUND_STOCHASTIC = 1
-ROUNDING_MODES = {"nearest_even": ROUND_NEAREST_EVEN, "stochastic": ROUND_STOCHASTIC}
 
 #: binary32's fields: the all-ones exponent (infinities and NaNs), the fraction width.
 FLOAT_EXP_MAX = 0xFF

@@ -8,6 +8,7 @@ from amaranth.lib import wiring
 
 from ..config import FabricConfig
 from ..network.topology import LEAF, SPINE, TORUS_ROUTER
+from .compression import CompressionUnit
 from .fabric.top import Fabric
 from .packet import packet_layout
 from .ports import module_ports
@@ -38,14 +39,16 @@ TOPS = {
     TORUS_ROUTER: lambda cfg: Router(cfg, TORUS_ROUTER),
     LEAF: lambda cfg: Router(cfg, LEAF),
     SPINE: lambda cfg: Router(cfg, SPINE),
+    # The gradient compression unit (section 16), independent of the fabric's parameters.
+    "compression": lambda cfg: CompressionUnit(),
 }
 
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
-    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus"),
-    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "stimulus"),
-    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "stimulus"),
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "stimulus", "compression"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "stimulus", "compression"),
 }
 
 

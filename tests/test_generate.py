@@ -269,6 +269,19 @@ def test_generate_skid_buffer(tmp_path):
     assert_core(tmp_path, "skid_buffer")
 
 
+def test_generate_compression_lint_clean(tmp_path):
+    # The compression unit has no fabric parameter: every topology offers it.
+    require_simulator("verilator")
+    require_simulator("icarus")
+    for topology in ("switch", "torus"):
+        out = tmp_path / topology
+        res = superfabric("generate", "--preset", "tiny", "--set", f"fabric.topology={topology}",
+                          "--top", "compression", "-o", str(out))
+        assert res.returncode == 0, res.stderr
+        assert "module compression(" in (out / "compression.v").read_text()
+        assert_lint_clean(out, out / "compression.v")
+
+
 class _AlwaysReady(wiring.Component):
     """A register stage between an ``always_ready`` input stream and an ``always_valid``
     output: a top whose signature holds a constant on either side."""

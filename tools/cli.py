@@ -118,7 +118,8 @@ def _generate_parser(sub) -> None:
                         "RDMA engine), rdma_fabric (the RDMA simulation top; rdma_* need "
                         "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
                         "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
-                        "(the default), or one router module (router; leaf_router, spine_router)")
+                        "(the default), or one router module (router; leaf_router, spine_router); "
+                        "compression (the int4 gradient quantiser and dequantiser) for any")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 

@@ -327,6 +327,9 @@ def detail_lines(synth: dict) -> list[str]:
 
 
 def _describe(cfg: FabricConfig, top: str) -> str:
+    if top == "compression":
+        # The unit has no fabric parameter: the switch's would mislead.
+        return "the int4 quantiser and dequantiser, blocks of 32"
     sw = cfg.switch
     what = f"{sw.ports} ports x {sw.data_width} bits, {sw.priorities} priorities"
     return what if top != "rdma_engine" else f"{what}, {cfg.rdma.qps} QPs"

@@ -38,7 +38,8 @@ def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiri
 class SharedModule:
     """A block that a top's Verilog file holds once, as a module of its own, and that
     the top instances wherever it uses the block (a fabric's routers of one tier, the
-    stimulus top's generators and sinks).
+    stimulus top's generators and sinks, the RDMA top's engines, fault injectors and
+    host memories).
 
     Written once, the block is elaborated and converted once, whatever the number of
     its instances, and the Verilog of a fabric of hundreds of endpoints stays small.

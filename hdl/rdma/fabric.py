@@ -32,12 +32,12 @@ from ...formats.dcqcn import LINE_RATE, RATE_BITS
 from ...formats.packet import port_bits
 from ...formats.rdma_wire import free_slot_bits, queue_depth_bits
 from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_start
-from .fault_injector import FaultInjector
+from .fault_injector import FaultInjector, fault_injector_signature
 from ..pfc import PfcEgress
 from ..pfc_frame import REQUEST_LAYOUT
 from ..ports import SharedModule, add_instance
 from .engine import RdmaEngine, engine_signature
-from .host_memory import HostMemory
+from .host_memory import HostMemory, host_memory_signature
 from .header import cpl_layout, rcpl_layout, wr_layout
 from .keys import table_width
 from ..switch import Switch
@@ -67,9 +67,9 @@ class RdmaFabric(wiring.Component):
         #: memory.
         self.modules = {
             "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg)),
-            "fault_injector": SharedModule(FaultInjector(cfg).signature,
+            "fault_injector": SharedModule(fault_injector_signature(cfg),
                                            partial(FaultInjector, cfg)),
-            "host_memory": SharedModule(HostMemory(cfg).signature, partial(HostMemory, cfg)),
+            "host_memory": SharedModule(host_memory_signature(cfg), partial(HostMemory, cfg)),
         }
         n = cfg.switch.ports
         nc = n * cfg.rdma.channels_per_peer

@@ -9,7 +9,16 @@ from ...config import FabricConfig
 from ..checks import check_config
 from .engine import dma_signature
 
-__all__ = ["HostMemory"]
+__all__ = ["HostMemory", "host_memory_signature"]
+
+
+def host_memory_signature(cfg: FabricConfig) -> wiring.Signature:
+    """The ports of :class:`HostMemory` for ``cfg``."""
+    return wiring.Signature({
+        "dma": In(dma_signature(cfg)),
+        "load_we": In(1), "load_addr": In(range(cfg.rdma.memory_words)),
+        "load_wdata": In(64), "load_rdata": Out(64),
+    })
 
 
 class HostMemory(wiring.Component):
@@ -32,12 +41,7 @@ class HostMemory(wiring.Component):
     def __init__(self, cfg: FabricConfig):
         check_config(cfg)
         self._cfg = cfg
-        words = cfg.rdma.memory_words
-        super().__init__({
-            "dma": In(dma_signature(cfg)),
-            "load_we": In(1), "load_addr": In(range(words)),
-            "load_wdata": In(64), "load_rdata": Out(64),
-        })
+        super().__init__(host_memory_signature(cfg))
 
     def elaborate(self, platform):
         cfg, m = self._cfg, Module()

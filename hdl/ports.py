@@ -8,7 +8,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["module_ports", "SharedModule", "instance"]
+__all__ = ["module_ports", "SharedModule", "instance", "add_instance"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -38,7 +38,8 @@ def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiri
 class SharedModule:
     """A block that a top's Verilog file holds once, as a module of its own, and that
     the top instances wherever it uses the block (a fabric's routers of one tier, the
-    stimulus top's generators and sinks).
+    stimulus top's generators and sinks, the RDMA top's engines, fault injectors and
+    host memories).
 
     Written once, the block is elaborated and converted once, whatever the number of
     its instances, and the Verilog of a fabric of hundreds of endpoints stays small.
@@ -75,3 +76,12 @@ def instance(module: str, signature: wiring.Signature, ports) -> Instance:
     for name, flow, value in module_ports(signature, ports):
         bound.append(("i" if flow == In else "o", name, value))
     return Instance(module, *bound)
+
+
+def add_instance(m, modules: dict[str, SharedModule], module: str, name: str):
+    """Add to ``m`` an instance ``name`` of the shared module ``module`` (one of the top's
+    ``modules``); returns its interface, for the top to wire."""
+    signature = modules[module].signature
+    ports = signature.create(path=(name,))
+    m.submodules[name] = instance(module, signature, ports)
+    return ports

@@ -27,7 +27,7 @@ TOPS = {
     "skid_buffer": lambda cfg: SkidBuffer(payload_shape=packet_layout(cfg)),
     # One endpoint's engine, for FPGA builds (as endpoint 0; the index
     # only fixes the engine's own address on the fabric).
-    "rdma_engine": lambda cfg: RdmaEngine(cfg, endpoint=0),
+    "rdma_engine": lambda cfg: RdmaEngine(cfg),
     # The simulation top: engines, host memories, injectors and switch.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
     # The switch, or the fabric, with hardware traffic generators and

@@ -9,7 +9,7 @@ follows the same text.
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array, Value
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -27,7 +27,7 @@ from .header import (bth_layout, cpl_layout, data_opcode, descriptor_layout, hcs
                           psn_lt, psn_within, rcpl_layout, reth_layout, wr_layout)
 from .keys import KeyTables, TABLE_WRITE
 
-__all__ = ["RdmaEngine", "read_buffer_depth"]
+__all__ = ["RdmaEngine", "engine_signature", "dma_signature", "read_buffer_depth"]
 
 PSN = wire.PSN_BITS
 
@@ -43,7 +43,7 @@ class Verdict(enum.Enum, shape=3):
     RENAK = 5
 
 
-def _memory_port(cfg: FabricConfig) -> wiring.Signature:
+def dma_signature(cfg: FabricConfig) -> wiring.Signature:
     """The DMA streams toward host memory.
 
     Reads: a request stream (``rd_req``, one word address per transfer)
@@ -57,6 +57,30 @@ def _memory_port(cfg: FabricConfig) -> wiring.Signature:
         "rd_rsp": In(stream.Signature(64, always_ready=True)),
         "wr": Out(stream.Signature(data.StructLayout({"addr": addr, "data": 64}),
                                    always_ready=True)),
+    })
+
+
+def engine_signature(cfg: FabricConfig) -> wiring.Signature:
+    """The ports of :class:`RdmaEngine` for ``cfg``."""
+    nc = cfg.switch.ports * cfg.rdma.channels_per_peer
+    dcqcn = {}
+    if cfg.dcqcn.enabled:
+        dcqcn = {"cnp": Out(stream.Signature(range(nc), always_ready=True)),
+                 "rate": Out(RATE_BITS).array(nc), "rate_changed": Out(nc)}
+    return wiring.Signature({
+        "endpoint": In(range(cfg.switch.ports)),
+        "wr": In(stream.Signature(wr_layout(cfg))),
+        "cpl": Out(stream.Signature(cpl_layout(), always_ready=True)),
+        "rcpl": Out(stream.Signature(rcpl_layout(cfg), always_ready=True)),
+        "tx": Out(stream.Signature(packet_layout(cfg))),
+        "rx": In(stream.Signature(packet_layout(cfg))),
+        "dma": Out(dma_signature(cfg)),
+        "tables": In(TABLE_WRITE(cfg)),
+        "counters": Out(COUNTER_WIDTH).array(len(RDMA_COUNTERS)),
+        "retired": Out(1),
+        "paused": In(2),
+        "free": Out(wire.free_slot_bits(cfg.rdma.window)).array(nc),
+        **dcqcn,
     })
 
 
@@ -86,51 +110,26 @@ class RdmaEngine(wiring.Component):
     cnp : with ``[dcqcn] enabled``, a stream, always ready, of the receive
         context a CNP picked this cycle answers; rate, rate_changed: each channel's
         rate and whether it changed at the last edge (section 10.13).
+    endpoint : the engine's own endpoint, ``0 .. switch.ports - 1`` (its source
+        address on the fabric; a WR to it is a bad request), constant per
+        instance: an input, so that one module serves every endpoint.
 
     Parameters
     ----------
     cfg : FabricConfig
         The fabric, with ``[rdma] enabled``.
-    endpoint : int
-        The engine's own endpoint, ``0 .. switch.ports - 1`` (its source
-        address on the fabric; a WR to it is a bad request).
     """
 
-    def __init__(self, cfg: FabricConfig, *, endpoint: int):
+    def __init__(self, cfg: FabricConfig):
         check_config(cfg)
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA engine needs rdma.enabled = true")
-        ports = cfg.switch.ports
-        if isinstance(endpoint, bool) or not isinstance(endpoint, int) \
-                or not 0 <= endpoint < ports:
-            raise ValueError(f"endpoint must be an integer in 0..{ports - 1}, not {endpoint!r}")
         self._cfg = cfg
-        self._me = endpoint
-        C = cfg.rdma.channels_per_peer
-        nc = ports * C
         # The state of the channels and receive contexts toward the other
-        # endpoints, in channel order (section 10.5): index i holds channel
-        # _channel[i]; none toward the engine itself.
-        self._channel = [p * C + q for p in range(ports) if p != endpoint for q in range(C)]
-        self._n = len(self._channel)
-        dcqcn = {}
-        if cfg.dcqcn.enabled:
-            dcqcn = {"cnp": Out(stream.Signature(range(nc), always_ready=True)),
-                     "rate": Out(RATE_BITS).array(nc), "rate_changed": Out(nc)}
-        super().__init__({
-            "wr": In(stream.Signature(wr_layout(cfg))),
-            "cpl": Out(stream.Signature(cpl_layout(), always_ready=True)),
-            "rcpl": Out(stream.Signature(rcpl_layout(cfg), always_ready=True)),
-            "tx": Out(stream.Signature(packet_layout(cfg))),
-            "rx": In(stream.Signature(packet_layout(cfg))),
-            "dma": Out(_memory_port(cfg)),
-            "tables": In(TABLE_WRITE(cfg)),
-            "counters": Out(COUNTER_WIDTH).array(len(RDMA_COUNTERS)),
-            "retired": Out(1),
-            "paused": In(2),
-            "free": Out(wire.free_slot_bits(cfg.rdma.window)).array(nc),
-            **dcqcn,
-        })
+        # endpoints, in channel order (section 10.5): index i holds the
+        # channels toward the endpoint of rank i // C, none toward the engine itself.
+        self._n = (cfg.switch.ports - 1) * cfg.rdma.channels_per_peer
+        super().__init__(engine_signature(cfg))
 
     def elaborate(self, platform):
         """The engine's parts, elaborated in the order of section 10.6's steps.
@@ -197,10 +196,7 @@ class RdmaEngine(wiring.Component):
         desc_ret = desc.read_port(domain="comb")
 
         # The port names channels by number; one toward the engine itself is always free.
-        index = {c: i for i, c in enumerate(self._channel)}
-        for c in range(len(self.free)):
-            i = index.get(c)
-            m.d.comb += self.free[c].eq(W if i is None else W - (nxt[i] - ret[i])[:PSN])
+        self._by_channel(m, self.free, W, [W - (nxt[i] - ret[i])[:PSN] for i in range(NC)])
         return SimpleNamespace(
             nxt=nxt, snd=snd, una=una, ret=ret, hsn=hsn, timer=timer, msgerr=msgerr, epoch=epoch,
             err=err, epsn=epsn, nak_sent=nak_sent, pend_ack=pend_ack, pend_seq=pend_seq,
@@ -217,19 +213,28 @@ class RdmaEngine(wiring.Component):
         """The state index of channel (or receive context) ``ch`` toward ``peer``:
         ``rank * C + ch``, ``rank = peer - (peer > me)`` (section 10.5)."""
         C = self._cfg.rdma.channels_per_peer
-        peer = Value.cast(peer)
-        if (1 << len(peer)) - 1 <= self._me:
-            # No peer above this engine can be named: no comparison, which would be constant.
-            return peer * C + ch
-        return Mux(peer > self._me, peer - 1, peer) * C + ch
+        return Mux(peer > self.endpoint, peer - 1, peer) * C + ch
 
     def _peer(self, index):
         """The peer of the channel or receive context at state ``index``."""
         rank = index // self._cfg.rdma.channels_per_peer
-        if self._me == 0:
-            # Every rank is at or above 0: no comparison, which would be constant (lint).
-            return rank + 1
-        return Mux(rank >= self._me, rank + 1, rank)
+        return Mux(rank >= self.endpoint, rank + 1, rank)
+
+    def _by_channel(self, m, ports, own, state):
+        """Drive the port array ``ports``, indexed by channel number ``peer * C + q``,
+        from ``state``, indexed by state index: a channel toward the engine itself
+        shows ``own``."""
+        C = self._cfg.rdma.channels_per_peer
+        for c, port in enumerate(ports):
+            peer, q = divmod(c, C)
+            # State index of the channel if the peer is below or above the engine.
+            below = state[peer * C + q] if peer * C + q < self._n else own
+            above = state[(peer - 1) * C + q] if peer >= 1 else own
+            # The first and the last endpoint are on one side of every other:
+            # no comparison that a lint would call constant.
+            other = (below if peer == 0 else above if peer == len(ports) // C - 1 else
+                     Mux(peer > self.endpoint, above, below))
+            m.d.comb += port.eq(Mux(self.endpoint == peer, own, other))
 
     def _congestion_control(self, m: Module) -> SimpleNamespace | None:
         """DCQCN (section 10.13): the notification point of the receive contexts
@@ -249,7 +254,7 @@ class RdmaEngine(wiring.Component):
         """Step 1: the offered WR's channel and checks, its next packet's
         descriptor written to the window, and the WR taken."""
         cfg, rd = self._cfg, self._cfg.rdma
-        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._n, self._me
+        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._n, self.endpoint
         M = wire.payload_words(cfg.switch.max_packet_flits)
         Q = rd.per_endpoint(E)
         nxt, ret, seg_off = r.nxt, r.ret, r.seg_off
@@ -451,7 +456,7 @@ class RdmaEngine(wiring.Component):
             pop.eq(self.tx.valid & self.tx.ready & (tx_flit >= 2)),
             tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, buf[buf_head]))),
             tx.first.eq(tx_flit == 0), tx.last.eq(tx_flit == tx_len - 1),
-            tx.dst.eq(tx_dst), tx.src.eq(self._me), tx.length.eq(tx_len),
+            tx.dst.eq(tx_dst), tx.src.eq(self.endpoint), tx.length.eq(tx_len),
             # One-flit packets (ACKs, NAKs, CNPs) are control; data is ECN-capable with DCQCN.
             tx.prio.eq(Mux(tx_len == 1, rd.control_priority, rd.data_priority)),
             tx.ecn.eq(Mux(tx_len == 1, NOT_ECT, ECT0 if cc is not None else NOT_ECT)),
@@ -717,10 +722,8 @@ class RdmaEngine(wiring.Component):
         # the line rate and never change.
         C = self._cfg.rdma.channels_per_peer
         m.d.comb += self.cnp.payload.eq(self._peer(notify.lowest) * C + notify.lowest % C)
-        for i, c in enumerate(self._channel):
-            m.d.comb += [self.rate[c].eq(react.rate[i]), self.rate_changed[c].eq(react.changed[i])]
-        for c in set(range(len(self.rate))) - set(self._channel):
-            m.d.comb += self.rate[c].eq(LINE_RATE)
+        self._by_channel(m, self.rate, LINE_RATE, react.rate)
+        self._by_channel(m, self.rate_changed, 0, react.changed)
 
     def _counters(self, m: Module, r: SimpleNamespace, pick: SimpleNamespace,
                   rx: SimpleNamespace, timeouts: list) -> None:

@@ -7,7 +7,10 @@ memories stand in for the hosts behind the DMA ports; the testbench loads
 and reads them through the ``mem_*`` port, and writes the registration
 tables through ``tbl_*``, before and after the run. Per-endpoint ports are
 packed into one vector each (endpoint ``e`` at ``[e*w : (e+1)*w]``) so that
-the testbench touches a handful of signals per cycle.
+the testbench touches a handful of signals per cycle. The engine, the fault
+injector and the host memory are modules of their own, written once and
+instanced per endpoint (``hdl/ports.py:SharedModule``), so that generating
+and compiling the top costs one of each, not one per endpoint.
 
 With ``[pfc] enabled`` the switch's pause frames reach the engines, which
 obey them like any upstream device (a pause timer per class, loaded by a
@@ -17,9 +20,10 @@ queue depth through ports that are zero when their feature is off, behind
 one ``events`` vector read every cycle.
 """
 
+from functools import partial
+
 from amaranth.hdl import Module, Cat, Const, Signal
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
@@ -28,10 +32,12 @@ from ...formats.dcqcn import LINE_RATE, RATE_BITS
 from ...formats.packet import port_bits
 from ...formats.rdma_wire import free_slot_bits, queue_depth_bits
 from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_start
-from .fault_injector import FaultInjector
+from .fault_injector import FaultInjector, fault_injector_signature
 from ..pfc import PfcEgress
 from ..pfc_frame import REQUEST_LAYOUT
-from .engine import RdmaEngine
+from ..ports import SharedModule, add_instance
+from .engine import RdmaEngine, engine_signature
+from .host_memory import HostMemory, host_memory_signature
 from .header import cpl_layout, rcpl_layout, wr_layout
 from .keys import table_width
 from ..switch import Switch
@@ -56,6 +62,15 @@ class RdmaFabric(wiring.Component):
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg
+        #: The modules the top instances, each written once whatever the number of
+        #: endpoints: the engine (its endpoint an input), the fault injector and the host
+        #: memory.
+        self.modules = {
+            "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg)),
+            "fault_injector": SharedModule(fault_injector_signature(cfg),
+                                           partial(FaultInjector, cfg)),
+            "host_memory": SharedModule(host_memory_signature(cfg), partial(HostMemory, cfg)),
+        }
         n = cfg.switch.ports
         nc = n * cfg.rdma.channels_per_peer
         free_bits = free_slot_bits(cfg.rdma.window)
@@ -96,12 +111,10 @@ class RdmaFabric(wiring.Component):
         counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
         entering = []
         for e in range(n):
-            engine = RdmaEngine(cfg, endpoint=e)
-            inject = FaultInjector(cfg)
-            memory = Memory(shape=64, depth=cfg.rdma.memory_words, init=[])
-            m.submodules[f"engine{e}"] = engine
-            m.submodules[f"inject{e}"] = inject
-            m.submodules[f"host{e}"] = memory
+            engine = add_instance(m, self.modules, "rdma_engine", f"engine{e}")
+            inject = add_instance(m, self.modules, "fault_injector", f"inject{e}")
+            host = add_instance(m, self.modules, "host_memory", f"host{e}")
+            m.d.comb += engine.endpoint.eq(e)
 
             wiring.connect(m, engine.tx, inject.i)
             wiring.connect(m, inject.o, switch.i[e])
@@ -146,29 +159,11 @@ class RdmaFabric(wiring.Component):
             m.d.comb += self.retired[e].eq(engine.retired)
 
             # Host memory: the engine's DMA ports, and the testbench's port
-            # for loading and reading back, which wins while it writes.
-            dma_rd = memory.read_port(domain="comb")
-            tb_rd = memory.read_port(domain="comb")
-            wr = memory.write_port()
-            m.d.comb += [
-                dma_rd.addr.eq(engine.dma.rd_req.payload), engine.dma.rd_req.ready.eq(1),
-                tb_rd.addr.eq(self.mem_addr), self.mem_rdata[64 * e:64 * e + 64].eq(tb_rd.data),
-            ]
-            # The host answers every read request after dma_latency cycles, with
-            # the word as it was in the cycle of the request.
-            valid, data = engine.dma.rd_req.valid, dma_rd.data
-            for stage in range(cfg.rdma.dma_latency):
-                v = Signal(name=f"host{e}_rd_valid{stage}")
-                d = Signal(64, name=f"host{e}_rd_data{stage}")
-                m.d.sync += [v.eq(valid), d.eq(data)]
-                valid, data = v, d
-            m.d.comb += [engine.dma.rd_rsp.valid.eq(valid), engine.dma.rd_rsp.payload.eq(data)]
-            with m.If(self.mem_we):
-                m.d.comb += [wr.en.eq(1), wr.addr.eq(self.mem_addr),
-                             wr.data.eq(self.mem_wdata[64 * e:64 * e + 64])]
-            with m.Else():
-                m.d.comb += [wr.en.eq(engine.dma.wr.valid), wr.addr.eq(engine.dma.wr.payload.addr),
-                             wr.data.eq(engine.dma.wr.payload.data)]
+            # for loading and reading back.
+            wiring.connect(m, engine.dma, host.dma)
+            m.d.comb += [host.load_we.eq(self.mem_we), host.load_addr.eq(self.mem_addr),
+                         host.load_wdata.eq(self.mem_wdata[64 * e:64 * e + 64]),
+                         self.mem_rdata[64 * e:64 * e + 64].eq(host.load_rdata)]
         m.d.comb += self.counters.eq(Cat(*counters))
         m.d.comb += [self.free.eq(Cat(*frees)),
                      self.rate.eq(Cat(*rates)), self.rate_changed.eq(Cat(*changed)),

@@ -17,7 +17,7 @@ from ...formats.lfsr import DRAW_THRESHOLD_BITS, LFSR_BITS, lfsr_step
 from ..packet import packet_layout
 from ..checks import check_config
 
-__all__ = ["FaultInjector", "FaultState"]
+__all__ = ["FaultInjector", "FaultState", "fault_injector_signature"]
 
 
 class FaultState(enum.Enum, shape=3):
@@ -35,6 +35,19 @@ class FaultState(enum.Enum, shape=3):
 IDLE, PASS, DROP, DUP, HOLD, REPLAY = FaultState
 
 
+def fault_injector_signature(cfg: FabricConfig) -> wiring.Signature:
+    """The ports of :class:`FaultInjector` for ``cfg``."""
+    layout = packet_layout(cfg)
+    return wiring.Signature({
+        "i": In(stream.Signature(layout)),
+        "o": Out(stream.Signature(layout)),
+        "thresholds": In(DRAW_THRESHOLD_BITS).array(4),
+        "reorder_cycles": In(16),
+        "seed": In(LFSR_BITS),
+        "load": In(1),
+    })
+
+
 class FaultInjector(wiring.Component):
     """Per-packet faults on one packet stream.
 
@@ -50,15 +63,7 @@ class FaultInjector(wiring.Component):
     def __init__(self, cfg: FabricConfig):
         check_config(cfg)
         self._cfg = cfg
-        layout = packet_layout(cfg)
-        super().__init__({
-            "i": In(stream.Signature(layout)),
-            "o": Out(stream.Signature(layout)),
-            "thresholds": In(DRAW_THRESHOLD_BITS).array(4),
-            "reorder_cycles": In(16),
-            "seed": In(LFSR_BITS),
-            "load": In(1),
-        })
+        super().__init__(fault_injector_signature(cfg))
 
     def elaborate(self, platform):
         m = Module()

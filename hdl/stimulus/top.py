@@ -20,7 +20,7 @@ from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK
                         RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
-from ..ports import SharedModule, instance
+from ..ports import SharedModule, add_instance
 from ..switch import Switch
 from .traffic_gen import TrafficGenerator, generator_signature
 from .traffic_sink import TrafficSink, sink_signature
@@ -178,7 +178,7 @@ class Stimulus(wiring.Component):
         m.d.comb += core.pause.eq(0)
         gens, sinks = [], []
         for k in range(n):
-            gen = self._instance(m, "traffic_gen", f"gen{k}")
+            gen = add_instance(m, self.modules, "traffic_gen", f"gen{k}")
             wiring.connect(m, gen.o, core.i[k])
             for name, _ in gen.settings.shape():
                 if name == "prio_thresholds":
@@ -195,7 +195,8 @@ class Stimulus(wiring.Component):
             gens.append(gen)
 
             faulty = k == 0 and "traffic_sink_fault" in self.modules
-            sink = self._instance(m, "traffic_sink_fault" if faulty else "traffic_sink", f"sink{k}")
+            sink = add_instance(m, self.modules, "traffic_sink_fault" if faulty else "traffic_sink",
+                                f"sink{k}")
             wiring.connect(m, core.o[k], sink.i)
             m.d.comb += [
                 sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
@@ -220,12 +221,6 @@ class Stimulus(wiring.Component):
 
         self._readout(m, addr, armed, regs, gens, sinks)
         return m
-
-    def _instance(self, m, module: str, name: str):
-        """An instance ``name`` of the shared module ``module``; returns its interface."""
-        ports = self.modules[module].signature.create(path=(name,))
-        m.submodules[name] = instance(module, self.modules[module].signature, ports)
-        return ports
 
     def _readout(self, m, addr, armed, regs, gens, sinks):
         """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""

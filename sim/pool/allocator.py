@@ -13,6 +13,7 @@ pages (:meth:`PoolAllocator._place`) and takes them back (:meth:`PoolAllocator._
 from __future__ import annotations
 
 import bisect
+from abc import ABC, abstractmethod
 from typing import NamedTuple
 
 from ...formats import pool
@@ -48,7 +49,7 @@ class Allocation(NamedTuple):
     nbytes: int
 
 
-class PoolAllocator:
+class PoolAllocator(ABC):
     """An allocator of the pool's pages that keeps ``table`` (the segment table every
     accelerator loads) in step: an allocation maps its pages, a free unmaps them."""
 
@@ -178,23 +179,23 @@ class PoolAllocator:
 
     # -- the policy -----------------------------------------------------------------------
 
+    @abstractmethod
     def free_extents(self) -> list[tuple[int, int]]:
         """The free (first global page, pages) extents (blocks), by address."""
-        raise NotImplementedError
 
+    @abstractmethod
     def largest_request_pages(self) -> int:
         """The most pages one allocation can ever get, the pool empty."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _add_free(self, window: Window) -> None:
         """A window joined: its pages are free."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _place(self, pages: int) -> tuple[int, int] | None:
         """Set aside free pages for a request of ``pages``: (first global page, pages set
         aside), or None when none fit."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _release(self, first: int, pages: int) -> None:
         """Pages ``first .. first + pages - 1``, as :meth:`_place` set them aside, are free."""
-        raise NotImplementedError

@@ -129,6 +129,9 @@ class FabricConfig:
         _check_dcqcn(built["ecn"], built["rdma"], built["dcqcn"])
         cfg = cls(**built)
         _check_fabric(cfg)
+        if cfg.rdma.enabled and cfg.rdma.qps % cfg.endpoints:
+            raise ConfigError(f"rdma.qps = {cfg.rdma.qps}: must be a multiple of the endpoints "
+                              f"({cfg.endpoints}: switch.ports, or the fabric's accelerators)")
         return cfg
 
     @classmethod
@@ -286,14 +289,15 @@ def _power_of_two(lo: int, hi: int, doc: str):
 class RdmaConfig:
     """The ``[rdma]`` section: one connection-aggregation engine per endpoint.
 
-    Every endpoint owns ``qps / ports`` queue pairs; QP ``q`` talking to
+    Every endpoint owns ``qps / E`` queue pairs (``E``: the switch's ports or the
+    fabric's endpoints); QP ``q`` talking to
     peer ``d`` uses channel ``d * channels_per_peer + q mod
     channels_per_peer``, and reliability state (PSNs, window, timer) exists
     per channel only. ``docs/architecture.md`` section 10 has the protocol.
     """
 
-    enabled: bool = _flag("attach an RDMA engine to every switch port")
-    qps: int = _ranged(1, 1 << 16, "queue pairs in total, a multiple of switch.ports")
+    enabled: bool = _flag("attach an RDMA engine to every endpoint (switch port or accelerator)")
+    qps: int = _ranged(1, 1 << 16, "queue pairs in total, a multiple of the endpoints")
     channels_per_peer: int = _ranged(1, 8, "reliable channels from an endpoint to each peer")
     window: int = _power_of_two(2, 256, "packets in flight per channel")
     ack_every: int = _ranged(1, 256, "packets a receiver accepts before it must acknowledge")
@@ -475,9 +479,6 @@ def _check_fabric(cfg: "FabricConfig") -> None:
     f, sw = cfg.fabric, cfg.switch
     if not f.is_fabric:
         return
-    if cfg.rdma.enabled:
-        raise ConfigError(f"fabric.topology = {f.topology!r}: must be 'switch' with rdma.enabled "
-                          f"(the RDMA fabric is one switch)")
     if f.vc_buffer_flits < sw.max_packet_flits:
         raise ConfigError(f"fabric.vc_buffer_flits = {f.vc_buffer_flits}: must be at least "
                           f"switch.max_packet_flits ({sw.max_packet_flits}) so a packet fits a VC")
@@ -539,8 +540,6 @@ def _check_rdma(sw: SwitchConfig, pfc: PfcConfig, rdma: RdmaConfig) -> None:
     if sw.max_packet_flits < 3:
         raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
                           f"with rdma.enabled (two header flits and a payload word)")
-    if rdma.qps % sw.ports:
-        raise ConfigError(f"rdma.qps = {rdma.qps}: must be a multiple of switch.ports ({sw.ports})")
     for name in ("data_priority", "control_priority"):
         value = getattr(rdma, name)
         if value >= sw.priorities:

@@ -28,7 +28,7 @@ TOPS = {
     # One endpoint's engine, for FPGA builds (as endpoint 0; the index
     # only fixes the engine's own address on the fabric).
     "rdma_engine": lambda cfg: RdmaEngine(cfg),
-    # The simulation top: engines, host memories, injectors and switch.
+    # The simulation top: engines, host memories, injectors, and the switch or fabric.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
     # The switch, or the fabric, with hardware traffic generators and
     # statistics sinks at its endpoints.
@@ -47,8 +47,10 @@ TOPS = {
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
     "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression"),
-    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "stimulus", "compression"),
-    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "stimulus", "compression"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
+              "compression"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
+                 "compression"),
 }
 
 
@@ -64,9 +66,10 @@ def default_top(cfg: FabricConfig) -> str:
 
 def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
-    router modules (the fabric, and the stimulus top around it) is built with
+    router modules (the fabric, and the stimulus and RDMA tops around it) is built with
     ``--hierarchical``, each router module compiled once (see _mark)."""
-    return ["--hierarchical"] if top in ("fabric", "stimulus") and cfg.fabric.is_fabric else []
+    return (["--hierarchical"] if top in ("fabric", "stimulus", "rdma_fabric")
+            and cfg.fabric.is_fabric else [])
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on
 # purpose; each is waived for the generated file only, with the reason:

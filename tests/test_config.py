@@ -257,7 +257,7 @@ def test_bad_rdma_and_fault_values(overrides, fragments):
 @pytest.mark.parametrize("overrides, fragments", [
     (["switch.data_width=32"], ["switch.data_width = 32", "must be 64 with rdma.enabled"]),
     (["switch.max_packet_flits=2"], ["switch.max_packet_flits = 2", "at least 3"]),
-    (["rdma.qps=1001"], ["rdma.qps = 1001", "multiple of switch.ports (8)"]),
+    (["rdma.qps=1001"], ["rdma.qps = 1001", "multiple of the endpoints (8"]),
     (["rdma.data_priority=4"], ["rdma.data_priority = 4", "0..3 (switch.priorities = 4)"]),
     (["rdma.control_priority=7"], ["rdma.control_priority = 7", "0..3"]),
     (["pfc.enabled=true", "rdma.control_priority=0"],

@@ -9,7 +9,7 @@ from superfabric.config import FabricConfig
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.metrics import summarize
 from superfabric.sim.fabric.top import FabricModel
-from superfabric.sim.switch import SwitchCore
+from superfabric.sim.fabric.core import FabricCore
 from superfabric.sim.traffic import Trace, generate
 
 #: Generation to tail delivery of a lone 1-flit packet: skid buffer, buffer
@@ -113,7 +113,7 @@ class _Endpoints:
 
     Each input sends its packets in creation order, back to back, with the
     interface of :class:`~superfabric.sim.source.Sources` that
-    :meth:`SwitchCore.step` calls.
+    :meth:`FabricCore.step` calls.
     """
 
     def __init__(self, core):
@@ -142,7 +142,7 @@ def test_core_steps_a_packet_created_mid_run_at_zero_load_latency():
     # docs/architecture.md 5.4: generated in cycle g, flit k of an L-flit
     # packet is handed over in g + L + 3 + k, so the tail in g + 2L + 2.
     cfg = FabricConfig.load()
-    core = SwitchCore(cfg)
+    core = FabricCore(cfg)
     ends = _Endpoints(core)
     g, length, every = 7, 4, (1 << cfg.switch.ports) - 1
     seen = []
@@ -163,7 +163,7 @@ def test_core_delivers_packets_created_in_reaction_to_deliveries():
     # cycle after its delivery, so a leg takes 4 + 1 cycles; a burst added
     # mid-run on other ports (1 -> 6) is delivered too and changes nothing.
     cfg = FabricConfig.load()
-    core = SwitchCore(cfg)
+    core = FabricCore(cfg)
     ends = _Endpoints(core)
     every = (1 << cfg.switch.ports) - 1
     src = {ends.send(0, 3, 1): 0}
@@ -192,7 +192,7 @@ def test_core_with_packets_created_at_generation_matches_the_trace_run():
     trace = generate(cfg, "uniform", load=0.6, cycles=2000, seed=3, packet_lengths="bimodal:1,8,0.5")
     sink = SinkReady(n, 0.2, 3)
     rec = FabricModel(cfg).run(trace, sink=sink)
-    core = SwitchCore(cfg)
+    core = FabricCore(cfg)
     ends = _Endpoints(core)
     row, cycle = 0, 0
     while row < len(trace) or core.outstanding:

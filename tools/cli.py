@@ -118,7 +118,8 @@ def _generate_parser(sub) -> None:
                         "RDMA engine), rdma_fabric (the RDMA simulation top; rdma_* need "
                         "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
                         "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
-                        "(the default), or one router module (router; leaf_router, spine_router); "
+                        "(the default), one router module (router; leaf_router, spine_router), "
+                        "rdma_engine, rdma_fabric or stimulus; "
                         "compression (the int4 gradient quantiser and dequantiser) for any")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
@@ -133,7 +134,7 @@ def _run_parser(sub) -> None:
     _add_config_args(r)
     r.add_argument("--traffic", default="uniform", metavar="PATTERN",
                    help="traffic pattern, optionally with parameters (hotspot:fraction=0.3); "
-                        "rdma-uniform, rdma-allreduce, rdma-incast or rdma-victim (with --set "
+                        "rdma-uniform, rdma-allreduce, rdma-alltoall, rdma-incast or rdma-victim (with --set "
                         "rdma.enabled=true) for work requests through the RDMA engines")
     r.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
     r.add_argument("--bad-fraction", type=float, default=0.0,

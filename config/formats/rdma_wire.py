@@ -97,7 +97,7 @@ def page_bits(pages: int) -> int:
 
 def key_entry_fields(cfg: FabricConfig) -> tuple[tuple[str, int], ...]:
     """A registration table entry for ``cfg``: :data:`KEY_ENTRY_FIELDS`, first page, peers."""
-    return KEY_ENTRY_FIELDS + (("page", page_bits(cfg.rdma.pages)), ("peers", cfg.switch.ports))
+    return KEY_ENTRY_FIELDS + (("page", page_bits(cfg.rdma.pages)), ("peers", cfg.endpoints))
 
 
 def descriptor_fields(mtu_words: int) -> tuple[tuple[str, int], ...]:
@@ -179,7 +179,15 @@ def free_slot_bits(window: int) -> int:
 
 
 def queue_depth_bits(cfg: FabricConfig) -> int:
-    """Width of an output's queue depth in the RDMA fabric: every input buffer, skid
-    buffer and read register of the switch, and the egress queue, could hold its flits."""
-    sw = cfg.switch
-    return (sw.ports * (sw.buffer_flits + 3) + EGRESS_DEPTH).bit_length()
+    """Width of an endpoint output's queue depth in the RDMA fabric: every buffer of the
+    switch or fabric could hold its flits (input buffers, skid buffers and read registers,
+    egress queues, and in a fabric every link's VC buffers and registers)."""
+    from ..network.topology import Topology
+    sw, f = cfg.switch, cfg.fabric
+    topo = Topology.of(cfg)
+    ports = sum(topo.ports(r) for r in range(topo.routers))
+    links = len(topo.links)
+    pools = sw.priorities * f.vcs
+    most = (topo.endpoints * (sw.buffer_flits + 3) + ports * EGRESS_DEPTH
+            + links * (pools * f.vc_buffer_flits + 3 + f.link_latency))
+    return most.bit_length()

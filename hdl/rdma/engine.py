@@ -62,13 +62,13 @@ def dma_signature(cfg: FabricConfig) -> wiring.Signature:
 
 def engine_signature(cfg: FabricConfig) -> wiring.Signature:
     """The ports of :class:`RdmaEngine` for ``cfg``."""
-    nc = cfg.switch.ports * cfg.rdma.channels_per_peer
+    nc = cfg.endpoints * cfg.rdma.channels_per_peer
     dcqcn = {}
     if cfg.dcqcn.enabled:
         dcqcn = {"cnp": Out(stream.Signature(range(nc), always_ready=True)),
                  "rate": Out(RATE_BITS).array(nc), "rate_changed": Out(nc)}
     return wiring.Signature({
-        "endpoint": In(range(cfg.switch.ports)),
+        "endpoint": In(range(cfg.endpoints)),
         "wr": In(stream.Signature(wr_layout(cfg))),
         "cpl": Out(stream.Signature(cpl_layout(), always_ready=True)),
         "rcpl": Out(stream.Signature(rcpl_layout(cfg), always_ready=True)),
@@ -110,7 +110,7 @@ class RdmaEngine(wiring.Component):
     cnp : with ``[dcqcn] enabled``, a stream, always ready, of the receive
         context a CNP picked this cycle answers; rate, rate_changed: each channel's
         rate and whether it changed at the last edge (section 10.13).
-    endpoint : the engine's own endpoint, ``0 .. switch.ports - 1`` (its source
+    endpoint : the engine's own endpoint, ``0 .. E - 1`` (``cfg.endpoints``) (its source
         address on the fabric; a WR to it is a bad request), constant per
         instance: an input, so that one module serves every endpoint.
 
@@ -128,7 +128,7 @@ class RdmaEngine(wiring.Component):
         # The state of the channels and receive contexts toward the other
         # endpoints, in channel order (section 10.5): index i holds the
         # channels toward the endpoint of rank i // C, none toward the engine itself.
-        self._n = (cfg.switch.ports - 1) * cfg.rdma.channels_per_peer
+        self._n = (cfg.endpoints - 1) * cfg.rdma.channels_per_peer
         super().__init__(engine_signature(cfg))
 
     def elaborate(self, platform):
@@ -254,7 +254,7 @@ class RdmaEngine(wiring.Component):
         """Step 1: the offered WR's channel and checks, its next packet's
         descriptor written to the window, and the WR taken."""
         cfg, rd = self._cfg, self._cfg.rdma
-        E, C, W, NC, me = cfg.switch.ports, rd.channels_per_peer, rd.window, self._n, self.endpoint
+        E, C, W, NC, me = cfg.endpoints, rd.channels_per_peer, rd.window, self._n, self.endpoint
         M = wire.payload_words(cfg.switch.max_packet_flits)
         Q = rd.per_endpoint(E)
         nxt, ret, seg_off = r.nxt, r.ret, r.seg_off
@@ -372,7 +372,7 @@ class RdmaEngine(wiring.Component):
         read from host memory ahead into a small buffer, its flits sent on
         the uplink; ``pick.busy`` until the last flit is taken."""
         cfg, rd = self._cfg, self._cfg.rdma
-        E, C = cfg.switch.ports, rd.channels_per_peer
+        E, C = cfg.endpoints, rd.channels_per_peer
         M = wire.payload_words(cfg.switch.max_packet_flits)
         tx_busy, ctrl_x, data_ch, syndrome = pick.busy, pick.ctrl_x, pick.data_ch, pick.syndrome
         tx_flit = Signal(range(cfg.switch.max_packet_flits))
@@ -490,7 +490,7 @@ class RdmaEngine(wiring.Component):
         m.d.comb += self.rx.ready.eq(1)
         rx_k = Signal(range(cfg.switch.max_packet_flits))
         rx_bth_bits = Signal(64)
-        rx_src = Signal(range(cfg.switch.ports))
+        rx_src = Signal(range(cfg.endpoints))
         rx_write = Signal()
         rx_rkey = Signal(wire.KEY_BITS)
         rx_va = Signal(wire.VA_BITS)

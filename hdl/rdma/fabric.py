@@ -1,8 +1,12 @@
-"""The simulation top of an RDMA fabric: engines, host memories, fault injectors, switch.
+"""The simulation top of an RDMA fabric: engines, host memories, fault injectors, and the
+switch or the fabric of routers between them.
 
 Endpoint ``e`` is an :class:`~.engine.RdmaEngine` with its host
 memory, whose uplink passes a :class:`~.fault_injector.FaultInjector` into
-switch input ``e`` and whose downlink is switch output ``e``. The host
+the endpoint's input ``e`` of the switch (:class:`~..switch.Switch`) or of
+the fabric (:class:`~..fabric.top.Fabric`, a torus or a leaf-spine of
+routers, each router tier a module of its own) and whose downlink is its
+output ``e``; below, "the switch" is either. The host
 memories stand in for the hosts behind the DMA ports; the testbench loads
 and reads them through the ``mem_*`` port, and writes the registration
 tables through ``tbl_*``, before and after the run. Per-endpoint ports are
@@ -40,6 +44,7 @@ from .engine import RdmaEngine, engine_signature
 from .host_memory import HostMemory, host_memory_signature
 from .header import cpl_layout, rcpl_layout, wr_layout
 from .keys import table_width
+from ..fabric.top import Fabric
 from ..switch import Switch
 from ..checks import check_config
 
@@ -47,7 +52,7 @@ __all__ = ["RdmaFabric"]
 
 
 class RdmaFabric(wiring.Component):
-    """``switch.ports`` RDMA endpoints on one switch, for simulation.
+    """RDMA endpoints on the switch or fabric of ``cfg``, one per accelerator, for simulation.
 
     Observation ports: ``events`` (bit ``e`` input ``e`` sent a pause frame,
     bit ``E + e`` engine ``e`` sent a CNP, bit ``2E + e`` a rate of engine
@@ -62,16 +67,18 @@ class RdmaFabric(wiring.Component):
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg
+        self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
         #: The modules the top instances, each written once whatever the number of
-        #: endpoints: the engine (its endpoint an input), the fault injector and the host
-        #: memory.
+        #: endpoints: a fabric's router tiers, the engine (its endpoint an input), the
+        #: fault injector and the host memory.
         self.modules = {
+            **getattr(self._core, "modules", {}),
             "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg)),
             "fault_injector": SharedModule(fault_injector_signature(cfg),
                                            partial(FaultInjector, cfg)),
             "host_memory": SharedModule(host_memory_signature(cfg), partial(HostMemory, cfg)),
         }
-        n = cfg.switch.ports
+        n = cfg.endpoints
         nc = n * cfg.rdma.channels_per_peer
         free_bits = free_slot_bits(cfg.rdma.window)
         super().__init__({
@@ -96,15 +103,16 @@ class RdmaFabric(wiring.Component):
 
     def elaborate(self, platform):
         cfg = self._cfg
-        n = cfg.switch.ports
+        n = cfg.endpoints
         m = Module()
-        switch = m.submodules.switch = Switch(cfg)
+        switch = self._core
+        m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = switch
         wrw, cw, rw = wr_layout(cfg).size, cpl_layout().size, rcpl_layout(cfg).size
         nc = n * cfg.rdma.channels_per_peer
         if cfg.pfc.enabled:
             # The engines' pause timers: per (endpoint, class), loaded by the
             # frames of the switch input the engine sends into.
-            obey = m.submodules.obey = PfcEgress(cfg)
+            obey = m.submodules.obey = PfcEgress(cfg, ports=n)
             m.d.comb += self.pfc_tx.eq(Cat(switch.pfc_tx[e].payload for e in range(n)))
             for e in range(n):
                 wiring.connect(m, switch.pfc_tx[e], obey.rx[e])

@@ -33,7 +33,7 @@ def reth_layout() -> data.StructLayout:
 
 def wr_layout(cfg: FabricConfig) -> data.StructLayout:
     """A work request on the engine's WR stream: the wire fields plus ``dst``."""
-    return struct(wire.wr_fields(cfg.switch.ports))
+    return struct(wire.wr_fields(cfg.endpoints))
 
 
 def cpl_layout() -> data.StructLayout:
@@ -43,7 +43,7 @@ def cpl_layout() -> data.StructLayout:
 
 def rcpl_layout(cfg: FabricConfig) -> data.StructLayout:
     """A receive completion (SEND at the target)."""
-    return struct(wire.rcpl_fields(cfg.switch.ports))
+    return struct(wire.rcpl_fields(cfg.endpoints))
 
 
 def key_entry_layout(cfg: FabricConfig) -> data.StructLayout:

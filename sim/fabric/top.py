@@ -25,7 +25,7 @@ from ..source import (NONE, source_accept, source_busy, source_next_generation, 
 from ..traffic import Trace
 
 __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
-           "return_credits", "counters", "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
+           "return_credits", "fabric_cycle", "counters", "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
@@ -69,6 +69,32 @@ def return_credits(st, prm, arrived):
         if pool >= 0:
             p = pool // prm.vcs
             st.credits[st.link_src[k], p, pool - p * prm.vcs] += 1
+
+
+@kernel(inline=True)
+def fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
+                 sink_times, delivered, arrived):
+    """One cycle of the whole fabric and its edge (section 11.5): the links deliver,
+    every router does its cycle (:func:`~.router.router_cycle`; a quiet router that
+    nothing reaches would change nothing and is skipped), the credits the links
+    brought back are added. The endpoints' offers are in ``offer_*`` at their global
+    ports; ``ready``, ``paused``, ``sink_enable`` and ``sink_times`` are per endpoint.
+    Writes the flits handed to the endpoints into ``delivered``, rows ``(endpoint,
+    packet, flit, last)`` in router order (``arrived``: scratch, one per link).
+    Returns how many flits were delivered and how many pause frames the routers sent."""
+    deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
+    handed = 0
+    frames = 0
+    for r in range(prm.routers):
+        if st.quiet[r] and not router_reached(st, prm, r, offer_pkt, sink_enable):
+            continue
+        now, sent = router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready,
+                                 paused, sink_enable, sink_times, delivered[handed:])
+        handed += now
+        frames += sent
+        st.quiet[r] = router_quiet(st, prm, r)
+    return_credits(st, prm, arrived)
+    return handed, frames
 
 
 @kernel
@@ -126,20 +152,13 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
                 offer_vc[g] = 0
                 source_accept(src, e)
             sink_enable[e] = 0
-        deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
         if sink_period > 0 and cycle % sink_period == 0:
             k = cycle // sink_period - congested_first
             sink_pause_frames(congested[k], congested[k - 1], st.lossless, prm.quanta,
                               sink_enable, sink_times)
-        ready_row = ready[cycle - ready_first]
-        paused_row = paused[cycle // pause_period - pause_first]
-        for r in range(routers):
-            # A quiet router that nothing reaches would change nothing: skipped.
-            if st.quiet[r] and not router_reached(st, prm, r, offer_pkt, sink_enable):
-                continue
-            router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready_row,
-                         paused_row, sink_enable, sink_times, delivered)
-            st.quiet[r] = router_quiet(st, prm, r)
+        fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready[cycle - ready_first],
+                     paused[cycle // pause_period - pause_first], sink_enable, sink_times,
+                     delivered, arrived)
         if st.scalars[OVERFLOW]:
             return cycle, last_progress, _OVERFLOW
         if prm.pfc_on:
@@ -151,7 +170,6 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
                         if enable >> p & 1:
                             source_pause(src, e, p, cycle + 1, quanta_to_cycles(
                                 st.tx_times[endpoint_port[e], p], prm.data_width))
-        return_credits(st, prm, arrived)
         if st.scalars[PROGRESS]:
             last_progress = cycle + 1
         cycle += 1
@@ -241,7 +259,7 @@ class FabricModel:
         ports = len(st.port_endpoint)
         scratch = (endpoint_ports(st, topo), np.full(ports, NONE, np.int64), np.zeros(ports, np.int64),
                    np.zeros(ports, np.int64), np.zeros(e, np.int64), np.zeros((e, 8), np.int64),
-                   np.zeros((max(prm.max_ports, 1), 4), np.int64),
+                   np.zeros((max(prm.max_ports, e), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))
 
         cycle = last_progress = 0

@@ -70,7 +70,7 @@ class RdmaEngine:
         self.endpoint = endpoint
         self.tables = tables
         self.memory = memory
-        E, C, W = sw.ports, rd.channels_per_peer, rd.window
+        E, C, W = cfg.endpoints, rd.channels_per_peer, rd.window
         self._E, self._C, self._W = E, C, W
         self._M = wire.payload_words(sw.max_packet_flits)
         self._Q = rd.per_endpoint(E)

@@ -1,8 +1,10 @@
 """Cycle-exact golden model of :class:`superfabric.hdl.rdma.fabric.RdmaFabric`.
 
-``switch.ports`` endpoints, each an RDMA engine (:mod:`.rdma_engine`) with
+``cfg.endpoints`` endpoints, each an RDMA engine (:mod:`.engine`) with
 its host memory and a fault injector (:mod:`.fault_injector`) on its
-uplink, attached to the switch model (:class:`~.switch.SwitchCore`).
+uplink, attached to the switch or the fabric of routers
+(:class:`~superfabric.sim.fabric.core.FabricCore`; below "the switch" is
+either).
 Endpoint ``e`` offers its WRs from per-QP send queues (:mod:`.rdma_host`):
 in cycle ``c`` the oldest posted WR at the head of a send queue whose
 channel has room for it. The rules are docs/architecture.md section 10.
@@ -23,7 +25,7 @@ from .host import SendQueues
 from .keys import KeyTable
 from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
                       RdmaRecords, event_rows)
-from ..switch import SwitchCore
+from ..fabric.core import FabricCore
 
 __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
 
@@ -46,7 +48,7 @@ def default_stall_limit(cfg: FabricConfig) -> int:
 
 
 class _Uplinks:
-    """The injectors' side of the switch inputs, as :meth:`SwitchCore.step` expects a source.
+    """The injectors' side of the switch inputs, as :meth:`FabricCore.step` expects a source.
 
     With PFC the switch's pause frames land here (:meth:`pause`); the
     engines obey them, a paused class starting no packet.
@@ -86,7 +88,7 @@ class RdmaFabricModel:
     def _check(self, workload) -> None:
         """Refuse tables or memories whose shape does not match the configuration."""
         cfg = self._cfg
-        E, rd = cfg.switch.ports, cfg.rdma
+        E, rd = cfg.endpoints, cfg.rdma
         for name, shape in (("keys", (E, rd.keys, 7)), ("page_table", (E, rd.pages)),
                             ("memory", (E, rd.memory_words))):
             got = np.shape(getattr(workload, name))
@@ -105,8 +107,8 @@ class RdmaFabricModel:
     def warm(self) -> None:
         """Compile the switch's stepping kernels (or load them from numba's cache) for
         this configuration, before a run that is timed: the engines, injectors and hosts
-        are Python, the switch the one compiled part (:meth:`SwitchCore.warm`)."""
-        SwitchCore(self._cfg).warm()
+        are Python, the switch the one compiled part (:meth:`FabricCore.warm`)."""
+        FabricCore(self._cfg).warm()
 
     def run(self, workload, *, stall_limit: int | None = None) -> RdmaRecords:
         """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
@@ -120,7 +122,7 @@ class RdmaFabricModel:
         """
         self._check(workload)
         cfg = self._cfg
-        E = cfg.switch.ports
+        E = cfg.endpoints
         stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
         wr = workload.wr
         columns = [np.asarray(wr[c]).tolist() for c in _WR_FIELDS]
@@ -131,7 +133,7 @@ class RdmaFabricModel:
                  for length in range(1, cfg.switch.max_packet_flits + 1)}
 
         memories, engines, injectors = _endpoints(cfg, workload)
-        switch = SwitchCore(cfg)
+        switch = FabricCore(cfg)
         uplinks = _Uplinks(E, cfg.switch.priorities)
         all_ready = (1 << E) - 1
         words = {}                   # switch packet id -> data words as they entered the switch
@@ -233,8 +235,8 @@ def _endpoints(cfg: FabricConfig, workload) -> tuple[list, list, list]:
     writes in place), its engine and its uplink's fault injector."""
     memories = [m.tolist() for m in np.asarray(workload.memory, np.uint64)]
     engines = [RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg),
-                          memories[e]) for e in range(cfg.switch.ports)]
-    injectors = [FaultInjector(cfg.faults, e) for e in range(cfg.switch.ports)]
+                          memories[e]) for e in range(cfg.endpoints)]
+    injectors = [FaultInjector(cfg.faults, e) for e in range(cfg.endpoints)]
     return memories, engines, injectors
 
 
@@ -292,7 +294,7 @@ def _offer_to_switch(switch, uplinks, outs, current, kinds, words, origin) -> No
         k, word, dst, length = out
         if current[e] < 0:
             prio, ecn = kinds[length]
-            current[e] = switch.add_packet(dst, prio, length, ecn)
+            current[e] = switch.add_packet(dst, prio, length, ecn, src=e)
             words[current[e]] = []
             origin[current[e]] = e
         uplinks.packet[e] = current[e]

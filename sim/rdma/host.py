@@ -31,7 +31,7 @@ class SendQueues:
 
     def __init__(self, cfg: FabricConfig, workload):
         wr = workload.wr
-        E, rd = cfg.switch.ports, cfg.rdma
+        E, rd = cfg.endpoints, cfg.rdma
         C, W, Q = rd.channels_per_peer, rd.window, rd.per_endpoint(E)
         M = payload_words(cfg.switch.max_packet_flits)
         src, dst, qp, length = (np.asarray(wr[c], np.int64) for c in ("src", "dst", "qp", "length"))

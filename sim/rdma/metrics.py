@@ -57,7 +57,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         ``stalled``, ``stuck``.
     """
     wr = workload.wr
-    E = cfg.switch.ports
+    E = cfg.endpoints
     n = len(workload)
     status = np.asarray(records.status)
     done = np.asarray(records.done, np.int64)
@@ -126,7 +126,7 @@ def data_check(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         (tag or None) and ``stray_words``.
     """
     wr = workload.wr
-    E = cfg.switch.ports
+    E = cfg.endpoints
     tables = [KeyTable(workload.keys[e], workload.page_table[e], cfg) for e in range(E)]
     start, end = workload.memory, np.asarray(records.memory, np.uint64)
     written = np.zeros(end.shape, bool)
@@ -163,7 +163,8 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
     succeed.
     """
     sw, r = cfg.switch, cfg.rdma
-    E, C, W, Q = sw.ports, r.channels_per_peer, r.window, r.qps // sw.ports
+    E = cfg.endpoints
+    C, W, Q = r.channels_per_peer, r.window, r.qps // E
     slot = sum(width for _, width in descriptor_fields(payload_words(sw.max_packet_flits))) + 1
     sender_bits = 5 * PSN_BITS + r.retransmit_timeout.bit_length() + 1 + EPOCH_BITS + W * slot
     receiver_bits = 2 * PSN_BITS + 5 + EPOCH_BITS + W.bit_length() + r.ack_timeout.bit_length()
@@ -230,7 +231,7 @@ def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         their ratio ``share``, else None.
     """
     wr = workload.wr
-    E = cfg.switch.ports
+    E = cfg.endpoints
     window = max(workload.cycles, 1)
     status, done = np.asarray(records.status), np.asarray(records.done, np.int64)
     length = wr["length"].astype(np.int64)

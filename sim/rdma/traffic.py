@@ -8,7 +8,7 @@ see exactly the same requests, tables and memory
 (``docs/architecture.md`` section 10.10).
 
 Endpoints and QPs
-    ``E = switch.ports`` endpoints, ``Q = rdma.qps / E`` local QPs each. QP
+    ``E = cfg.endpoints`` endpoints (the switch's ports or the fabric's accelerators), ``Q = rdma.qps / E`` local QPs each. QP
     ``q`` of endpoint ``e`` has one fixed peer, never ``e``; every WR on it
     names that peer (except the deliberately bad ``self`` kind). Every QP
     carries at least one WR meant to succeed.
@@ -80,6 +80,13 @@ Patterns
         sending data computed from what the previous step received) is not
         modelled: every step sends the send area's initial words, and steps
         are paced by time, not by the completion of the previous step.
+    ``rdma-alltoall``
+        Pairwise-exchange all-to-all as RDMA WRITEs: ``E - 1`` steps; in
+        step ``s`` endpoint ``e`` writes block ``d = (e + 1 + s) mod E`` of
+        its send area (``E`` blocks of ``chunk`` words) to endpoint ``d``, so
+        every step is a permutation and every pair exchanges one block. The
+        chunk, its messages, the QPs and the step gap follow the rules of
+        ``rdma-allreduce`` with ``E - 1`` steps.
     ``rdma-incast:target=T,senders=N``
         ``N`` senders (default every endpoint but the target, default 0;
         the first ``N`` after it, ascending and wrapping) each post, like
@@ -147,7 +154,8 @@ from ..traffic import (PatternParam, TrafficError, bernoulli_arrivals, check_int
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
            "generate_rdma", "wr_cost", "incast_roles"]
 
-RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-incast", "rdma-victim")
+RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-alltoall", "rdma-incast",
+                                  "rdma-victim")
 
 #: The columns of :attr:`RdmaWorkload.wr` and their types.
 WR_COLUMNS = {"post": np.int64, "src": np.int16, "qp": np.int32, "dst": np.int16,
@@ -263,7 +271,7 @@ class RdmaWorkload:
 
     @property
     def endpoints(self) -> int:
-        """The number of endpoints (``switch.ports`` of the configuration it was made for)."""
+        """The number of endpoints (``cfg.endpoints`` of the configuration it was made for)."""
         return self.keys.shape[0]
 
     def describe(self) -> dict:
@@ -278,7 +286,7 @@ class RdmaWorkload:
             succeed), ``bad_requests`` (per kind), ``qps_used`` (QPs with a
             good WR), ``message_words``
             (``min``, ``mean``, ``max`` over good WRs), ``last_post``; for
-            ``rdma-allreduce`` also ``steps`` and ``step_gap``.
+            ``rdma-allreduce`` and ``rdma-alltoall`` also ``steps`` and ``step_gap``.
         """
         wr, n = self.wr, len(self)
         good = wr["expect"] == STATUS_OK
@@ -297,7 +305,7 @@ class RdmaWorkload:
                                "mean": float(lengths.mean()) if lengths.size else None,
                                "max": int(lengths.max()) if lengths.size else None},
              "last_post": int(wr["post"].max()) if n else None}
-        if self.pattern == "rdma-allreduce":
+        if self.pattern in ("rdma-allreduce", "rdma-alltoall"):
             posts = np.unique(wr["post"])
             d["steps"] = int(posts.size)
             d["step_gap"] = int(posts[1] - posts[0]) if posts.size > 1 else None
@@ -359,7 +367,7 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
     Parameters
     ----------
     cfg : FabricConfig
-        Uses ``switch.ports``, ``switch.max_packet_flits`` and the ``[rdma]``
+        Uses ``cfg.endpoints``, ``switch.max_packet_flits`` and the ``[rdma]``
         sizes; ``rdma.enabled`` need not be set.
     pattern : str
         One of :data:`RDMA_PATTERNS`, with its parameters for ``rdma-incast``
@@ -396,7 +404,7 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be in 0..1 "
                            f"(share of deliberately bad work requests)")
     load, cycles, seed, bad_fraction = float(load), int(cycles), int(seed), float(bad_fraction)
-    name, params = _pattern(pattern, cfg.switch.ports, load)
+    name, params = _pattern(pattern, cfg.endpoints, load)
     _check_config(cfg, name)
 
     # One stream per purpose, so e.g. the bad share does not move the posts.
@@ -407,9 +415,11 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         wr = _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng)
     elif name == "rdma-allreduce":
         wr = _allreduce(cfg, layout, load, cycles, pick_rng, size_rng)
+    elif name == "rdma-alltoall":
+        wr = _alltoall(cfg, layout, load, cycles, pick_rng, size_rng)
     else:
         wr = _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng,
-                     _roles(name, params, cfg.switch.ports))
+                     _roles(name, params, cfg.endpoints))
     wr["tag"] = np.arange(len(wr["post"]), dtype=np.int64)
     wr["lkey"] = layout.key["local"][wr["src"]]
     wr["rkey"] = layout.key["remote"][wr["dst"]]
@@ -423,7 +433,7 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
 
 def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
     """The parameters of the RDMA patterns that take some, for ``ports`` endpoints."""
-    endpoint = "an endpoint, 0..switch.ports - 1"
+    endpoint = f"an endpoint, 0..{ports - 1}"
     target = PatternParam(0, int, 0, ports - 1, f"the congested endpoint, {endpoint}")
     return {
         "rdma-incast": {"target": target,
@@ -493,9 +503,10 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
     if payload_words(sw.max_packet_flits) < 1:
         raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
                           f"for rdma traffic (two header flits and a payload word)")
-    if r.qps % sw.ports or r.qps < sw.ports:
-        raise ConfigError(f"rdma.qps = {r.qps}: must be a non-zero multiple of switch.ports "
-                          f"({sw.ports}) for rdma traffic")
+    E = cfg.endpoints
+    if r.qps % E or r.qps < E:
+        raise ConfigError(f"rdma.qps = {r.qps}: must be a non-zero multiple of the endpoints "
+                          f"({E}) for rdma traffic")
     if r.keys < len(_ROLES):
         raise ConfigError(f"rdma.keys = {r.keys}: must be at least {len(_ROLES)} for rdma "
                           f"traffic (local, remote, peer-restricted and deregistered entries)")
@@ -507,8 +518,11 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
     if r.pages < frames:
         raise ConfigError(f"rdma.pages = {r.pages}: must be at least {frames} (rdma.memory_words "
                           f"/ rdma.page_words) for rdma traffic, one entry per page of memory")
-    if pattern == "rdma-victim" and r.qps < 2 * sw.ports:
-        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {2 * sw.ports} for rdma-victim "
+    if pattern == "rdma-alltoall" and r.qps < E * (E - 1):
+        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {E * (E - 1)} for rdma-alltoall "
+                          f"(a QP has one peer, and every endpoint writes to all {E - 1} others)")
+    if pattern == "rdma-victim" and r.qps < 2 * E:
+        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {2 * E} for rdma-victim "
                           f"(two QPs per endpoint: the victim talks to two targets)")
     longest = _UNIFORM_SIZES[-1][1]
     if pattern == "rdma-uniform" and r.memory_words // 2 < longest:
@@ -519,7 +533,7 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
 
 def _registrations(cfg: FabricConfig, rng: np.random.Generator):
     """Registration tables, page tables, host memory and the regions' layout."""
-    E, r = cfg.switch.ports, cfg.rdma
+    E, r = cfg.endpoints, cfg.rdma
     frames = r.memory_words // r.page_words
     half = frames // 2
     send_words = half * r.page_words
@@ -559,7 +573,7 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
 
 def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
     """rdma-uniform: Bernoulli posts, fixed QP peers, mixed WRITE/SEND and sizes."""
-    E, Q = cfg.switch.ports, cfg.rdma.qps // cfg.switch.ports
+    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
     mtu = payload_words(cfg.switch.max_packet_flits)
     mean_cost = sum(w * float(np.mean(wr_cost(np.arange(lo, hi + 1), mtu)))
                     for (lo, hi), w in zip(_UNIFORM_SIZES, _UNIFORM_WEIGHTS))
@@ -596,9 +610,39 @@ def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
 
 def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
     """rdma-allreduce: 2 (E - 1) steps of one chunk to the successor, as WRITEs."""
-    E, Q = cfg.switch.ports, cfg.rdma.qps // cfg.switch.ports
+    E = cfg.endpoints
+
+    def schedule(e, s):
+        chunk = (e - s) % E if s < E - 1 else (e + 1 - (s - (E - 1))) % E
+        return (e + 1) % E, chunk, slice(None)
+
+    return _stepped(cfg, layout, load, cycles, pick_rng, size_rng, "rdma-allreduce",
+                    2 * (E - 1), schedule)
+
+
+def _alltoall(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
+    """rdma-alltoall: E - 1 steps; in step ``s`` endpoint ``e`` writes its block for
+    ``(e + 1 + s) mod E`` (the block's index is the peer) to that peer, on the QPs
+    ``q`` with ``q mod (E - 1) = s``, whose peer that is."""
+    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
+    step_of_qp = np.arange(Q) % (E - 1)
+
+    def schedule(e, s):
+        peer = (e + 1 + s) % E
+        return peer, peer, step_of_qp == s
+
+    return _stepped(cfg, layout, load, cycles, pick_rng, size_rng, "rdma-alltoall", E - 1,
+                    schedule)
+
+
+def _stepped(cfg, layout, load, cycles, pick_rng, size_rng, name, steps, schedule) -> dict:
+    """A collective's WRITEs in ``steps`` timed steps: ``schedule(e, s)`` gives the peer
+    endpoint ``e`` writes to in step ``s``, the chunk of its send area it writes and the
+    QPs it may use (an index into its QPs: those whose peer that is); the chunk size, the
+    messages a chunk is cut into and the step gap as the module's docstring says for
+    ``rdma-allreduce``."""
+    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
     mtu = payload_words(cfg.switch.max_packet_flits)
-    steps = 2 * (E - 1)
     fewest = -(-Q // steps)      # messages per step so that every QP gets one
 
     def messages(chunk):
@@ -621,11 +665,11 @@ def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
     if not fits(fewest):
         need = 2 * (layout.words["restricted"] + steps * fewest + longest(fewest))
         raise ConfigError(f"rdma.memory_words = {cfg.rdma.memory_words}: too small for "
-                          f"rdma-allreduce, whose {steps} steps of at least {fewest} words must "
+                          f"{name}, whose {steps} steps of at least {fewest} words must "
                           f"fit the receive area; use at least {1 << (need - 1).bit_length()}")
     if cost(fewest) > budget:
         need = math.ceil(steps * cost(fewest) / load)
-        raise TrafficError(f"traffic.cycles = {cycles}: too short for rdma-allreduce at load "
+        raise TrafficError(f"traffic.cycles = {cycles}: too short for {name} at load "
                            f"{load:g}, whose {steps} steps need at least {fewest} one-word "
                            f"messages each so that every one of the {Q} QPs carries one; use at "
                            f"least {need} cycles")
@@ -635,7 +679,7 @@ def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
         lo, hi = (mid, hi) if fits(mid) and cost(mid) <= budget else (lo, mid)
     chunk, m = lo, messages(lo)
 
-    src, step, qp, length, laddr = [], [], [], [], []
+    src, step, dst, qp, length, laddr = [], [], [], [], [], []
     for e in range(E):
         rotation = pick_rng.permutation(Q)
         for s in range(steps):
@@ -644,16 +688,18 @@ def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
             sizes = np.floor(share).astype(np.int64)
             sizes[np.argsort(sizes - share)[:chunk - m - sizes.sum()]] += 1
             sizes += 1
-            c = (e - s) % E if s < E - 1 else (e + 1 - (s - (E - 1))) % E
+            peer, c, usable = schedule(e, s)
+            mine = rotation[np.isin(rotation, np.arange(Q)[usable])]
             src.append(np.full(m, e))
             step.append(np.full(m, s))
-            qp.append(rotation[(s * m + np.arange(m)) % Q])
+            dst.append(np.full(m, peer))
+            qp.append(mine[(s * m + np.arange(m)) % mine.size])
             length.append(sizes)
             laddr.append(layout.va["local"][e] + c * chunk + np.cumsum(sizes) - sizes)
     src, step, length = np.concatenate(src), np.concatenate(step), np.concatenate(length)
     step_cost = np.bincount(src * steps + step, weights=wr_cost(length, mtu))
     gap = math.ceil(step_cost.max() / load)
-    return {"post": step * gap, "src": src, "qp": np.concatenate(qp), "dst": (src + 1) % E,
+    return {"post": step * gap, "src": src, "qp": np.concatenate(qp), "dst": np.concatenate(dst),
             "opcode": np.full(src.size, OP_WRITE), "length": length,
             "laddr": np.concatenate(laddr)}
 
@@ -661,7 +707,7 @@ def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
 def _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng, roles) -> dict:
     """rdma-incast and rdma-victim: Bernoulli posts of every sender to the target, and of
     the victim to the bystander."""
-    Q = cfg.rdma.qps // cfg.switch.ports
+    Q = cfg.rdma.qps // cfg.endpoints
     mtu = payload_words(cfg.switch.max_packet_flits)
     lo, hi = max(1, round(_INCAST_PACKETS[0] * mtu)), round(_INCAST_PACKETS[1] * mtu)
     mean_cost = float(np.mean(wr_cost(np.arange(lo, hi + 1), mtu)))
@@ -687,7 +733,7 @@ def _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng, roles) -> d
         aside = dst == roles["bystander"]
         first[aside] = half
         count[mine] = np.where(aside[mine], Q - half, half)
-    flow = src.astype(np.int64) * cfg.switch.ports + dst
+    flow = src.astype(np.int64) * cfg.endpoints + dst
     rank = np.zeros(n, np.int64)
     for f in np.unique(flow):
         rows = np.flatnonzero(flow == f)
@@ -750,7 +796,7 @@ def _remote_ranges(cfg, pattern, wr, layout) -> None:
     drawn length, so the good WRs' ranges do not depend on ``bad_fraction``.
     The last words of a region stay free when a bad WR runs past its end.
     """
-    E = cfg.switch.ports
+    E = cfg.endpoints
     dst, length = wr["dst"].astype(np.int64), wr["length"].astype(np.int64)
     order = np.argsort(dst, kind="stable")
     used = np.bincount(dst, weights=length, minlength=E).astype(np.int64)

@@ -7,7 +7,7 @@ holds every generator's state as numpy arrays and steps them with
 :func:`draw_cycle`, a loop over ints and arrays compiled like the switch's
 kernels, then registers the new packets with the switch model
 and offers their flits to it as the source of
-:meth:`~superfabric.sim.switch.SwitchCore.step`. ``docs/architecture.md``
+:meth:`~superfabric.sim.fabric.core.FabricCore.step`. ``docs/architecture.md``
 section 12.2 is the cycle specification the RTL and this model share.
 """
 
@@ -235,10 +235,10 @@ class Generators:
     Pending packets (generated, not yet sent) wait in a ring of
     ``stimulus.source_queue`` entries per input; the oldest is offered, its
     flits back to back, from the cycle it was generated. Per packet id (as
-    :meth:`~superfabric.sim.switch.SwitchCore.add_packet` returns it):
+    :meth:`~superfabric.sim.fabric.core.FabricCore.add_packet` returns it):
     ``src``, ``seq`` (its tag: the input's count of packets before it) and
     ``gen`` (its generation cycle), numpy arrays grown as needed. ``core``
-    is the :class:`~superfabric.sim.switch.SwitchCore` the packets go to.
+    is the :class:`~superfabric.sim.fabric.core.FabricCore` the packets go to.
     """
 
     def __init__(self, cfg: FabricConfig, settings: StimulusSettings, core):
@@ -292,7 +292,7 @@ class Generators:
             count += 1
         return count
 
-    # -- the source protocol of SwitchCore.step ----------------------------------------
+    # -- the source protocol of FabricCore.step ----------------------------------------
 
     def offer(self, port: int, cycle: int) -> int:
         """The packet whose flit ``flit[port]`` input ``port`` offers, or -1."""

@@ -53,7 +53,7 @@ class RdmaTB:
     def __init__(self, dut, cfg):
         self.dut = dut
         self.cfg = cfg
-        self.n = cfg.switch.ports
+        self.n = cfg.endpoints
         self.wr_fields = wire.wr_fields(self.n)
         self.wr_width = sum(w for _, w in self.wr_fields)
         self.cpl_fields = wire.CPL_FIELDS

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...config import FabricConfig
 from ...sim.stimulus.top import StimulusStats
-from ...sim.switch import DEFAULT_STALL_LIMIT
+from ...sim.fabric.top import DEFAULT_STALL_LIMIT
 from ...formats.stimulus import StimulusSettings
 from ..runner import DEFAULT_BUILD_ROOT, run_cocotb
 

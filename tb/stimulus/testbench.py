@@ -27,7 +27,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 
 from ...sim.stimulus.top import StimulusStats
-from ...sim.switch import DEFAULT_STALL_LIMIT
+from ...sim.fabric.top import DEFAULT_STALL_LIMIT
 from ...formats.stimulus import RegisterMap, StimulusSettings, latency_bucket
 from .. import params as tb_params
 

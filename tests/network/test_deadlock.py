@@ -61,7 +61,8 @@ def test_the_override_lets_a_deadlocking_configuration_load():
     (["fabric.link_latency=0"], "fabric.link_latency = 0"),
     (["fabric.topology=torus", "fabric.dims=[16, 16, 8]"], "2048 endpoints, must be at most 1024"),
     (["fabric.topology=mesh"], "fabric.topology = 'mesh'"),
-    (["fabric.topology=torus", "rdma.enabled=true"], "must be 'switch' with rdma.enabled"),
+    (["fabric.topology=torus", "fabric.dims=[2, 2, 2]", "rdma.enabled=true", "rdma.qps=12"],
+     "rdma.qps = 12: must be a multiple of the endpoints (8"),
 ])
 def test_bad_fabric_values_are_one_line(overrides, fragment):
     with pytest.raises(ConfigError) as info:

@@ -323,7 +323,7 @@ def test_bad_arguments_are_one_line(cfg, change, field, shown):
     (["rdma.memory_words=256", "rdma.page_words=16"], "rdma-allreduce",
      "rdma.memory_words = 256", "use at least"),
     (["switch.max_packet_flits=2"], "rdma-uniform", "switch.max_packet_flits = 2", "at least 3"),
-    (["rdma.qps=4"], "rdma-uniform", "rdma.qps = 4", "multiple of switch.ports"),
+    (["rdma.qps=4"], "rdma-uniform", "rdma.qps = 4", "multiple of the endpoints (8)"),
 ])
 def test_configurations_that_cannot_hold_the_workload(overrides, pattern, field, shown):
     cfg = FabricConfig.load(overrides=overrides)

@@ -18,7 +18,7 @@ from superfabric.formats.stimulus import (GENERATOR_KEY, MODES, StimulusSettings
 
 
 class PacketTable:
-    """Stands in for the switch model: registers packets, as SwitchCore.add_packet does."""
+    """Stands in for the switch model: registers packets, as FabricCore.add_packet does."""
 
     def __init__(self):
         self.dst, self.prio, self.length, self.ecn = [], [], [], []

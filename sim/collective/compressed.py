@@ -17,7 +17,8 @@ import numpy as np
 from ...formats.compression import (BLOCK, DRAW_STEPS, ROUND_NEAREST_EVEN, ROUND_STOCHASTIC,
                                     wire_bytes)
 from ...formats.lfsr import lfsr_start
-from ..compression import dequantise, from_bits, lfsr_advance, quantise, to_bits
+from ..compression import (dequantise, error_feedback, from_bits, lfsr_advance, quantise,
+                           to_bits)
 from .executor import link_bytes, replay
 from .library import plan
 from .schedule import ELEMENT_BYTES, Schedule
@@ -61,6 +62,38 @@ class Int4Link:
         self.rounding = rounding
         self.states = np.array([lfsr_start(seed, a) for a in range(accelerators)], np.int64)
 
+    def _states(self, a: int, blocks: int) -> np.ndarray:
+        """The LFSR states accelerator ``a``'s next ``blocks`` blocks start from; its LFSR
+        moves past them (nearest-even rounding draws nothing)."""
+        if self.rounding != ROUND_STOCHASTIC:
+            return np.ones(blocks, np.int64)
+        states = lfsr_advance(self.states[a], _BLOCK_STEPS * np.arange(blocks))
+        self.states[a] = lfsr_advance(self.states[a], _BLOCK_STEPS * blocks)
+        return states
+
+    def error_feedback(self, gradients, residuals):
+        """Each accelerator's error feedback (section 16.4) on its quantiser: ``x = g + e``
+        quantised in blocks from element 0, ``e <- x - deq(Q(x))``. Returns the decoded
+        values, which the all-reduce's first quantisation then sends as they are (a decoded
+        block quantises to itself), and the new residuals.
+
+        Parameters
+        ----------
+        gradients, residuals : array of float32, shape ``(accelerators, elements)``
+            ``elements`` a multiple of :data:`BLOCK`.
+        """
+        gradients = np.asarray(gradients, np.float32)
+        n, elements = gradients.shape
+        if elements % BLOCK:
+            raise ValueError(f"elements = {elements}: must be a multiple of {BLOCK}")
+        blocks = elements // BLOCK
+        states = np.stack([self._states(a, blocks) for a in range(n)])
+        codes, scale, _, residuals = error_feedback(gradients.reshape(n, blocks, BLOCK),
+                                                    np.reshape(residuals, (n, blocks, BLOCK)),
+                                                    states, self.rounding)
+        return (from_bits(dequantise(codes, scale)).reshape(n, elements),
+                residuals.reshape(n, elements))
+
     def __call__(self, sends, buffers) -> list[np.ndarray]:
         """The decoded chunks of ``sends``. An accelerator's sends are quantised in its step
         order, and a copy's sender keeps the decoded chunk it sent, so that every copy of a
@@ -83,11 +116,7 @@ class Int4Link:
                 padded = np.zeros(blocks * BLOCK, np.float32)
                 padded[:s.length] = chunk
                 chunks.append(padded.reshape(blocks, BLOCK))
-                if self.rounding == ROUND_STOCHASTIC:
-                    states.append(lfsr_advance(self.states[a], _BLOCK_STEPS * np.arange(blocks)))
-                    self.states[a] = lfsr_advance(self.states[a], _BLOCK_STEPS * blocks)
-                else:
-                    states.append(np.ones(blocks, np.int64))
+                states.append(self._states(a, blocks))
             codes, scale, _ = quantise(to_bits(np.concatenate(chunks)), np.concatenate(states),
                                        self.rounding)
             decoded = from_bits(dequantise(codes, scale)).reshape(-1)

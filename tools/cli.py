@@ -300,7 +300,7 @@ def _train_parser(sub) -> None:
                          "4x4x4, 384: 8x8x6)")
     tr.add_argument("--compression", default="int4", metavar="|".join(COMPRESSIONS),
                     help="the all-reduce's payload: binary32 as it is, or int4 blocks")
-    tr.add_argument("--no-error-feedback", dest="error_feedback", action="store_false",
+    tr.add_argument("--no-error-feedback", action="store_true",
                     help="int4 without the accelerators' error-feedback residuals (default: "
                          "with them)")
     tr.add_argument("--steps", type=int, default=100, metavar="S", help="training steps")
@@ -448,7 +448,8 @@ def _train(args) -> int:
                     lr=args.lr, rounding=args.rounding)
     try:
         check_train(**settings)
-        res = run_train(**settings, error_feedback=args.error_feedback, out_dir=args.out)
+        res = run_train(**settings, error_feedback=not args.no_error_feedback,
+                        out_dir=args.out)
     except ValueError as e:
         raise UsageError(str(e)) from None
     print(f"train: {label(res)}, {res['accelerators']} accelerators "

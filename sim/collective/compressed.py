@@ -104,7 +104,7 @@ class Int4Link:
             queue.setdefault(a, []).append(i)
         # The r-th send of every accelerator at once: one quantiser call for all their blocks.
         for r in range(max((len(q) for q in queue.values()), default=0)):
-            batch = [(i, *sends[i]) for q in queue.values() if r < len(q) for i in (q[r],)]
+            batch = [(q[r], *sends[q[r]]) for q in queue.values() if r < len(q)]
             chunks, states = [], []
             for _, a, s in batch:
                 chunk = buffers[a][s.src:s.src + s.length]

@@ -194,17 +194,33 @@ def label(results: dict) -> str:
 
 
 def plot_losses(runs: list[dict], path: Path) -> None:
-    """The loss curves of ``runs`` in one PNG."""
+    """The loss curves of ``runs`` in one PNG; beside them, when ``runs`` hold binary32's run
+    of the same accelerators, each int4 run's loss less binary32's (the curves themselves
+    lie on one another)."""
     from .report.plots import figure, legend
-    fig, (ax,) = figure()
+    baseline = {r["accelerators"]: r["loss_curve"] for r in runs if r["compression"] == "none"}
+    compared = [r for r in runs if r["compression"] != "none" and r["accelerators"] in baseline]
+    fig, axes = figure(2 if compared else 1)
     for r in runs:
-        ax.plot(np.arange(1, r["steps"] + 1), r["loss_curve"],
-                label=f"{label(r)}, {r['accelerators']} accelerators")
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (cross-entropy)")
-    ax.set_yscale("log")
-    ax.set_title("softmax regression on the digits, data-parallel")
-    legend(fig, ax)
+        axes[0].plot(np.arange(1, r["steps"] + 1), r["loss_curve"],
+                     label=f"{label(r)}, {r['accelerators']} accelerators")
+    axes[0].set_yscale("log")
+    axes[0].set_ylabel("training loss (cross-entropy)")
+    axes[0].set_title("softmax regression on the digits, data-parallel")
+    if compared:
+        for r in runs:
+            if r in compared:
+                base = baseline[r["accelerators"]][:r["steps"]]
+                axes[1].plot(np.arange(1, len(base) + 1),
+                             np.subtract(r["loss_curve"][:len(base)], base))
+            else:
+                axes[1].plot([], [])        # keeps each run's colour in both panels
+        axes[1].axhline(0.0, color="black", linewidth=0.8)
+        axes[1].set_ylabel("loss less binary32's, same accelerators")
+        axes[1].set_title("int4 against binary32")
+    for ax in axes:
+        ax.set_xlabel("step")
+    legend(fig, axes[0])
     fig.savefig(path, dpi=100)
 
 

@@ -182,6 +182,14 @@ class CompressedAllReduce:
         chunk = (lambda length: length * ELEMENT_BYTES) if self.link is None else wire_bytes
         return int(link_bytes(self.schedule, self.peers, chunk).sum())
 
+    def predicted_cycles(self, model) -> int:
+        """The all-reduce's cycles as the alpha-beta model ``model`` (an ``AlphaBeta`` of the
+        fabric) predicts them, each round's chunk at its bytes on the wire; the quantiser and
+        dequantiser are taken to keep up with the link."""
+        chunk = (lambda length: length * ELEMENT_BYTES) if self.link is None else wire_bytes
+        return model.predict(self.peers, "allreduce", self.schedule.algorithm,
+                             self.schedule.elements * ELEMENT_BYTES, chunk)
+
     def __call__(self, data) -> list[np.ndarray]:
         """Every accelerator's result of all-reducing ``data`` (one binary32 array each)."""
         return replay(self.schedule, [np.asarray(x, np.float32) for x in data], eager=True,

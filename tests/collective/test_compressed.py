@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from superfabric.formats.compression import BLOCK, ROUND_NEAREST_EVEN, wire_bytes
+from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.compressed import (CompressedAllReduce, Int4Link,
                                                    block_elements, relative_l2_error, two_shot)
 from superfabric.sim.collective.executor import replay
@@ -13,7 +14,7 @@ from superfabric.sim.collective.library import ALGORITHMS
 from superfabric.sim.collective.reference import expected
 from superfabric.sim.compression import dequantise, from_bits, quantise, to_bits
 
-from .fabrics import peers
+from .fabrics import config, peers
 
 
 def gradients(n: int, elements: int, seed: int = 1) -> list[np.ndarray]:
@@ -95,6 +96,19 @@ def test_bytes_on_links_are_17_per_block_on_every_link_crossed():
         int4 = CompressedAllReduce(p, algo=algo, elements=elements)
         binary32 = CompressedAllReduce(p, algo=algo, elements=elements, compression="none")
         assert int4.payload_bytes_on_links * 128 == binary32.payload_bytes_on_links * 17, algo
+
+
+def test_the_predicted_time_is_of_the_bytes_on_the_wire():
+    # The alpha-beta model, each round's chunk at 17 bytes a block: 1 MiB on the 4x4x4 torus
+    # two-shot in int4 against the fastest of the binary32 all-reduces.
+    p, model = peers("torus-4x4x4"), AlphaBeta.of(config("torus-4x4x4"))
+    elements = (1 << 20) // 4
+    binary32 = min(CompressedAllReduce(p, algo=a, elements=elements, compression="none")
+                   .predicted_cycles(model) for a in ("ring", "dimwise", "dimwise-direct"))
+    int4 = CompressedAllReduce(p, algo=two_shot(p), elements=elements)
+    assert int4.predicted_cycles(model) <= 0.35 * binary32
+    same = CompressedAllReduce(p, algo="ring", elements=elements, compression="none")
+    assert same.predicted_cycles(model) == model.predict(p, "allreduce", "ring", 1 << 20)
 
 
 def test_two_shot_error_is_below_per_hop_requantisation():

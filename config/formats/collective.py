@@ -13,7 +13,8 @@ from .pool import ACCELERATOR_BITS
 from .rdma_wire import pack, unpack
 
 __all__ = ["OFFSET_BITS", "SLOT_BITS", "STEP_FIELDS", "STEP_BITS", "STEP_WORD_BITS",
-           "STEP_WORDS", "step_words", "step_fields"]
+           "STEP_WORDS", "step_words", "step_fields", "NOTIFY_FIELDS", "notify_word",
+           "notify_fields"]
 
 #: Offsets and lengths in 32-bit elements: a buffer of up to 2^26 elements (256 MiB), so a
 #: tens-of-MiB all-to-all (input and output halves) fits.
@@ -54,3 +55,33 @@ def step_fields(words) -> dict[str, int]:
     """The fields of a step from its schedule memory words, low word first."""
     bits = sum(int(w) << (STEP_WORD_BITS * k) for k, w in enumerate(words))
     return unpack(STEP_FIELDS, bits)
+
+
+#: A chunk's notification, the one 64-bit word of the SEND that follows its WRITEs
+#: (docs/spec/collective.md section 15.8): ``valid`` (always 1, so a word still zero is a
+#: notification not yet arrived), whether the receiver adds the chunk (``reduce``), the
+#: chunk's first element within its first staging word (``parity``: the sender's ``src``
+#: mod 2), and the step's ``dst`` and ``length``. The receive slot is where it lands.
+NOTIFY_FIELDS = (("valid", 1), ("reduce", 1), ("parity", 1), ("dst", OFFSET_BITS),
+                 ("length", OFFSET_BITS + 1))
+
+
+def notify_word(*, reduce: int, parity: int, dst: int, length: int) -> int:
+    """The notification word of a chunk (``valid`` set).
+
+    Raises
+    ------
+    ValueError
+        A field does not fit its width.
+    """
+    fields = dict(valid=1, reduce=reduce, parity=parity, dst=dst, length=length)
+    for name, width in NOTIFY_FIELDS:
+        if not 0 <= fields[name] < 1 << width:
+            raise ValueError(f"notification {name} = {fields[name]}: must be 0 .. "
+                             f"{(1 << width) - 1}")
+    return pack(NOTIFY_FIELDS, **fields)
+
+
+def notify_fields(word: int) -> dict[str, int]:
+    """The fields of a notification word."""
+    return unpack(NOTIFY_FIELDS, int(word))

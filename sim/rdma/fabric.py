@@ -5,7 +5,7 @@ its host memory and a fault injector (:mod:`.fault_injector`) on its
 uplink, attached to the switch or the fabric of routers
 (:class:`~superfabric.sim.fabric.core.FabricCore`; below "the switch" is
 either).
-Endpoint ``e`` offers its WRs from per-QP send queues (:mod:`.rdma_host`):
+Endpoint ``e`` offers its WRs from per-QP send queues (:mod:`.host`):
 in cycle ``c`` the oldest posted WR at the head of a send queue whose
 channel has room for it. The rules are docs/architecture.md section 10.
 
@@ -21,17 +21,13 @@ from ...config import FabricConfig
 from ...formats.packet import ECT0, NOT_ECT
 from .fault_injector import FaultInjector
 from .engine import RdmaEngine
-from .host import SendQueues
+from .host import WR_ROW_FIELDS, HostDevice, SendQueues
 from .keys import KeyTable
 from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
                       RdmaRecords, event_rows)
 from ..fabric.core import FabricCore
 
 __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
-
-#: The workload's WR columns, in the order the engine takes a WR.
-_WR_FIELDS = ("qp", "dst", "opcode", "lkey", "laddr", "rkey", "raddr", "length", "tag")
-
 
 def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:
     """The traffic class and ECN codepoint of an RDMA packet of ``length`` flits (section 10.4):
@@ -94,7 +90,7 @@ class RdmaFabricModel:
             got = np.shape(getattr(workload, name))
             if got != shape:
                 raise ValueError(f"workload.{name}: shape {got}, must be {shape}")
-        missing = [c for c in ("post", "src") + _WR_FIELDS if c not in workload.wr]
+        missing = [c for c in ("post", "src") + WR_ROW_FIELDS if c not in workload.wr]
         if missing:
             raise ValueError(f"workload.wr: column {missing[0]!r} missing")
         tags = np.asarray(workload.wr["tag"])
@@ -110,24 +106,29 @@ class RdmaFabricModel:
         are Python, the switch the one compiled part (:meth:`FabricCore.warm`)."""
         FabricCore(self._cfg).warm()
 
-    def run(self, workload, *, stall_limit: int | None = None) -> RdmaRecords:
+    def run(self, workload, *, stall_limit: int | None = None,
+            device: HostDevice | None = None) -> RdmaRecords:
         """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
 
-        The run ends after the cycle in which the last completion is given,
-        or as stalled when no WR is taken and no completion given for
+        The run ends after the cycle in which the last completion is given
+        (and ``device``, when given, is done), or as stalled when no WR is
+        taken, no completion given and the device makes no progress for
         ``stall_limit`` cycles (default :func:`default_stall_limit`). A cycle
         follows section 10.11's order: the hosts' offers, the engines' and the
         injectors' flits (:func:`_offer_to_switch`), the switch's cycle and its
-        deliveries (:func:`_egress`), then the injectors' and the engines' updates.
+        deliveries (:func:`_egress`), then the injectors' and the engines' updates,
+        then the device's (:class:`~superfabric.sim.rdma.host.HostDevice`), which may
+        post further WRs; the records then hold the workload's WRs and the device's after
+        them.
         """
         self._check(workload)
         cfg = self._cfg
         E = cfg.endpoints
         stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
         wr = workload.wr
-        columns = [np.asarray(wr[c]).tolist() for c in _WR_FIELDS]
-        rows = [(i, *fields) for i, fields in enumerate(zip(*columns))]
         host = SendQueues(cfg, workload)
+        rows = host.rows
+        device = HostDevice() if device is None else device
         data_class, control_class = cfg.rdma.data_priority, cfg.rdma.control_priority
         kinds = {length: packet_class(cfg, length)
                  for length in range(1, cfg.switch.max_packet_flits + 1)}
@@ -143,6 +144,7 @@ class RdmaFabricModel:
         depth_rows = np.zeros((1024, E), np.int32)
         wrs = _WrProgress(len(wr["post"]), E)
         capture = _Deliveries(E)
+        device.attach(host, memories)
 
         def offers(cycle):
             return [rows[r] if r >= 0 else None
@@ -151,9 +153,10 @@ class RdmaFabricModel:
         cycle = 0
         last_progress = 0
         stalled = False
-        while wrs.outstanding:
+        while wrs.outstanding or not device.done:
             offered = offers(cycle)
-            nxt = _idle_until(cycle, switch, injectors, engines, host, offered)
+            nxt = min(_idle_until(cycle, switch, injectors, engines, host, offered),
+                      device.next_event(cycle))
             if nxt > cycle:
                 cycle = int(min(nxt, last_progress + stall_limit))
                 offered = offers(cycle)
@@ -172,12 +175,14 @@ class RdmaFabricModel:
             rx = _egress(cycle, switch, switch.step(cycle, uplinks, all_ready), origin, words,
                          depth, capture)
             _entered(uplinks, outs, current, words, depth)
-            if _endpoint_updates(cycle, engines, injectors, host, wrs, uplinks.sent, flits,
-                                 offered, rx, paused):
+            progress = _endpoint_updates(cycle, engines, injectors, host, wrs, uplinks.sent,
+                                         flits, offered, rx, paused, device)
+            if device.step(cycle) or progress:
                 last_progress = cycle + 1
+            wrs.grow(len(rows))
             cycle += 1
 
-        rec = RdmaRecords.empty(len(wr["post"]), E, cfg.rdma.memory_words)
+        rec = RdmaRecords.empty(len(rows), E, cfg.rdma.memory_words)
         wrs.fill(rec)
         rec.memory = np.array(memories, np.uint64).reshape(E, cfg.rdma.memory_words)
         _engine_records(rec, engines)
@@ -186,7 +191,7 @@ class RdmaFabricModel:
         capture.fill(rec)
         rec.cycles, rec.stalled = cycle, stalled
         if stalled:
-            rec.stuck = _stuck(engines, host, wrs.count)
+            rec.stuck = _stuck(engines, host, wrs.count) or device.stuck()
         return rec
 
 
@@ -206,6 +211,15 @@ class _WrProgress:
         self.given = [0] * endpoints
         self.rx_completions = []
         self.outstanding = wrs
+
+    def grow(self, wrs: int) -> None:
+        """Rows for the WRs a device posted, up to ``wrs`` in all, none taken yet."""
+        new = wrs - len(self.taken)
+        if new > 0:
+            for column in (self.taken, self.done, self.status, self.order):
+                column.extend([-1] * new)
+            self.count.extend([0] * new)
+            self.outstanding += new
 
     def record(self, e: int, cycle: int, row: int | None, completion, rx_completion) -> None:
         """Endpoint ``e``'s engine step in ``cycle``: it took WR ``row`` (None: none), gave
@@ -241,12 +255,12 @@ def _endpoints(cfg: FabricConfig, workload) -> tuple[list, list, list]:
 
 
 def _endpoint_updates(cycle: int, engines, injectors, host, wrs: "_WrProgress", sent, flits,
-                      offered, rx, paused) -> bool:
+                      offered, rx, paused, device: HostDevice) -> bool:
     """The injectors' and the engines' updates at the end of ``cycle``: ``sent``, the
     switch took each uplink's flit; ``flits``, the engines' offered flits;
     ``offered``, the hosts' WRs; ``rx``, the flits delivered; ``paused``, the classes
-    paused. Returns whether the run made progress (a WR taken, a completion
-    given, a packet retired)."""
+    paused. The engines' completions go to ``device`` too. Returns whether the run made
+    progress (a WR taken, a completion given, a packet retired)."""
     progress = False
     for e, (engine, injector) in enumerate(zip(engines, injectors)):
         tx_taken = injector.commit(sent[e], flits[e])
@@ -256,6 +270,10 @@ def _endpoint_updates(cycle: int, engines, injectors, host, wrs: "_WrProgress", 
             host.taken(e)
         if taken or completion is not None or rx_completion is not None:
             wrs.record(e, cycle, offered[e][0] if taken else None, completion, rx_completion)
+            if completion is not None:
+                device.completed(e, cycle, completion)
+            if rx_completion is not None:
+                device.received(e, cycle, rx_completion)
         # A packet retired is progress too: a long message completes
         # only at its last packet.
         if taken or completion is not None or engine.retired:

@@ -1,0 +1,122 @@
+"""A collective run on the RDMA model of a fabric (section 15.8): the schedule, the data, the
+engines, and what the run measured against numpy and the alpha-beta model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...config import FabricConfig
+from ...network.topology import Topology
+from .alpha_beta import AlphaBeta, busbw_factor
+from .engine import CollectiveEngines
+from .host_memory import Layout
+from .library import ALGORITHMS, plan
+from .peers import Peers
+from .reference import expected, inputs
+from .schedule import REDUCING, Schedule
+
+__all__ = ["CollectivePlan", "prepare_collective", "run_collective", "collective_summary"]
+
+
+@dataclass(frozen=True)
+class CollectivePlan:
+    """Everything a collective run loads before cycle 0.
+
+    Attributes
+    ----------
+    schedule : Schedule
+        The algorithm's schedule (``algo = "auto"`` resolved).
+    dtype : str
+        The element type (``reference.DTYPES``).
+    nbytes : int
+        The message: bytes per accelerator.
+    data : list of numpy.ndarray
+        Every accelerator's buffer at the start.
+    layout : Layout
+        The host memory layout.
+    workload : RdmaWorkload
+        Tables and memories, no WR of its own.
+    predicted : int
+        The alpha-beta prediction of the collective's cycles.
+    """
+
+    schedule: Schedule
+    dtype: str
+    nbytes: int
+    data: list
+    layout: Layout
+    workload: object
+    predicted: int
+
+
+def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dtype: str,
+                       seed: int, pattern: str = "collective") -> CollectivePlan:
+    """The plan of one collective on ``cfg``'s fabric.
+
+    Raises
+    ------
+    ValueError
+        The algorithm cannot run the operation here, or the size is not a positive
+        multiple of 4 bytes; one line.
+    ConfigError
+        The host memory or the page table is too small for it; one line.
+    """
+    peers = Peers(Topology.of(cfg))
+    model = AlphaBeta.of(cfg)
+    schedule = plan(peers, op, algo, nbytes, model)
+    data = inputs(schedule, dtype, np.random.default_rng(seed))
+    layout = Layout.of(cfg, schedule)
+    return CollectivePlan(schedule, dtype, nbytes, data, layout,
+                          layout.workload(cfg, schedule, data, seed=seed, pattern=pattern),
+                          model.predict(peers, op, schedule.algorithm, nbytes))
+
+
+def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None):
+    """Run the plan on the RDMA fabric model; returns ``(records, engines, buffers)``:
+    the RDMA records, the :class:`CollectiveEngines` after the run and every
+    accelerator's buffer at its end."""
+    from ..rdma.fabric import RdmaFabricModel
+
+    engines = CollectiveEngines(cfg, prepared.schedule, prepared.layout, prepared.dtype)
+    records = RdmaFabricModel(cfg).run(prepared.workload, stall_limit=stall_limit,
+                                       device=engines)
+    buffers = prepared.layout.buffers(records.memory, prepared.schedule, prepared.dtype)
+    return records, engines, buffers
+
+
+def data_ok(cfg: FabricConfig, prepared: CollectivePlan, buffers) -> bool:
+    """Every accelerator's result region equals numpy's, bit for bit (section 15.5)."""
+    schedule = prepared.schedule
+    order = None
+    if schedule.op in REDUCING:
+        peers = Peers(Topology.of(cfg))
+        order = ALGORITHMS[schedule.algorithm].order(peers, schedule.op, schedule.elements)
+    return all(np.array_equal(buffers[a][lo:hi].view(np.uint32), values.view(np.uint32))
+               for a, lo, hi, values in expected(schedule, prepared.data, order))
+
+
+def collective_summary(cfg: FabricConfig, prepared: CollectivePlan, records, engines,
+                       buffers) -> dict:
+    """The ``collective`` section of ``results.json`` (section 15.8.4)."""
+    s = prepared.schedule
+    n = s.accelerators
+    finished = not records.stalled and all(e.done() for e in engines.engines)
+    cycles = engines.completion_cycle if finished else None
+    algbw = prepared.nbytes / cycles if cycles else None
+    return {
+        "op": s.op, "algo": s.algorithm, "dtype": prepared.dtype, "bytes": prepared.nbytes,
+        "accelerators": n, "steps": s.step_count, "cycles": cycles,
+        "algbw": algbw, "busbw": algbw * busbw_factor(s.op, n) if algbw else None,
+        "busbw_factor": busbw_factor(s.op, n),
+        "alpha_beta_cycles": prepared.predicted,
+        "alpha_beta_ratio": cycles / prepared.predicted if cycles else None,
+        "data_ok": finished and data_ok(cfg, prepared, buffers),
+        "errors": sum(e.errors for e in engines.engines),
+        "run_cycles": records.cycles, "stalled": bool(records.stalled),
+        "stuck": records.stuck or None,
+        "slots_applied": sum(e.applied for e in engines.engines),
+        "work_requests": len(records.taken),
+    }

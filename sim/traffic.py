@@ -398,13 +398,15 @@ Trace.load = classmethod(_load)
 
 @dataclass(frozen=True)
 class PatternParam:
-    """One parameter of a traffic pattern: its default, type, range and meaning."""
+    """One parameter of a traffic pattern: its default, type, range and meaning; a ``str``
+    parameter takes one of ``choices`` (its range unused)."""
 
-    default: float | int | None
+    default: float | int | str | None
     kind: type
     lo: float
     hi: float
     doc: str
+    choices: tuple[str, ...] = ()
 
 
 def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
@@ -451,6 +453,12 @@ def parse_pattern(pattern: str, ports: int, *, names: tuple[str, ...] = PATTERNS
             raise TrafficError(f"{where}: {key} given twice")
         given.add(key)
         p = table[key]
+        if p.kind is str:
+            if text not in p.choices:
+                raise TrafficError(f"{where}: {key} = {text!r} must be one of "
+                                   f"{', '.join(p.choices)} ({p.doc})")
+            values[key] = text
+            continue
         value = _number(text, integer=p.kind is int)
         if value is None or not p.lo <= value <= p.hi:
             bounds = f">= {p.lo:g}" if p.hi == math.inf else f"in {p.lo:g}..{p.hi:g}"

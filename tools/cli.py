@@ -135,7 +135,9 @@ def _run_parser(sub) -> None:
     r.add_argument("--traffic", default="uniform", metavar="PATTERN",
                    help="traffic pattern, optionally with parameters (hotspot:fraction=0.3); "
                         "rdma-uniform, rdma-allreduce, rdma-alltoall, rdma-incast or rdma-victim (with --set "
-                        "rdma.enabled=true) for work requests through the RDMA engines")
+                        "rdma.enabled=true) for work requests through the RDMA engines; "
+                        "collective:op=allreduce,algo=ring,bytes=N,dtype=int32 for a "
+                        "collective run by the collective engines on them")
     r.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
     r.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
@@ -567,7 +569,15 @@ def _run(args) -> int:
                     waves=args.waves or None, bad_fraction=args.bad_fraction,
                     stimulus=args.stimulus, progress=True,
                     priority_weights=args.priority_weights)
-    if "rdma" in res:
+    if "collective" in res:
+        co = res["collective"]
+        print(f"{args.sim}: {co['op']} of {co['bytes']:,} bytes by {co['algo']} on "
+              f"{co['accelerators']} accelerators: "
+              + (f"{co['cycles']:,} cycles, busbw {co['busbw']:.3f} bytes/cycle, "
+                 f"{co['alpha_beta_ratio']:.2f} x the alpha-beta prediction "
+                 f"({co['alpha_beta_cycles']:,}), data "
+                 f"{'exact' if co['data_ok'] else 'WRONG'}" if co["cycles"] else "not finished"))
+    elif "rdma" in res:
         _print_rdma(args.sim, res)
     else:
         lat = res["latency"]

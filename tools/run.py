@@ -21,6 +21,7 @@ from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
 from ..sim.fabric.metrics import fabric_summary
 from ..sim.metrics import summarize
+from ..sim.collective.fabric import PATTERN as COLLECTIVE
 from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
@@ -85,15 +86,25 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
                                              packet_lengths=packet_lengths,
                                              priority_weights=priority_weights,
                                              sink_stall=sink_stall)
-    if isinstance(traffic, str) and traffic.partition(":")[0] in RDMA_PATTERNS:
-        for name, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
-                            ("priority_weights", priority_weights)):
+    name = traffic.partition(":")[0] if isinstance(traffic, str) else None
+    if name in RDMA_PATTERNS or name == COLLECTIVE:
+        for key, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
+                           ("priority_weights", priority_weights)):
             if value:
-                raise TrafficError(f"traffic.{name} = {value!r}: must be 0 with {traffic} "
+                raise TrafficError(f"traffic.{key} = {value!r}: must be 0 with {traffic} "
                                    f"(the RDMA engines always accept their flits)")
         if not cfg.rdma.enabled:
             raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
                               f"(add --set rdma.enabled=true)")
+        if name == COLLECTIVE:
+            if bad_fraction:
+                raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be 0 with "
+                                   f"{traffic} (the collective engines post every request)")
+            if sim != "model":
+                raise TrafficError(f"--sim = {sim!r}: traffic {COLLECTIVE} runs on the model "
+                                   f"only (the collective engine's RTL is still to come)")
+            from ..sim.collective.fabric import parse_collective
+            return "rdma", parse_collective(cfg, traffic, seed=seed)
         return "rdma", generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
                                      bad_fraction=bad_fraction)
     if bad_fraction:
@@ -116,6 +127,15 @@ def run_failure(results: dict) -> str | None:
     run`` then exits 1, and ``superfabric sweep`` records the point as failed.
     A model/RTL mismatch is reported apart, by ``match``.
     """
+    if "collective" in results:
+        co = results["collective"]
+        problems = [f"stalled at cycle {co['run_cycles']:,}: {co['stuck']}"] if co["stalled"] \
+            else []
+        if co["errors"]:
+            problems.append(f"{co['errors']} requests completed with an error")
+        if not co["stalled"] and not co["data_ok"]:
+            problems.append("an accelerator's data differs from numpy's")
+        return ", ".join(problems) or None
     if "rdma" in results:
         rd = results["rdma"]
         req = rd["requests"]
@@ -254,23 +274,41 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     runs, the model's otherwise. Needs ``rdma.enabled``. ``workload``: the
     one :func:`prepare_point` built from the same arguments, else built here.
     ``progress`` shows signs of life on stderr, as :func:`run_point` does.
+    A ``collective:`` pattern's workload is a
+    :class:`~superfabric.sim.collective.fabric.CollectivePlan`: the collective
+    engines post the requests as the model runs, and ``results.json`` has a
+    ``collective`` section instead (docs/spec/collective.md section 15.8.4).
     """
     if workload is None:
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                     sim=sim, bad_fraction=bad_fraction)
     # Imported here so that a switch run does not load the RDMA model.
+    from ..sim.collective.fabric import CollectivePlan, collective_summary, run_collective
     from ..sim.rdma.fabric import RdmaFabricModel
     from ..sim.rdma.metrics import rdma_summary
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    collective = workload if isinstance(workload, CollectivePlan) else None
+    if collective is not None:
+        workload = collective.workload
     workload.save(out / "workload.npz")
     compile_seconds = _compile(progress, RdmaFabricModel(cfg).warm)
     t0 = time.perf_counter()
-    with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
-        model = RdmaFabricModel(cfg).run(workload)
+    if collective is not None:
+        with _activity(progress, "model", f"{traffic}", collective.predicted):
+            model, engines, buffers = run_collective(cfg, collective)
+    else:
+        with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
+            model = RdmaFabricModel(cfg).run(workload)
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
+    if collective is not None:
+        results = _opening(cfg, sim, {"pattern": traffic, "seed": int(seed)},
+                           collective_summary(cfg, collective, model, engines, buffers),
+                           model.cycles, model_seconds, compile_seconds, section="collective")
+        write_json(out / "results.json", results)
+        return results
     model_summary = rdma_summary(cfg, workload, model)
     results = _opening(cfg, sim, {**workload.describe(), "bad_fraction": bad_fraction},
                        model_summary, model.cycles, model_seconds, compile_seconds,

@@ -15,8 +15,8 @@ from .schedule import REDUCING, Schedule, blocks
 
 __all__ = ["DTYPES", "inputs", "expected", "leaves", "fold"]
 
-#: The element types, by the names of the command line.
-DTYPES = {"int32": np.int32, "fp32": np.float32}
+#: The element types, by the names of the command line (``float32`` is ``fp32``).
+DTYPES = {"int32": np.int32, "fp32": np.float32, "float32": np.float32}
 
 
 def inputs(schedule: Schedule, dtype: str, rng: np.random.Generator) -> list[np.ndarray]:

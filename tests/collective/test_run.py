@@ -1,0 +1,49 @@
+"""``superfabric run --traffic collective:...`` (``tools/run.py``): the collective section of
+results.json, and bad input in one line with status 2."""
+
+import json
+
+import pytest
+
+from superfabric.tools.cli import main
+
+from conftest import RDMA_SMALL
+
+#: RDMA_SMALL with eight QPs per accelerator, on the 2x2x2 torus.
+SMALL = [o for o in RDMA_SMALL if not o.startswith("rdma.qps=")] + ["rdma.qps=64"]
+SETTINGS = [a for o in SMALL + ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"]
+            for a in ("--set", o)]
+
+
+def test_the_collective_section(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--traffic", "collective:op=allreduce,algo=ring,bytes=2048,dtype=float32",
+                 *SETTINGS, "--sim", "model", "-o", str(out)]) == 0
+    line = capsys.readouterr().out.splitlines()[0]
+    assert line.startswith("model: allreduce of 2,048 bytes by ring on 8 accelerators: ")
+    assert line.endswith("data exact")
+    co = json.loads((out / "results.json").read_text())["collective"]
+    assert (co["op"], co["algo"], co["dtype"], co["bytes"], co["accelerators"]) == \
+        ("allreduce", "ring", "float32", 2048, 8)
+    assert co["data_ok"] is True and co["errors"] == 0 and not co["stalled"]
+    assert 0 < co["cycles"] <= co["run_cycles"]
+    assert co["algbw"] == pytest.approx(2048 / co["cycles"])
+    assert co["busbw"] == pytest.approx(co["algbw"] * 2 * 7 / 8)
+    assert co["alpha_beta_ratio"] == pytest.approx(co["cycles"] / co["alpha_beta_cycles"])
+    assert (out / "workload.npz").exists() and (out / "model_records.npz").exists()
+
+
+@pytest.mark.parametrize("traffic, extra, message", [
+    ("collective:op=gather", [], "op = 'gather' must be one of allreduce, reducescatter"),
+    ("collective:bytes=6", [], "bytes = 6 must be a multiple of 4"),
+    ("collective:bytes=0", [], "bytes = '0' must be an integer in 4.."),
+    ("collective:dtype=bf16", [], "dtype = 'bf16' must be one of int32, fp32, float32"),
+    ("collective:algo=dimwise,op=alltoall", [], "algo = 'dimwise' cannot run alltoall"),
+    ("collective:bytes=65536", [], "rdma.memory_words = 2048: the allreduce of 65536 bytes"),
+    ("collective", ["--sim", "icarus"], "--sim = 'icarus': traffic collective runs on the model"),
+    ("collective", ["--bad-fraction", "0.1"], "traffic.bad_fraction = 0.1: must be 0"),
+])
+def test_bad_input_is_one_line_and_status_2(traffic, extra, message, tmp_path, capsys):
+    assert main(["run", "--traffic", traffic, *SETTINGS, *extra, "-o", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err

@@ -2,6 +2,8 @@
 ends with numpy's answer bit for bit (and with the symbolic executor's whole buffer), the
 engine's rules hold on a run, and the apply unit takes the cycles the spec says."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -111,3 +113,19 @@ def test_a_memory_too_small_is_one_line():
     with pytest.raises(ConfigError, match=r"rdma.memory_words = 2048: .* must be at least 4096"):
         prepare_collective(cfg, op="allreduce", algo="ring", nbytes=8192, dtype="int32",
                            seed=1)
+
+
+def test_a_slot_never_filled_stalls_with_its_cause():
+    """A schedule that lost a step leaves its peer's slot empty: the run stalls instead of
+    finishing, and says which engine waits for what."""
+    cfg = _config("torus")
+    prepared = prepare_collective(cfg, op="allreduce", algo="ring", nbytes=256, dtype="int32",
+                                  seed=1)
+    s = prepared.schedule
+    lost = replace(s, steps=(s.steps[0][:-1],) + s.steps[1:])
+    records, engines, _ = run_collective(cfg, replace(prepared, schedule=lost), stall_limit=500)
+    assert records.stalled
+    victim = s.steps[0][-1].peer
+    assert f"collective engine {victim}:" in records.stuck
+    assert f"{s.slots[victim] - 1} of {s.slots[victim]} slots applied" in records.stuck
+    assert not engines.engines[victim].done() and engines.engines[0].done()

@@ -21,7 +21,7 @@ from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
 from ..sim.fabric.metrics import fabric_summary
 from ..sim.metrics import summarize
-from ..sim.collective.fabric import PATTERN as COLLECTIVE
+from ..sim.collective.pattern import PATTERN as COLLECTIVE
 from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
@@ -103,7 +103,7 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
             if sim != "model":
                 raise TrafficError(f"--sim = {sim!r}: traffic {COLLECTIVE} runs on the model "
                                    f"only (the collective engine's RTL is still to come)")
-            from ..sim.collective.fabric import parse_collective
+            from ..sim.collective.pattern import parse_collective
             return "rdma", parse_collective(cfg, traffic, seed=seed)
         return "rdma", generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
                                      bad_fraction=bad_fraction)

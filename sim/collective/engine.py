@@ -87,6 +87,14 @@ class CollectiveEngine:
         """Started every step and applied every slot (section 15.2, rule 3)."""
         return len(self.started) == len(self._steps) and self.applied == self._slots
 
+    def describe(self) -> str:
+        """One line on where the engine is: the step it waits to start, the slots applied."""
+        k = len(self.started)
+        waiting = (f"step {k} waits for slot {self._steps[k].wait - 1}"
+                   if k < len(self._steps) else "every step started")
+        return (f"collective engine {self.accelerator}: {waiting}; {self.applied} of "
+                f"{self._slots} slots applied, {self.arrivals} notifications received")
+
     def received(self) -> None:
         """The RDMA engine gave a receive completion: a notification has landed."""
         self._new += 1
@@ -202,14 +210,7 @@ class CollectiveEngines(HostDevice):
         return min(e.next_event(cycle) for e in self.engines)
 
     def stuck(self) -> str:
-        for e in self.engines:
-            if not e.done():
-                k = len(e.started)
-                waiting = (f"step {k} waits for slot {e._steps[k].wait - 1}"
-                           if k < len(e._steps) else "every step started")
-                return (f"collective engine {e.accelerator}: {waiting}; {e.applied} of "
-                        f"{e._slots} slots applied, {e.arrivals} notifications received")
-        return ""
+        return next((e.describe() for e in self.engines if not e.done()), "")
 
     @property
     def completion_cycle(self) -> int:

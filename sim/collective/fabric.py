@@ -8,31 +8,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import ConfigError, FabricConfig
+from ...config import FabricConfig
 from ...network.topology import Topology
-from ..traffic import PatternParam, TrafficError, parse_pattern
 from .alpha_beta import AlphaBeta, busbw_factor
 from .engine import CollectiveEngines
 from .host_memory import Layout
-from .library import ALGORITHM_NAMES, ALGORITHMS, plan
+from .library import ALGORITHMS, plan
 from .peers import Peers
-from .reference import DTYPES, expected, inputs
-from .schedule import ELEMENT_BYTES, OPS, REDUCING, Schedule
+from .reference import expected, inputs
+from .schedule import REDUCING, Schedule
 
-__all__ = ["PATTERN", "PATTERN_PARAMS", "CollectivePlan", "parse_collective",
-           "prepare_collective", "run_collective", "data_ok", "collective_summary"]
-
-#: The traffic pattern of ``superfabric run`` that runs a collective.
-PATTERN = "collective"
-#: Its parameters (``collective:op=allreduce,algo=ring,bytes=4096,dtype=int32``).
-PATTERN_PARAMS = {PATTERN: {
-    "op": PatternParam("allreduce", str, 0, 0, "the operation", OPS),
-    "algo": PatternParam("ring", str, 0, 0, "the algorithm", ALGORITHM_NAMES),
-    "bytes": PatternParam(4096, int, ELEMENT_BYTES, 1 << 28,
-                          "bytes per accelerator, a multiple of 4"),
-    "dtype": PatternParam("int32", str, 0, 0, "the element type", tuple(DTYPES)),
-}}
-
+__all__ = ["CollectivePlan", "prepare_collective", "run_collective", "data_ok",
+           "collective_summary"]
 
 @dataclass(frozen=True)
 class CollectivePlan:
@@ -65,32 +52,8 @@ class CollectivePlan:
     predicted: int
 
 
-def parse_collective(cfg: FabricConfig, traffic: str, *, seed: int) -> CollectivePlan:
-    """The plan of the ``collective:...`` pattern ``traffic``.
-
-    Raises
-    ------
-    TrafficError
-        A parameter out of range, a size not a multiple of 4 bytes, or an algorithm that
-        cannot run the operation on this fabric; one line naming the pattern.
-    ConfigError
-        The host memory or the page table is too small for it.
-    """
-    _, p = parse_pattern(traffic, cfg.endpoints, names=(PATTERN,), params=PATTERN_PARAMS)
-    if p["bytes"] % ELEMENT_BYTES:
-        raise TrafficError(f"traffic.pattern = {traffic!r}: bytes = {p['bytes']} must be a "
-                           f"multiple of {ELEMENT_BYTES}")
-    try:
-        return prepare_collective(cfg, op=p["op"], algo=p["algo"], nbytes=p["bytes"],
-                                  dtype=p["dtype"], seed=seed, pattern=traffic)
-    except (TrafficError, ConfigError):
-        raise
-    except ValueError as e:
-        raise TrafficError(f"traffic.pattern = {traffic!r}: {e}") from None
-
-
 def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dtype: str,
-                       seed: int, pattern: str = PATTERN) -> CollectivePlan:
+                       seed: int, pattern: str = "collective") -> CollectivePlan:
     """The plan of one collective on ``cfg``'s fabric.
 
     Raises

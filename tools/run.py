@@ -276,8 +276,9 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     ``progress`` shows signs of life on stderr, as :func:`run_point` does.
     A ``collective:`` pattern's workload is a
     :class:`~superfabric.sim.collective.fabric.CollectivePlan`: the collective
-    engines post the requests as the model runs, and ``results.json`` has a
-    ``collective`` section instead (docs/spec/collective.md section 15.8.4).
+    engines post the requests as the model runs, ``collective.npz`` holds their
+    timeline, and ``results.json`` has a ``collective`` section instead
+    (docs/spec/collective.md section 15.8.4).
     """
     if workload is None:
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
@@ -304,6 +305,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
     if collective is not None:
+        np.savez(out / "collective.npz", **engines.timeline())
         results = _opening(cfg, sim, {"pattern": traffic, "seed": int(seed)},
                            collective_summary(cfg, collective, model, engines, buffers),
                            model.cycles, model_seconds, compile_seconds, section="collective")

@@ -212,6 +212,14 @@ class CollectiveEngines(HostDevice):
     def stuck(self) -> str:
         return next((e.describe() for e in self.engines if not e.done()), "")
 
+    def timeline(self) -> dict:
+        """Every engine's steps and slots in time: ``started`` rows ``(accelerator, step,
+        cycle)`` and ``applied`` rows ``(accelerator, slot, cycle)`` (int64)."""
+        def rows(cycles_of):
+            out = [(e.accelerator, i, c) for e in self.engines for i, c in enumerate(cycles_of(e))]
+            return np.array(out, np.int64).reshape(-1, 3)
+        return {"started": rows(lambda e: e.started), "applied": rows(lambda e: e.applied_at)}
+
     @property
     def completion_cycle(self) -> int:
         """The cycle after the last engine was done: the collective's time."""

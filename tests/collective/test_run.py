@@ -3,6 +3,7 @@ results.json, and bad input in one line with status 2."""
 
 import json
 
+import numpy as np
 import pytest
 
 from superfabric.tools.cli import main
@@ -31,6 +32,9 @@ def test_the_collective_section(tmp_path, capsys):
     assert co["busbw"] == pytest.approx(co["algbw"] * 2 * 7 / 8)
     assert co["alpha_beta_ratio"] == pytest.approx(co["cycles"] / co["alpha_beta_cycles"])
     assert (out / "workload.npz").exists() and (out / "model_records.npz").exists()
+    timeline = np.load(out / "collective.npz")
+    assert timeline["started"].shape == (8 * 14, 3) and timeline["applied"].shape == (8 * 14, 3)
+    assert timeline["applied"][:, 2].max() + 1 == co["cycles"]
 
 
 @pytest.mark.parametrize("traffic, extra, message", [

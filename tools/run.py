@@ -297,7 +297,8 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     compile_seconds = _compile(progress, RdmaFabricModel(cfg).warm)
     t0 = time.perf_counter()
     if collective is not None:
-        with _activity(progress, "model", f"{traffic}", collective.predicted):
+        with _activity(progress, "model", f"{traffic}, {collective.predicted:,} cycles by "
+                       f"the alpha-beta model", None):
             model, engines, buffers = run_collective(cfg, collective)
     else:
         with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
@@ -439,14 +440,16 @@ def _compile(progress: bool, warm) -> float:
     return time.perf_counter() - t0
 
 
-def _activity(progress: bool, who: str, what: str, cycles: int):
+def _activity(progress: bool, who: str, what: str, cycles: int | None):
     """A sign of life while a long run of ``who`` (the model, a simulator) has no count to
-    show (with ``progress``)."""
+    show (with ``progress``); ``cycles``, the traffic's window (None: a run with none, as
+    a collective's)."""
     from contextlib import nullcontext
     if not progress:
         return nullcontext()
     from .progress import activity
-    return activity(f"{who}: {what} over a {cycles:,}-cycle window", short=who, after=3.0)
+    window = f" over a {cycles:,}-cycle window" if cycles is not None else ""
+    return activity(f"{who}: {what}{window}", short=who, after=3.0)
 
 
 def _progress_bar(who: str, cycles: int):

@@ -129,3 +129,9 @@ def test_a_slot_never_filled_stalls_with_its_cause():
     assert f"collective engine {victim}:" in records.stuck
     assert f"{s.slots[victim] - 1} of {s.slots[victim]} slots applied" in records.stuck
     assert not engines.engines[victim].done() and engines.engines[0].done()
+
+
+def test_auto_runs_the_algorithm_it_predicts_fastest():
+    cfg, prepared, _, engines, buffers = _run("torus", "allreduce", "auto", "int32", 64)
+    assert prepared.schedule.algorithm != "auto"
+    assert data_ok(cfg, prepared, buffers) and engines.completion_cycle > 0

@@ -8,10 +8,14 @@ import numpy as np
 import pytest
 
 from superfabric.config import ConfigError, FabricConfig
+from superfabric.network.topology import Topology
+from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.engine import apply_cycles
 from superfabric.sim.collective.executor import replay
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
 from superfabric.sim.collective.host_memory import words_of
+from superfabric.sim.collective.library import ALGORITHMS, supports
+from superfabric.sim.collective.peers import Peers
 
 from conftest import RDMA_SMALL
 
@@ -133,5 +137,8 @@ def test_a_slot_never_filled_stalls_with_its_cause():
 
 def test_auto_runs_the_algorithm_it_predicts_fastest():
     cfg, prepared, _, engines, buffers = _run("torus", "allreduce", "auto", "int32", 64)
-    assert prepared.schedule.algorithm != "auto"
+    model, peers = AlphaBeta.of(cfg), Peers(Topology.of(cfg))
+    predicted = {a: model.predict(peers, "allreduce", a, 64) for a in ALGORITHMS
+                 if supports(a, "allreduce", peers)}
+    assert prepared.predicted == predicted[prepared.schedule.algorithm] == min(predicted.values())
     assert data_ok(cfg, prepared, buffers) and engines.completion_cycle > 0

@@ -6,6 +6,8 @@ bit for bit. Arrays of blocks have the block as their last axis, :data:`BLOCK` l
 block has its own LFSR state, so many blocks quantise at once.
 """
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_STEPS,
@@ -14,7 +16,8 @@ from ..formats.compression import (BLOCK, CODE_BITS, DRAW_FRACTION_BITS, DRAW_ST
                                    SHIFT_MAX)
 from ..formats.lfsr import LFSR_BITS, lfsr_step
 
-__all__ = ["to_bits", "from_bits", "block_scale", "quantise", "dequantise", "error_feedback"]
+__all__ = ["to_bits", "from_bits", "block_scale", "lfsr_advance", "quantise", "dequantise",
+           "error_feedback"]
 
 _FRAC_MASK = (1 << FLOAT_FRAC_BITS) - 1
 _HIDDEN = 1 << FLOAT_FRAC_BITS
@@ -60,16 +63,37 @@ def block_scale(bits) -> np.ndarray:
     return np.where(top >> FLOAT_FRAC_BITS == FLOAT_EXP_MAX, SCALE_NAN, scale)
 
 
+@lru_cache(maxsize=None)
+def _cycle() -> tuple[np.ndarray, np.ndarray]:
+    """The LFSR's one cycle through every non-zero state, and each state's place in it: the
+    state ``k`` steps after ``s`` is ``cycle[(place[s] + k) % period]``, so the draws of many
+    blocks are looked up at once rather than stepped one after the other."""
+    period = _STATE_MAX
+    cycle = np.empty(period, dtype=np.int64)
+    state = 1
+    for k in range(period):
+        cycle[k] = state
+        state = lfsr_step(state)
+    if state != 1:
+        raise AssertionError("the LFSR is not of maximal length")
+    place = np.zeros(period + 1, dtype=np.int64)
+    place[cycle] = np.arange(period)
+    return cycle, place
+
+
+def lfsr_advance(state, steps):
+    """The LFSR states ``steps`` steps after ``state`` (arrays broadcast): one table look-up,
+    equal to stepping ``lfsr_step`` that many times."""
+    cycle, place = _cycle()
+    return cycle[(place[np.asarray(state, dtype=np.int64)] + np.asarray(steps)) % len(cycle)]
+
+
 def _draws(state, count: int):
     """``count`` draws per LFSR of ``state``, each the state after :data:`DRAW_STEPS` more
     steps; and the last state."""
     state = np.asarray(state, dtype=np.int64)
-    draws = np.empty(state.shape + (count,), dtype=np.int64)
-    for k in range(count):
-        for _ in range(DRAW_STEPS):
-            state = lfsr_step(state)
-        draws[..., k] = state
-    return draws, state
+    draws = lfsr_advance(state[..., None], DRAW_STEPS * np.arange(1, count + 1))
+    return draws, draws[..., -1]
 
 
 def quantise(bits, state, rounding: int):

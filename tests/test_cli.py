@@ -17,6 +17,7 @@ COMMANDS = {
     "report": ["report", "."],
     "pool": ["pool", "--accelerators", "2", "--memory-mib", "4"],
     "collective-plan": ["collective-plan", "--bytes", "64"],
+    "train": ["train", "--steps", "1"],
 }
 
 
@@ -191,6 +192,13 @@ BAD_INPUT = [
     (["collective-plan", "--accelerator", "8", "-o", "OUT"], "--accelerator"),
     (["collective-plan", "--steps", "-1", "-o", "OUT"], "--steps"),
     (["collective-plan", "--set", "fabric.dims=[1]", "-o", "OUT"], "fabric.dims"),
+    # -- train --
+    (["train", "--accelerators", "1", "-o", "OUT"], "--accelerators"),
+    (["train", "--compression", "fp16", "-o", "OUT"], "--compression"),
+    (["train", "--steps", "0", "-o", "OUT"], "--steps"),
+    (["train", "--algo", "nccl", "-o", "OUT"], "--algo"),
+    (["train", "--batch", "2", "-o", "OUT"], "--batch"),
+    (["train", "--lr", "nan", "-o", "OUT"], "--lr"),
     # -- synth: refused before any FPGA tool runs --
     (["synth", "--preset", "tiny", "-o", "OUT"], "--target"),
     (["synth", "--preset", "tiny", "--target", "stratix", "-o", "OUT"], "stratix"),

@@ -12,10 +12,10 @@ from amaranth.sim import Simulator
 from superfabric.formats.compression import (BITS_PER_ELEMENT, BLOCK, CODE_MAX, FLOAT_MAX,
                                              FLOAT_QNAN, ROUND_NEAREST_EVEN, ROUND_STOCHASTIC,
                                              SCALE_BIAS, SCALE_NAN)
-from superfabric.formats.lfsr import lfsr_start
+from superfabric.formats.lfsr import lfsr_start, lfsr_step
 from superfabric.hdl.compression import CompressionUnit, Dequantiser, Quantiser, Rounding
-from superfabric.sim.compression import (dequantise, error_feedback, from_bits, quantise,
-                                         to_bits)
+from superfabric.sim.compression import (dequantise, error_feedback, from_bits, lfsr_advance,
+                                         quantise, to_bits)
 
 from conftest import refusal
 
@@ -124,6 +124,17 @@ def test_round_trip_error_is_within_a_step(rounding):
     top = np.abs(x).max(axis=1)
     unfloored = top >= 2.0 ** -125
     assert (step(scale)[unfloored] <= top[unfloored] * 2 / 7).all()
+
+
+def test_the_lfsr_looked_up_is_the_lfsr_stepped():
+    # The draws of many blocks are looked up in the LFSR's cycle, not stepped: the same states.
+    starts = np.array([1, 0xACE1, 0xFFFF, lfsr_start(7, 3)])
+    state = starts.copy()
+    for k in range(1, 2 * (1 << 16) + 5):
+        state = lfsr_step(state)
+        if k in (1, 16, 512, 65534, 65535, 65536, 2 * (1 << 16) + 4):
+            assert (lfsr_advance(starts, k) == state).all(), k
+    assert (lfsr_advance(starts, 0) == starts).all()
 
 
 def test_stochastic_rounding_is_unbiased_over_1000_seeds():

@@ -5,15 +5,17 @@ the RDMA fabric on the model and both RTL simulators; DCQCN over several hops of
 limit, the stimulus top under cocotb against the same Verilog under a plain Verilator
 harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the model at fabric
 scale, side by side with BookSim2 when its peers folder is there (:mod:`.booksim`); the
-pooled memory's allocators on the training trace (:mod:`.pool`).
+pooled memory's allocators on the training trace (:mod:`.pool`); training through the
+int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`).
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model. Each table is also
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
-[rdma-state] [stimulus] [fabric-stimulus] [pool] [--cycles N] [--against REV]`` runs the
-tables named (all by default); ``--cycles`` is the stimulus run's generation window, ``--against REV`` also runs the model of an
+[rdma-state] [stimulus] [fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]``
+runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
+window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
 ``--scale-dims``, ``--scale-cycles``, ``--runs`` and ``--peers`` narrow or shorten the
 fabric-scale table (a smoke run) and say where BookSim2's peers folder is.
@@ -37,7 +39,7 @@ from pathlib import Path
 from ..config import FabricConfig
 from . import booksim, model_speed
 from .pool import TABLE_HEADER, pool_row, run_pool
-from .results_page import Column, ResultsPage
+from .results_page import RESULTS_DIR, Column, ResultsPage
 from .run import run_point
 
 #: (simulator, cycles): Icarus is two orders of magnitude slower.
@@ -578,11 +580,104 @@ def pool_table() -> ResultsPage:
     return page
 
 
+#: The compression table's training runs: accelerators, steps (the same for every payload).
+TRAIN_RUNS = ((8, 300), (64, 300))
+#: Its all-reduce error rows: torus, elements per accelerator (192 KiB: whole blocks in
+#: every chunk on both tori), and the algorithms compared.
+ERROR_RUNS = (((4, 4, 4), 49_152), ((8, 8, 6), 49_152))
+ERROR_ALGOS = (("dimwise-direct", "two-shot, once per dimension"),
+               ("dimwise", "per hop, rings along each axis"), ("ring", "per hop, one ring"))
+#: The predicted times' message sizes, MiB per accelerator, on the same tori.
+TIME_MIB = (1, 16)
+
+
+def compression_table() -> ResultsPage:
+    """Training through the int4 all-reduce against binary32 (:data:`TRAIN_RUNS`), the
+    all-reduce's error, two-shot against per hop (:data:`ERROR_RUNS`), and its predicted time
+    (:data:`TIME_MIB`); the loss curves as ``compression-loss.png`` beside the page."""
+    import numpy as np
+    from ..network.topology import Topology
+    from ..sim.collective.alpha_beta import AlphaBeta
+    from ..sim.collective.compressed import (CompressedAllReduce, block_elements,
+                                             relative_l2_error)
+    from ..sim.collective.peers import Peers
+    from .train import TABLE_HEADER as TRAIN_HEADER
+    from .train import plot_losses, run_train, train_row
+    page = ResultsPage(
+        "compression", "Gradient compression: int4 on the all-reduce",
+        "make bench TABLES=compression",
+        "Training (`superfabric train`, specification section 16.7): a softmax regression "
+        "on scikit-learn's digits (650 parameters, padded to whole blocks), batch 256, "
+        "plain SGD at learning rate 0.5, seed 1, the same steps for every payload, data-"
+        "parallel on the 2x2x2 and 4x4x4 tori; the gradients all-reduced two-shot "
+        "(`dimwise-direct`) in binary32, in int4 with stochastic rounding and each "
+        "accelerator's error-feedback residual, and in int4 without it. Test accuracy on "
+        "the held-out quarter (450 images; one image is 0.22 points); bytes on links: one "
+        "step's all-reduce payload summed over every link it crosses (section 16.6), and as "
+        "a share of binary32's; gradient error: the all-reduced gradient's relative L2 "
+        "error against the exact sum of the accelerators' gradients, the mean over the "
+        "steps. Then the all-reduce alone on 49,152 standard-normal binary32 values per "
+        "accelerator (192 KiB), int4 with stochastic rounding, seed 1: relative L2 error "
+        "of the result against the exact sum, two-shot against per-hop requantisation. Last, the "
+        "all-reduce's time as the alpha-beta model predicts it, binary32 against int4, at 1 "
+        "and 16 MiB per accelerator.")
+    page.table(*(Column(h, w, right=k != 1)
+                 for k, (h, w) in enumerate(zip(TRAIN_HEADER, (12, 12, 13, 10, 21, 11, 14)))))
+    runs = []
+    for accelerators, steps in TRAIN_RUNS:
+        for compression, feedback in (("none", True), ("int4", True), ("int4", False)):
+            res = run_train(accelerators=accelerators, compression=compression,
+                            error_feedback=feedback, steps=steps, seed=1)
+            runs.append(res)
+            page.row(*train_row(res))
+    page.table(Column("torus", 5, right=False), Column("accelerators", 12),
+               Column("all-reduce", 32, right=False), Column("relative L2 error", 17),
+               Column("bytes on links", 14), Column("binary32 bytes on links", 23))
+    for dims, elements in ERROR_RUNS:
+        peers = Peers(Topology("torus", dims=dims))
+        rng = np.random.default_rng(1)
+        data = [rng.standard_normal(elements).astype(np.float32) for _ in range(peers.n)]
+        for algo, what in ERROR_ALGOS:
+            int4 = CompressedAllReduce(peers, algo=algo, elements=elements, seed=1)
+            binary32 = CompressedAllReduce(peers, algo=algo, elements=elements,
+                                           compression="none")
+            page.row(dims_name(dims), peers.n, f"{algo} ({what})",
+                     f"{relative_l2_error(int4(data)[0], data):.4f}",
+                     f"{int4.payload_bytes_on_links:,}", f"{binary32.payload_bytes_on_links:,}")
+    page.table(Column("torus", 5, right=False), Column("message", 7),
+               Column("all-reduce", 14, right=False), Column("binary32 cycles", 15),
+               Column("int4 cycles", 11), Column("int4 / binary32", 15),
+               Column("int4 / best binary32", 20))
+    for dims, _ in ERROR_RUNS:
+        cfg = FabricConfig.load(overrides=["fabric.topology=torus", f"fabric.dims={list(dims)}"])
+        peers, model = Peers(Topology.of(cfg)), AlphaBeta.of(cfg)
+        for mib in TIME_MIB:
+            elements = block_elements(peers, "ring", (mib << 20) // 4)
+            cycles = {algo: [CompressedAllReduce(peers, algo=algo, elements=elements,
+                                                 compression=c).predicted_cycles(model)
+                             for c in ("none", "int4")] for algo, _ in ERROR_ALGOS}
+            best = min(b for b, _ in cycles.values())
+            for algo, (b, c) in cycles.items():
+                page.row(dims_name(dims), f"{mib} MiB", algo, f"{b:,}", f"{c:,}",
+                         f"{c / b:.3f}", f"{c / best:.3f}")
+    page.note("Predicted by the alpha-beta model (section 15.6) of each torus's configuration "
+              "(`fabric.topology=torus`, 64-bit flits), each round's chunk at its bytes on the "
+              "wire; the message padded to whole blocks in every chunk. It takes the quantiser "
+              "and the dequantiser to keep up with the link: at 17 bytes a block a 64-bit flit "
+              "carries 15 values, where the present RTL quantiser (section 16.5) takes 0.47 "
+              "values a cycle. Best binary32: the least of the three algorithms' binary32 "
+              "cycles.")
+    if RESULTS_DIR.is_dir():
+        plot_losses(runs, RESULTS_DIR / "compression-loss.png")
+        page.note("![Training loss of each run](compression-loss.png)")
+    return page
+
+
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state", "stimulus",
-          "fabric-stimulus", "pool")
+          "fabric-stimulus", "pool", "compression")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -773,7 +868,8 @@ def main(argv: list[str] | None = None) -> int:
         + ([lambda: against_table(args.against)] if args.against else []) \
         + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \
         + ([fabric_stimulus_table] if "fabric-stimulus" in tables else []) \
-        + ([pool_table] if "pool" in tables else [])
+        + ([pool_table] if "pool" in tables else []) \
+        + ([compression_table] if "compression" in tables else [])
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:
         page = table()

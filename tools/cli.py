@@ -289,6 +289,36 @@ def _pool_parser(sub) -> None:
                     help="output directory: results.json, pool.md")
 
 
+def _train_parser(sub) -> None:
+    """``superfabric train``: data-parallel training through the compressed all-reduce."""
+    from ..sim.collective.compressed import COMPRESSIONS, ROUNDINGS
+    from .train import ALGOS
+    tr = sub.add_parser("train", formatter_class=_Help,
+                        help="train a softmax regression on the digits data-parallel, its "
+                             "gradients all-reduced through the model's (int4) collective")
+    tr.add_argument("--accelerators", type=int, default=8, metavar="N",
+                    help="accelerators, on a torus of up to three dimensions (8: 2x2x2, 64: "
+                         "4x4x4, 384: 8x8x6)")
+    tr.add_argument("--compression", default="int4", metavar="|".join(COMPRESSIONS),
+                    help="the all-reduce's payload: binary32 as it is, or int4 blocks")
+    tr.add_argument("--no-error-feedback", action="store_true",
+                    help="int4 without the accelerators' error-feedback residuals (default: "
+                         "with them)")
+    tr.add_argument("--steps", type=int, default=100, metavar="S", help="training steps")
+    tr.add_argument("--seed", type=int, default=1, metavar="K",
+                    help="seed of the train/test split, the batches and the quantisers' LFSRs")
+    tr.add_argument("--algo", default="two-shot", metavar="|".join(ALGOS),
+                    help="the all-reduce: two-shot (dimwise-direct, quantised once per "
+                         "dimension) or an algorithm of the library (ring, dimwise: per hop)")
+    tr.add_argument("--batch", type=int, default=256, metavar="B",
+                    help="examples per step, shared among the accelerators")
+    tr.add_argument("--lr", type=float, default=0.5, help="learning rate of plain SGD")
+    tr.add_argument("--rounding", default="stochastic", metavar="|".join(ROUNDINGS),
+                    help="the quantiser's rounding")
+    tr.add_argument("-o", "--out", required=True, metavar="DIR",
+                    help="output directory: results.json, loss.png")
+
+
 def _collective_plan_parser(sub) -> None:
     """``superfabric collective-plan``: a collective's schedule and its alpha-beta prediction."""
     from ..sim.collective.library import ALGORITHM_NAMES
@@ -328,7 +358,8 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(prog="superfabric", description="RTL and golden model of an AI supernode switch fabric")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
-                _report_parser, _pool_parser, _pcap_parser, _collective_plan_parser):
+                _report_parser, _pool_parser, _pcap_parser, _collective_plan_parser,
+                _train_parser):
         add(sub)
     return p
 
@@ -408,6 +439,27 @@ def _pool(args) -> int:
     for cells in (TABLE_HEADER, row):
         print("  ".join(c.rjust(w) for c, w in zip(cells, widths)))
     print(f"results: {Path(args.out) / 'results.json'}, {Path(args.out) / 'pool.md'}")
+    return 0
+
+
+def _train(args) -> int:
+    from .train import check_train, label, run_train
+    settings = dict(accelerators=args.accelerators, compression=args.compression,
+                    steps=args.steps, seed=args.seed, algo=args.algo, batch=args.batch,
+                    lr=args.lr, rounding=args.rounding)
+    try:
+        check_train(**settings)
+        res = run_train(**settings, error_feedback=not args.no_error_feedback,
+                        out_dir=args.out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(f"train: {label(res)}, {res['accelerators']} accelerators "
+          f"({'x'.join(map(str, res['torus']))} torus, {res['algorithm']}), {res['steps']} "
+          f"steps: test accuracy {res['test_accuracy']:.2%}, loss {res['final_loss']:.4f}; "
+          f"{res['payload_bytes_on_links']:,} payload bytes on links per step "
+          f"({res['payload_bytes_on_links'] / res['binary32_payload_bytes_on_links']:.4f} of "
+          f"binary32's), gradient error {res['relative_l2_error']['mean']:.3g}")
+    print(f"results: {Path(args.out) / 'results.json'}, {Path(args.out) / 'loss.png'}")
     return 0
 
 
@@ -592,7 +644,8 @@ def main(argv: list[str] | None = None) -> int:
             _check_out(args.out)
         handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
                    "synth": _synth, "report": _report, "pool": _pool,
-                   "pcap": _pcap, "collective-plan": _collective_plan}[args.command]
+                   "pcap": _pcap, "collective-plan": _collective_plan,
+                   "train": _train}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
             ToolMissing, PcapError) as e:

@@ -7,7 +7,7 @@ block's step ``2 ** (scale - SCALE_BIAS)``.
 """
 
 __all__ = ["BLOCK", "CODE_BITS", "CODE_MAX", "SCALE_BITS", "SCALE_BIAS", "SCALE_NAN",
-           "BITS_PER_ELEMENT", "FINE_STEP_LIMIT", "DRAW_FRACTION_BITS", "DRAW_STEPS",
+           "BITS_PER_ELEMENT", "BLOCK_BYTES", "wire_bytes", "FINE_STEP_LIMIT", "DRAW_FRACTION_BITS", "DRAW_STEPS",
            "SHIFT_MIN", "SHIFT_MAX", "ROUND_NEAREST_EVEN", "ROUND_STOCHASTIC",
            "FLOAT_EXP_MAX", "FLOAT_FRAC_BITS", "FLOAT_QNAN", "FLOAT_MAX"]
 
@@ -25,6 +25,14 @@ SCALE_BIAS = 127
 SCALE_NAN = 0xFF
 #: Bits on the wire per value: a code and a share of the scale.
 BITS_PER_ELEMENT = CODE_BITS + SCALE_BITS / BLOCK
+#: Bytes of a block on the wire: 32 codes of 4 bits and the scale byte, 17.
+BLOCK_BYTES = (BLOCK * CODE_BITS + SCALE_BITS) // 8
+
+
+def wire_bytes(values: int) -> int:
+    """Bytes on the wire of a chunk of ``values`` values: whole blocks, the last padded with
+    zeros as the quantiser takes 32 values a block (section 16.6)."""
+    return -(-values // BLOCK) * BLOCK_BYTES
 
 #: A block's largest significand (24 bits, hidden bit set) above this, ``1.75 * 2**23``,
 #: would exceed 7 steps at the finer of the two candidate steps, so the step doubles.

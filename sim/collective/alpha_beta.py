@@ -89,12 +89,15 @@ class AlphaBeta:
         packets = max(1, -(-nbytes // self.payload_bytes))
         return -(-nbytes // self.flit_bytes) + packets * (self.header_flits + self.gap)
 
-    def predict(self, peers, op: str, algo: str, nbytes: int) -> int:
-        """Predicted cycles of ``op`` over ``nbytes`` per accelerator by ``algo``."""
+    def predict(self, peers, op: str, algo: str, nbytes: int,
+                chunk_bytes=lambda elements: elements * ELEMENT_BYTES) -> int:
+        """Predicted cycles of ``op`` over ``nbytes`` per accelerator by ``algo``; a round's
+        chunk of ``e`` elements is ``chunk_bytes(e)`` bytes on the wire (binary32 by default;
+        ``formats.compression.wire_bytes`` compressed, section 16.6)."""
         total = 0
         for pairs, elements in algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes)):
             hops, sharing = peers.load(pairs)
-            total += self.alpha(hops) + sharing * self.serialise(elements * ELEMENT_BYTES)
+            total += self.alpha(hops) + sharing * self.serialise(chunk_bytes(elements))
         return total
 
 

@@ -9,16 +9,21 @@ back. ``dimwise-all`` cuts the message into one share per axis and runs
 the shares at once, share ``s`` starting its reduce-scatter on axis ``s``
 (the axes rotated), so every axis's links carry data from the first round.
 (Chan, Heimlich, Purkayastha and van de Geijn 2007: the bucket algorithm on
-a multidimensional mesh.)
+a multidimensional mesh.) ``dimwise-direct`` takes the same phases but
+exchanges directly within each line of an axis, every member writing to
+every other, so what an accelerator holds crosses one write per axis: the
+compressed all-reduce's two-shot, quantised once per dimension (section 16.6;
+ZeRO++'s hierarchical reduce-scatter).
 """
 
 from __future__ import annotations
 
-from .rings import ring_fold, ring_pairs, run_shares
+from .rings import ring_fold, run_shares
 from .schedule import Builder, blocks
 
 __all__ = ["OPS", "ALL_OPS", "axes", "build", "order", "steps", "rounds", "build_all",
-           "order_all", "steps_all", "rounds_all"]
+           "order_all", "steps_all", "rounds_all", "build_direct", "order_direct",
+           "rounds_direct"]
 
 OPS = ("allreduce", "reducescatter", "allgather")
 ALL_OPS = ("allreduce",)
@@ -64,32 +69,47 @@ def _share(peers, op: str, order, lo: int, hi: int) -> list:
     return {"allreduce": rs + ag, "reducescatter": rs, "allgather": ag}[op]
 
 
-def _tree(peers, order, a: int, j: int):
-    """The reduction order of what ``a`` holds after the phases ``order[:j+1]``: the ring
-    fold along axis ``order[j]`` of what each position held after the phase before."""
+def _direct_fold(line, i: int, sub=lambda a: a) -> tuple:
+    """The order of a direct exchange's sum at position ``i`` of ``line``: its own, then
+    position ``i - 1``'s, ``i - 2``'s, ... (the order they arrive)."""
+    k = len(line)
+    return tuple(sub(line[(i - t) % k]) for t in range(k))
+
+
+def _tree(peers, order, a: int, j: int, fold=ring_fold):
+    """The reduction order of what ``a`` holds after the phases ``order[:j+1]``: the fold
+    along axis ``order[j]`` of what each position held after the phase before."""
     if j < 0:
         return a
     ring = next(r for r in peers.lines(order[j]) if a in r)
-    return ring_fold(ring, ring.index(a), lambda b: _tree(peers, order, b, j - 1))
+    return fold(ring, ring.index(a), lambda b: _tree(peers, order, b, j - 1, fold))
 
 
-def _order(peers, order, lo: int, hi: int):
+def _order(peers, order, lo: int, hi: int, fold=ring_fold):
     cuts = blocks(lo, hi, peers.n)
     out = []
     for a in range(peers.n):
         first, _ = _index(peers, a, order, len(order))
-        out.append((*cuts[first], _tree(peers, order, a, len(order) - 1)))
+        out.append((*cuts[first], _tree(peers, order, a, len(order) - 1, fold)))
     return out
 
 
-def _rounds(peers, order, op, elements: int, shares: int):
-    """Per axis ``k``, ``k - 1`` rounds around all its rings, each sending ``1 / k`` of what
-    the accelerator holds."""
+def _line_pairs(line, distance: int) -> tuple:
+    """The ``(src, dst)`` pairs of a line when every position writes ``distance`` ahead."""
+    return tuple((line[p], line[(p + distance) % len(line)]) for p in range(len(line)))
+
+
+def _rounds(peers, order, op, elements: int, shares: int, direct: bool = False):
+    """Per axis ``k``, ``k - 1`` rounds over all its lines (around the rings, or ``d`` ahead
+    in round ``d`` for the direct exchange), each sending ``1 / k`` of what the accelerator
+    holds."""
     per_axis, span = [], shares
     for d in order:
         span *= peers.digits[d]
-        pairs = tuple(p for ring in peers.lines(d) for p in ring_pairs(ring))
-        per_axis.append([(pairs, -(-elements // span))] * (peers.digits[d] - 1))
+        lines, k = peers.lines(d), peers.digits[d]
+        per_axis.append([(tuple(p for line in lines for p in _line_pairs(line, t if direct
+                                                                         else 1)),
+                          -(-elements // span)) for t in range(1, k)])
     rs = [r for p in per_axis for r in p]
     ag = [r for p in reversed(per_axis) for r in p]
     return {"allreduce": rs + ag, "reducescatter": rs, "allgather": ag}[op]
@@ -107,8 +127,45 @@ def order(peers, op: str, elements: int):
     return _order(peers, axes(peers), 0, elements)
 
 
+def _exchange(b: Builder, phases) -> None:
+    """Run the phases of :func:`_share` as direct exchanges: in each line every position
+    writes to every other, ``d`` ahead in turn (``d = 1 .. k-1``), the chunk the receiver
+    keeps (adding) or its own (copying), once it has every chunk of the phase before."""
+    before = {}
+    for phase in phases:
+        got = {}
+        k = len(phase[0][0])
+        for d in range(1, k):
+            for line, chunks, reduce in phase:
+                for p, src in enumerate(line):
+                    q = (p + d) % k
+                    lo, hi = chunks[q] if reduce else chunks[p]
+                    got.setdefault(line[q], []).append(
+                        b.send(src, line[q], lo, hi, reduce=reduce, after=before.get(src, ())))
+        before = got
+
+
+def build_direct(peers, op: str, elements: int):
+    """The dimension-wise schedule with a direct exchange along each axis."""
+    b = Builder(peers.n, op, "dimwise-direct", elements, elements)
+    _exchange(b, _share(peers, op, axes(peers), 0, elements))
+    return b.schedule()
+
+
+def order_direct(peers, op: str, elements: int):
+    """Per block: direct folds nested axis by axis, the slowest innermost."""
+    return _order(peers, axes(peers), 0, elements, _direct_fold)
+
+
+def rounds_direct(peers, op: str, elements: int):
+    """The alpha-beta rounds: per axis of length ``k``, ``k - 1`` rounds, every member
+    writing ``d`` ahead in its line in round ``d``."""
+    return _rounds(peers, axes(peers), op, elements, 1, direct=True)
+
+
 def steps(peers, op: str) -> int:
-    """``sum(k_d - 1)`` per reduce-scatter or all-gather, twice that for all-reduce."""
+    """``sum(k_d - 1)`` per reduce-scatter or all-gather, twice that for all-reduce (direct
+    exchanges as rings)."""
     total = sum(peers.digits[d] - 1 for d in axes(peers))
     return 2 * total if op == "allreduce" else total
 

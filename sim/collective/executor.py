@@ -67,8 +67,13 @@ def check(schedule: Schedule) -> None:
                             f"{schedule.slots[extra[0]]} receive slots")
 
 
-def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
+def replay(schedule: Schedule, inputs, *, eager: bool, link=None) -> list[np.ndarray]:
     """Run ``schedule`` on copies of ``inputs`` (one buffer per accelerator).
+
+    ``link``, when given, carries the chunks: ``link(sends, buffers)`` gets the steps issued
+    together, ``(accelerator, step)`` in issue order, and the buffers, and returns the data
+    each delivers (a compressing link quantises them, section 16.6); by default a chunk is
+    read from the sender's buffer as it is.
 
     Raises
     ------
@@ -81,6 +86,7 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
     buffers = [np.array(x, copy=True) for x in inputs]
     issued, applied = [0] * n, [0] * n
     pending = [{} for _ in range(n)]
+    sends = []
 
     def issue(a: int) -> int:
         """Start ``a``'s next step if it may; the peer it writes to, else -1."""
@@ -89,9 +95,17 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
         s = schedule.steps[a][issued[a]]
         if s.wait > applied[a]:
             return -1
-        pending[s.peer][s.slot] = (s, buffers[a][s.src:s.src + s.length].copy())
+        sends.append((a, s))
         issued[a] += 1
         return s.peer
+
+    def send() -> None:
+        """Put the chunks of the steps issued since the last call on their links."""
+        chunks = [buffers[a][s.src:s.src + s.length].copy() for a, s in sends] \
+            if link is None else link(sends, buffers)
+        for (_, s), data in zip(sends, chunks):
+            pending[s.peer][s.slot] = (s, data)
+        sends.clear()
 
     def apply(a: int) -> bool:
         got = pending[a].pop(applied[a], None)
@@ -110,6 +124,7 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
             for a in range(n):
                 while issue(a) >= 0:
                     moved = True
+            send()
             for a in range(n):
                 moved |= apply(a)
             continue
@@ -119,6 +134,7 @@ def replay(schedule: Schedule, inputs, *, eager: bool) -> list[np.ndarray]:
             peer = issue(a)
             while peer >= 0:
                 moved = True
+                send()
                 while apply(peer):
                     pass
                 peer = issue(a)
@@ -140,12 +156,14 @@ def _deadlock(schedule: Schedule, issued, applied) -> str:
     return "deadlock: chunks were sent but never applied"
 
 
-def link_bytes(schedule: Schedule, peers) -> np.ndarray:
+def link_bytes(schedule: Schedule, peers, chunk_bytes=lambda length: length * ELEMENT_BYTES
+               ) -> np.ndarray:
     """Payload bytes each link of the fabric carries (link ids of ``Topology.links``),
-    each step's chunk following its route."""
+    each step's chunk following its route; ``chunk_bytes(length)`` is a chunk's bytes on the
+    wire (binary32 by default; ``formats.compression.wire_bytes`` compressed)."""
     out = np.zeros(len(peers.topology.links), np.int64)
     for a, steps in enumerate(schedule.steps):
         for s in steps:
             for link in peers.route(a, s.peer):
-                out[link] += s.length * ELEMENT_BYTES
+                out[link] += chunk_bytes(s.length)
     return out

@@ -39,7 +39,7 @@ def test_every_accelerator_ends_with_numpys_result(fabric, algo, op):
 @pytest.mark.parametrize("fabric", [("fabric.topology=torus", "fabric.dims=[3, 2]",
                                      "fabric.endpoints_per_router=2"),
                                     ("fabric.topology=torus", "fabric.dims=[5, 3]")])
-@pytest.mark.parametrize("algo", ["ring", "biring", "dimwise", "dimwise-all",
+@pytest.mark.parametrize("algo", ["ring", "biring", "dimwise", "dimwise-direct", "dimwise-all",
                                   "halving-doubling", "tree", "direct"])
 def test_fabrics_of_no_power_of_two(fabric, algo):
     p = peers(fabric)
@@ -55,6 +55,7 @@ def test_the_documented_step_counts():
     assert ALGORITHMS["ring"].steps(p, "allreduce") == 2 * (n - 1)
     assert ALGORITHMS["biring"].steps(p, "allreduce") == 4 * (n - 1)
     assert ALGORITHMS["dimwise"].steps(p, "allreduce") == 2 * 3 * (4 - 1)
+    assert ALGORITHMS["dimwise-direct"].steps(p, "allreduce") == 2 * 3 * (4 - 1)
     assert ALGORITHMS["dimwise-all"].steps(p, "allreduce") == 3 * 2 * 3 * (4 - 1)
     assert ALGORITHMS["halving-doubling"].steps(p, "allreduce") == 2 * int(math.log2(n))
     assert ALGORITHMS["direct"].steps(p, "alltoall") == n - 1

@@ -131,6 +131,42 @@ def test_pfc_alone_exact(tmp_path):
     assert len(rtl.pfc_frames) and not len(rtl.cnps) and not len(rtl.rates)
 
 
+# -- RDMA on a fabric of routers (section 10.15) ----------------------------------------
+
+#: A 2x2x2 torus of 8 accelerators. One Verilator build with PFC, ECN and DCQCN serves
+#: the all-reduce over lossy links and the congested incast (faults are run-time inputs).
+TORUS = ["fabric.topology=torus", "fabric.dims=[2, 2, 2]", "rdma.memory_words=4096"]
+
+
+def test_torus_allreduce_with_drops_exact(tmp_path):
+    """The all-reduce over 1 % link drops on the 2x2x2 torus: RTL equal to the model
+    packet by packet, with retransmissions."""
+    require_simulator("verilator")
+    workload, model, rtl = _congested(_run("verilator", tmp_path,
+                                           TORUS + CONGESTED + ["faults.drop_rate=0.01"],
+                                           pattern="rdma-allreduce", load=0.5, cycles=2000))
+    assert sum(rtl.counters["retransmissions"]) > 0
+
+
+def test_torus_incast_congestion_exact(tmp_path):
+    """A 7-to-1 incast with PFC and DCQCN on the 2x2x2 torus: CE marks from several
+    routers, CNPs back over up to three hops, every pause frame, rate change and queue
+    depth equal to the model."""
+    require_simulator("verilator")
+    workload, model, rtl = _congested(_run("verilator", tmp_path, TORUS + CONGESTED,
+                                           pattern="rdma-incast", load=0.6, cycles=400))
+    assert len(rtl.cnps) and len(rtl.rates) and len(rtl.pfc_frames)
+
+
+def test_small_torus_exact_icarus(tmp_path):
+    """Icarus on a 2x2 torus of 4 accelerators: the all-reduce over 1 % drops, exact."""
+    require_simulator("icarus")
+    workload, model, rtl = _congested(_run("icarus", tmp_path, [
+        "fabric.topology=torus", "fabric.dims=[2, 2]", "faults.drop_rate=0.01"],
+        pattern="rdma-allreduce", load=0.5, cycles=2000))
+    assert (rtl.status == wire.STATUS_OK).all() and sum(rtl.counters["retransmissions"]) > 0
+
+
 # -- every channel of every engine ----------------------------------------------------
 
 #: Faults heavy enough that the channels lose data and acknowledgements often: go-back-N

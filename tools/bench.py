@@ -441,6 +441,7 @@ def dcqcn_table(out: Path) -> ResultsPage:
 
 def hop_scenario(cfg: FabricConfig) -> dict:
     """Where the flows of :data:`HOPS_PATTERN` go under the torus's dimension-order routing:
+    ``roles``, the pattern's (:func:`~superfabric.sim.rdma.traffic.pattern_roles`);
     ``to_target``, each sender's route to the target and ``to_bystander``, the victim's,
     as link ids (:meth:`Peers.route <superfabric.sim.collective.peers.Peers.route>`);
     ``first_link``, the victim's first link as ``(router, port, next router)``, and

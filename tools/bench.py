@@ -13,7 +13,7 @@ times are excluded; each RTL run is checked against the model. Each table is als
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
-[rdma-state] [stimulus] [fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]``
+[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]``
 runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
 window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
@@ -550,6 +550,65 @@ def state_table() -> ResultsPage:
     return page
 
 
+#: RDMA on fabrics: the tops' configurations (PFC, ECN and DCQCN on), the RTL = model runs
+#: (the cases of tests/rdma/test_rtl.py) and the fabric that is only generated and built.
+RDMA_FABRIC_CC = ["rdma.enabled=true", "pfc.enabled=true", "ecn.enabled=true",
+                  "dcqcn.enabled=true"]
+RDMA_FABRIC_SMALL = RDMA_FABRIC_CC + ["rdma.qps=8", "rdma.memory_words=4096", "rdma.page_words=64",
+                                      "rdma.pages=64", "rdma.retransmit_timeout=256"]
+RDMA_FABRICS = (
+    ("2x2x2 torus", ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"], True),
+    ("4-leaf leaf-spine", ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
+                           "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"], True),
+    ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"], False),
+)
+#: (pattern, extra overrides, load, cycles) of the RTL = model runs on each small fabric.
+RDMA_FABRIC_RUNS = (("rdma-allreduce", ["faults.drop_rate=0.01"], 0.5, 2000),
+                    ("rdma-incast", [], 0.6, 400))
+
+
+def rdma_fabrics_table() -> ResultsPage:
+    """RDMA on fabrics (section 10.15): the time to generate and build each RDMA top of
+    :data:`RDMA_FABRICS` from scratch, and on the small ones the RTL = model runs."""
+    from ..hdl.verilog import write_verilog
+    from ..tb.runner import build
+    page = ResultsPage(
+        "rdma-fabrics", "RDMA on a torus and a leaf-spine", "make bench TABLES=rdma-fabrics",
+        "An RDMA engine at every accelerator (specification section 10.15) with PFC, ECN and "
+        "DCQCN. Generation and Verilator build from scratch of the `rdma_fabric` top at the "
+        "`default` preset's sizes (16,384-word host memories, 1,024 QPs); then, on the "
+        "`tiny` preset with 4,096-word memories and 8 QPs (the cases of "
+        "`tests/rdma/test_rtl.py`), the all-reduce over 1 % drops and a 7-to-1 incast on "
+        "Verilator under cocotb, every packet, completion, pause frame, CNP, rate change and "
+        "memory word held against the model.")
+    page.table(Column("fabric", 18, right=False), Column("accelerators", 12),
+               Column("generate s", 10), Column("generate + build s", 18),
+               Column("run", 15, right=False), Column("cycles", 7), Column("RTL = model", 11),
+               Column("retransmissions", 15), Column("CNPs", 5), Column("pause frames", 12))
+    for name, fabric, runs in RDMA_FABRICS:
+        cfg = FabricConfig.load(preset="default", overrides=RDMA_FABRIC_CC + fabric)
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            write_verilog(cfg, Path(out) / "rtl", top="rdma_fabric")
+            generate = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            build(cfg, sim="verilator", top="rdma_fabric", build_root=Path(out) / "build")
+            built = time.perf_counter() - t0
+        page.row(name, cfg.endpoints, f"{generate:.1f}", f"{built:.1f}", "", "", "", "", "", "")
+        if not runs:
+            continue
+        for pattern, extra, load, cycles in RDMA_FABRIC_RUNS:
+            small = FabricConfig.load(preset="tiny", overrides=RDMA_FABRIC_SMALL + fabric + extra)
+            with tempfile.TemporaryDirectory() as out:
+                res = run_point(small, traffic=pattern, load=load, cycles=cycles, seed=1,
+                                sim="verilator", out_dir=out)
+            rd = res["rdma"]
+            page.row("", "", "", "", pattern, rd["cycles"], _match(res),
+                     rd["retransmissions"]["total"], rd["congestion"]["cnp"]["sent"],
+                     rd["congestion"]["pause_frames"]["sent"])
+    return page
+
+
 #: The pool table: (accelerators, MiB each, overrides): the default pool, 2 KiB pages; a
 #: tighter one, the trace's peak 94 % of it; the default with 64 KiB pages.
 POOLS = ((8, 128, []), (8, 112, []), (8, 128, ["rdma.page_words=8192"]))
@@ -677,8 +736,8 @@ def compression_table() -> ResultsPage:
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
-TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state", "stimulus",
-          "fabric-stimulus", "pool", "compression")
+TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
+          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -864,7 +923,8 @@ def main(argv: list[str] | None = None) -> int:
                                      dims=args.scale_dims, cycles=args.scale_cycles,
                                      runs=args.runs, peers=args.peers)),
                                  ("trace", simulator_table), ("rdma", rdma_table),
-                                 ("rdma-hops", hops_table), ("rdma-state", state_table))
+                                 ("rdma-hops", hops_table), ("rdma-state", state_table),
+                                 ("rdma-fabrics", rdma_fabrics_table))
          if name in tables] \
         + ([lambda: against_table(args.against)] if args.against else []) \
         + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \

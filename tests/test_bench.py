@@ -3,6 +3,12 @@ on a canned output, and the command line of ``make bench``."""
 
 import pytest
 
+from superfabric.config import FabricConfig
+from superfabric.formats import rdma_wire as wire
+from superfabric.network.routing import torus_dor_hop
+from superfabric.network.topology import Topology
+from superfabric.sim.rdma.metrics import connection_state
+from superfabric.sim.rdma.traffic import pattern_roles
 from superfabric.tools import bench
 from superfabric.tools.booksim import BookSimSpeed, parse_speed
 
@@ -100,3 +106,86 @@ def test_scale_table_says_how_to_get_missing_build_tools(monkeypatch, tmp_path):
     exe, _, why = bench._booksim(None)
     assert exe is None
     assert "needs flex, bison" in why and "apt-get install" in why
+
+
+# -- the RDMA tables of the README: DCQCN over several hops, the connection state ------
+
+
+def _dor_links(topo, src, dst):
+    """The (router, output port) pairs a packet from endpoint ``src`` to ``dst`` leaves by,
+    walked hop by hop with the torus's dimension-order rule."""
+    r, t = topo.endpoint_router(src), topo.endpoint_router(dst)
+    s, links = r, []
+    while r != t:
+        port, _ = torus_dor_hop(topo.dims, topo.endpoints_per_router, r, s, t)
+        links.append((r, port))
+        r = topo.peer(r, port)[0]
+    return links
+
+
+def test_hop_scenario_victim_shares_its_first_link_with_the_incast():
+    """The victim's first link on the 4x4x4 torus carries its own and another sender's
+    flows to the target, four links from it; its route to the bystander leaves every
+    target-bound route after that link; the bench describes the same links."""
+    cfg = FabricConfig.load(overrides=bench.HOPS)
+    topo = Topology.of(cfg)
+    roles = pattern_roles(bench.HOPS_PATTERN, cfg.endpoints, bench.HOPS_LOAD)
+    target, victim, bystander = roles["target"], roles["victim"], roles["bystander"]
+    assert (cfg.endpoints, len(roles["senders"])) == (64, 8)
+    assert victim in roles["senders"] and bystander not in roles["senders"]
+    to_target = {e: _dor_links(topo, e, target) for e in roles["senders"]}
+    first = to_target[victim][0]
+    sharing = [e for e, links in to_target.items() if first in links]
+    assert len(sharing) >= 2 and victim in sharing
+    assert len(to_target[victim]) >= 4
+    to_bystander = _dor_links(topo, victim, bystander)
+    incast_links = set().union(*map(set, to_target.values()))
+    assert to_bystander[0] == first and not set(to_bystander[1:]) & incast_links
+    # The incast converges: every sender's route ends on the target router's one input.
+    assert len({links[-1] for links in to_target.values()}) == 1
+    where = bench.hop_scenario(cfg)
+    assert where["sharing"] == sharing
+    assert where["first_link"] == (*first, topo.peer(*first)[0])
+
+
+def _state_rows(page_text: str) -> dict:
+    """The state table's rows: (accelerators, QPs each, channels per peer) -> cells."""
+    rows = {}
+    for line in page_text.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 10 and cells[1].isdigit():
+            rows[int(cells[1]), int(cells[2].replace(",", "")), int(cells[5])] = cells
+    return rows
+
+
+def test_state_table_follows_the_formula():
+    """Every row of the connection-state table against the state spelled out: per
+    channel the sender's five PSNs, timer, error bit, epoch and window of descriptors,
+    the receiver's two PSNs, five flags, epoch, unacked count and ack timer, each side
+    in whole bytes; per QP one such connection, aggregated (E - 1) * C per accelerator."""
+    rd, sw = FabricConfig.load().rdma, FabricConfig.load().switch
+    slot = sum(w for _, w in wire.descriptor_fields(wire.payload_words(sw.max_packet_flits))) + 1
+    sender = 5 * wire.PSN_BITS + rd.retransmit_timeout.bit_length() + 1 + wire.EPOCH_BITS \
+        + rd.window * slot
+    receiver = 2 * wire.PSN_BITS + 5 + wire.EPOCH_BITS + rd.window.bit_length() \
+        + rd.ack_timeout.bit_length()
+    per_channel = -(-sender // 8) + -(-receiver // 8)
+    rows = _state_rows(bench.state_table().markdown("test"))
+    assert len(rows) == 2 * len(bench.STATE_QPS) * len(bench.STATE_CHANNELS)
+    for (E, Q, C), cells in rows.items():
+        per_qp, aggregated = E * Q * per_channel, E * (E - 1) * C * per_channel
+        assert cells[3:5] == [f"{E * Q:,}", f"{per_qp:,}"]
+        assert cells[6:9] == [f"{(E - 1) * C:,}", f"{aggregated:,}", str(per_channel)]
+        assert cells[9] == f"{per_qp / aggregated:.2f}x"
+    # The source design's supernode: 384 accelerators, 147,456 connections.
+    assert rows[384, 384, 1][3] == "147,456"
+
+
+def test_state_beyond_rdma_qps_is_the_same_formula():
+    """Within rdma.qps's range, passing the QPs per accelerator gives what the
+    configuration's rdma.qps gives."""
+    fabric = ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"]
+    configured = connection_state(FabricConfig.load(overrides=fabric + ["rdma.qps=65536"]))
+    assert configured == connection_state(FabricConfig.load(overrides=fabric),
+                                          qps_per_endpoint=1024)
+    assert configured["per_qp_bytes"] == 64 * 1024 * configured["bytes_per_channel"]

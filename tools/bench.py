@@ -1,20 +1,21 @@
 """Simulation speed and the measured figures of the documentation: the golden model across
 sizes, loads and lengths; the fabrics' saturation throughput; the default 8x8 switch and
-the RDMA fabric on the model and both RTL simulators; the limit, the stimulus top under
-cocotb against the same Verilog under a plain Verilator harness; and the stimulus top
-around the 4x4x4 and the 8x8x6 tori; the model at fabric scale, side by side with
-BookSim2 when its peers folder is there (:mod:`.booksim`); the pooled memory's allocators
-on the training trace (:mod:`.pool`); training through the int4 all-reduce, and the
-all-reduce's error two-shot against per hop (:mod:`.train`).
+the RDMA fabric on the model and both RTL simulators; DCQCN over several hops of the
+4x4x4 torus on the model, and the connection state at 64 and 384 accelerators; the
+limit, the stimulus top under cocotb against the same Verilog under a plain Verilator
+harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the model at fabric
+scale, side by side with BookSim2 when its peers folder is there (:mod:`.booksim`); the
+pooled memory's allocators on the training trace (:mod:`.pool`); training through the
+int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`).
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model. Each table is also
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
-``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [stimulus]
-[fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]`` runs the tables named (all by
-default); ``--cycles``
-is the stimulus run's generation window, ``--against REV`` also runs the model of an
+``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
+[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]``
+runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
+window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
 ``--scale-dims``, ``--scale-cycles``, ``--runs`` and ``--peers`` narrow or shorten the
 fabric-scale table (a smoke run) and say where BookSim2's peers folder is.
@@ -82,6 +83,26 @@ DCQCN_RUNS = (
       "ecn.kmin=32", "ecn.kmax=128", "ecn.pmax=0.5", "dcqcn.enabled=true"], "rdma-incast", 0.6,
      2_000),
 )
+
+#: DCQCN over several hops (README): the 4x4x4 torus (64 accelerators, `dor`) with
+#: the congestion settings of :data:`CONGESTION`, 8 QPs per accelerator and host memory for
+#: the target's data. The incast of endpoints 0-7 (the 8 after the target, 63) at 0.3 of
+#: their uplinks, the victim (6) adding 0.3 to the bystander (55): see :func:`hop_scenario`.
+HOPS = CONGESTION + ["fabric.topology=torus", "fabric.dims=[4, 4, 4]", "rdma.qps=512"]
+HOPS_TARGET, HOPS_SENDERS, HOPS_VICTIM, HOPS_BYSTANDER = 63, 8, 6, 55
+HOPS_PATTERN = (f"rdma-victim:target={HOPS_TARGET},senders={HOPS_SENDERS},"
+                f"victim={HOPS_VICTIM},bystander={HOPS_BYSTANDER},side_load=0.3")
+#: (name, overrides): PFC alone, then PFC + ECN + DCQCN.
+HOPS_RUNS = (("PFC alone", HOPS), ("PFC + ECN + DCQCN", HOPS + ["dcqcn.enabled=true"]))
+HOPS_LOAD, HOPS_CYCLES = 0.3, 40_000
+
+#: The connection-state table (README): the fabrics of 64 and 384 accelerators, the QPs
+#: per accelerator (384 on 384 accelerators is the source design's 147,456 connections) and
+#: the reliable channels per peer, at the default configuration otherwise.
+STATE_FABRICS = (("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"]),
+                 ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]))
+STATE_QPS = (64, 384, 1024)
+STATE_CHANNELS = (1, 2)
 
 #: What is compared against an earlier commit: uniform load 0.8, 1-flit packets,
 #: 100,000 cycles, 8, 16 and 32 ports; and the RDMA all-reduce.
@@ -418,6 +439,176 @@ def dcqcn_table(out: Path) -> ResultsPage:
     return page
 
 
+def hop_scenario(cfg: FabricConfig) -> dict:
+    """Where the flows of :data:`HOPS_PATTERN` go under the torus's dimension-order routing:
+    ``roles``, the pattern's (:func:`~superfabric.sim.rdma.traffic.pattern_roles`);
+    ``to_target``, each sender's route to the target and ``to_bystander``, the victim's,
+    as link ids (:meth:`Peers.route <superfabric.sim.collective.peers.Peers.route>`);
+    ``first_link``, the victim's first link as ``(router, port, next router)``, and
+    ``sharing``, the senders whose route to the target crosses it."""
+    from ..network.topology import Topology
+    from ..sim.collective.peers import Peers
+    from ..sim.rdma.traffic import pattern_roles
+    roles = pattern_roles(HOPS_PATTERN, cfg.endpoints, HOPS_LOAD)
+    peers = Peers(Topology.of(cfg))
+    to_target = {e: peers.route(e, HOPS_TARGET) for e in roles["senders"]}
+    first = to_target[HOPS_VICTIM][0]
+    router, port, after, _ = peers.topology.links[first]
+    return {"roles": roles, "to_target": to_target,
+            "to_bystander": peers.route(HOPS_VICTIM, HOPS_BYSTANDER),
+            "first_link": (router, port, after),
+            "sharing": [e for e, route in to_target.items() if first in route]}
+
+
+def hops_table() -> ResultsPage:
+    """DCQCN over several hops: :data:`HOPS_PATTERN` on the 4x4x4 torus, each run of
+    :data:`HOPS_RUNS` on the model."""
+    cfg = FabricConfig.load(overrides=HOPS)
+    where = hop_scenario(cfg)
+    router, port, after = where["first_link"]
+    dim, minus = divmod(port - cfg.fabric.endpoints_per_router, 2)
+    direction = "-+"[not minus] + "xyz"[dim]
+    lengths = [len(route) for route in where["to_target"].values()]
+    page = ResultsPage(
+        "rdma-hops", "DCQCN over several hops: a victim on the 4x4x4 torus",
+        "make bench TABLES=rdma-hops",
+        f"The 4x4x4 torus (64 accelerators, one per router, `dor`, 2 VCs), an RDMA engine at "
+        f"each, 8 QPs per accelerator, one channel per peer, PFC on endpoint ports, ECN at "
+        f"every router (kmin 32, kmax 128 flits, pmax 0.5), seed 1, {HOPS_CYCLES:,} posting "
+        f"cycles on the model: `{HOPS_PATTERN}` at load {HOPS_LOAD}, i.e. endpoints "
+        f"{', '.join(map(str, where['roles']['senders']))} (the {HOPS_SENDERS} after the "
+        f"target) write to endpoint {HOPS_TARGET} at {HOPS_LOAD} of their uplinks "
+        f"({HOPS_SENDERS * HOPS_LOAD:.1f} times its downlink), and the victim, endpoint "
+        f"{HOPS_VICTIM}, {len(where['to_target'][HOPS_VICTIM])} links from the target, adds "
+        f"0.3 to the bystander, endpoint {HOPS_BYSTANDER}, whose downlink nothing else loads. "
+        f"The victim's first link (router {router}'s {direction} output to router {after}) "
+        f"carries the target-bound flows of endpoints "
+        f"{', '.join(map(str, where['sharing']))} (the senders' routes, {min(lengths)} to "
+        f"{max(lengths)} links, meet on one input of the target's router); its route to the "
+        f"bystander "
+        f"({len(where['to_bystander'])} links) leaves theirs after that link. With PFC alone "
+        f"the congestion tree's backpressure reaches the victim's router and its uplink; with "
+        f"DCQCN the marks travel back as CNPs over the fabric. Pauses: pause frames that "
+        f"pause (all to endpoints); queue: the flits inside the fabric bound for the target, "
+        f"per cycle over the run (mean, max); victim: its goodput to the bystander over its "
+        f"demand (payload words per posting-window cycle); bystander CNPs: those the "
+        f"bystander sent the victim, for its packets marked where they queue with the "
+        f"target's before their routes part; goodput: words per cycle per "
+        f"accelerator; Jain: fairness over the senders.")
+    page.table(Column("run", 18, right=False), Column("cycles", 8), Column("wall s", 7),
+               Column("pauses", 7), Column("CNPs", 6), Column("queue mean", 10),
+               Column("queue max", 9), Column("victim", 22), Column("bystander CNPs", 14),
+               Column("goodput", 8),
+               Column("Jain", 6), Column("requests OK", 11), Column("memory", 8, right=False))
+    for name, overrides in HOPS_RUNS:
+        run_cfg = FabricConfig.load(overrides=overrides)
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(run_cfg, traffic=HOPS_PATTERN, load=HOPS_LOAD, cycles=HOPS_CYCLES,
+                            seed=1, sim="model", out_dir=out)
+        rd, c = res["rdma"], res["rdma"]["congestion"]
+        v, data = c["victim"], rd["data"]
+        intact = "intact" if data["corrupted"] == 0 and data["stray_words"] == 0 else "CORRUPT"
+        page.row(name, f"{rd['cycles']:,}", f"{res['wall_seconds']:.0f}",
+                 f"{c['pause_frames']['pauses']:,}", f"{c['cnp']['sent']:,}",
+                 f"{c['queue']['mean']:.0f}", f"{c['queue']['max']:.0f}",
+                 f"{v['goodput']:.4f} / {v['demand']:.4f} = {v['share']:.1%}",
+                 rd["counters"]["cnp_sent"][HOPS_BYSTANDER], f"{rd['goodput']:.4f}", f"{c['jain']:.3f}",
+                 f"{rd['requests']['ok']:,}/{rd['requests']['posted']:,}", intact)
+    return page
+
+
+def state_table() -> ResultsPage:
+    """Reliability state of one connection per QP against the aggregated channels
+    (:func:`~superfabric.sim.rdma.metrics.connection_state`) on :data:`STATE_FABRICS`,
+    computed from the configuration: nothing runs."""
+    from ..sim.rdma.metrics import connection_state
+    page = ResultsPage(
+        "rdma-state", "Connection state at 64 and 384 accelerators", "make bench TABLES=rdma-state",
+        "The reliability state of one RC connection per QP against the engine's aggregated "
+        "channels (specification section 10.9, `connection_state` in `sim/rdma/metrics.py`), "
+        "in bytes over the whole fabric, both ends of every connection or channel, at the "
+        "default configuration (window 32 packets, 16-flit packets, the default timeouts) on "
+        "tori of 64 and 384 accelerators, for 64, 384 and 1,024 QPs per accelerator (384 "
+        "QPs on 384 accelerators is the source design's 147,456 connections) and 1 or 2 "
+        "channels per peer. Computed from the configuration, nothing is simulated; the QPs "
+        "per accelerator are passed to the formula, since `rdma.qps` stops at 65,536. "
+        "Reduction: per-QP bytes over aggregated bytes (below 1: aggregation holds more).")
+    page.table(Column("fabric", 12, right=False), Column("accelerators", 12),
+               Column("QPs each", 8), Column("connections (QPs)", 16), Column("per-QP bytes", 13),
+               Column("channels per peer", 17), Column("channels each", 13),
+               Column("aggregated bytes", 16), Column("bytes per channel", 17),
+               Column("reduction", 9))
+    for name, fabric in STATE_FABRICS:
+        for qps in STATE_QPS:
+            for channels in STATE_CHANNELS:
+                cfg = FabricConfig.load(overrides=fabric + [f"rdma.channels_per_peer={channels}"])
+                st = connection_state(cfg, qps_per_endpoint=qps)
+                page.row(name, cfg.endpoints, f"{qps:,}", f"{cfg.endpoints * qps:,}",
+                         f"{st['per_qp_bytes']:,}", channels,
+                         f"{st['channels_per_endpoint']:,}", f"{st['aggregated_bytes']:,}",
+                         st["bytes_per_channel"], f"{st['reduction']:.2f}x")
+    return page
+
+
+#: RDMA on fabrics: the tops' configurations (PFC, ECN and DCQCN on), the RTL = model runs
+#: (the cases of tests/rdma/test_rtl.py) and the fabric that is only generated and built.
+RDMA_FABRIC_CC = ["rdma.enabled=true", "pfc.enabled=true", "ecn.enabled=true",
+                  "dcqcn.enabled=true"]
+RDMA_FABRIC_SMALL = RDMA_FABRIC_CC + ["rdma.qps=8", "rdma.memory_words=4096", "rdma.page_words=64",
+                                      "rdma.pages=64", "rdma.retransmit_timeout=256"]
+RDMA_FABRICS = (
+    ("2x2x2 torus", ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"], True),
+    ("4-leaf leaf-spine", ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
+                           "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"], True),
+    ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"], False),
+)
+#: (pattern, extra overrides, load, cycles) of the RTL = model runs on each small fabric.
+RDMA_FABRIC_RUNS = (("rdma-allreduce", ["faults.drop_rate=0.01"], 0.5, 2000),
+                    ("rdma-incast", [], 0.6, 400))
+
+
+def rdma_fabrics_table() -> ResultsPage:
+    """RDMA on fabrics (section 10.15): the time to generate and build each RDMA top of
+    :data:`RDMA_FABRICS` from scratch, and on the small ones the RTL = model runs."""
+    from ..hdl.verilog import write_verilog
+    from ..tb.runner import build
+    page = ResultsPage(
+        "rdma-fabrics", "RDMA on a torus and a leaf-spine", "make bench TABLES=rdma-fabrics",
+        "An RDMA engine at every accelerator (specification section 10.15) with PFC, ECN and "
+        "DCQCN. Generation and Verilator build from scratch of the `rdma_fabric` top at the "
+        "`default` preset's sizes (16,384-word host memories, 1,024 QPs); then, on the "
+        "`tiny` preset with 4,096-word memories and 8 QPs (the cases of "
+        "`tests/rdma/test_rtl.py`), the all-reduce over 1 % drops and a 7-to-1 incast on "
+        "Verilator under cocotb, every packet, completion, pause frame, CNP, rate change and "
+        "memory word held against the model.")
+    page.table(Column("fabric", 18, right=False), Column("accelerators", 12),
+               Column("generate s", 10), Column("generate + build s", 18),
+               Column("run", 15, right=False), Column("cycles", 7), Column("RTL = model", 11),
+               Column("retransmissions", 15), Column("CNPs", 5), Column("pause frames", 12))
+    for name, fabric, runs in RDMA_FABRICS:
+        cfg = FabricConfig.load(preset="default", overrides=RDMA_FABRIC_CC + fabric)
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            write_verilog(cfg, Path(out) / "rtl", top="rdma_fabric")
+            generate = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            build(cfg, sim="verilator", top="rdma_fabric", build_root=Path(out) / "build")
+            built = time.perf_counter() - t0
+        page.row(name, cfg.endpoints, f"{generate:.1f}", f"{built:.1f}", "", "", "", "", "", "")
+        if not runs:
+            continue
+        for pattern, extra, load, cycles in RDMA_FABRIC_RUNS:
+            small = FabricConfig.load(preset="tiny", overrides=RDMA_FABRIC_SMALL + fabric + extra)
+            with tempfile.TemporaryDirectory() as out:
+                res = run_point(small, traffic=pattern, load=load, cycles=cycles, seed=1,
+                                sim="verilator", out_dir=out)
+            rd = res["rdma"]
+            page.row("", "", "", "", pattern, rd["cycles"], _match(res),
+                     rd["retransmissions"]["total"], rd["congestion"]["cnp"]["sent"],
+                     rd["congestion"]["pause_frames"]["sent"])
+    return page
+
+
 #: The pool table: (accelerators, MiB each, overrides): the default pool, 2 KiB pages; a
 #: tighter one, the trace's peak 94 % of it; the default with 64 KiB pages.
 POOLS = ((8, 128, []), (8, 112, []), (8, 128, ["rdma.page_words=8192"]))
@@ -545,8 +736,8 @@ def compression_table() -> ResultsPage:
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
-TABLES = ("model", "fabric", "scale", "trace", "rdma", "stimulus", "fabric-stimulus", "pool",
-          "compression")
+TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
+          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -731,7 +922,9 @@ def main(argv: list[str] | None = None) -> int:
                                  ("scale", lambda: scale_table(
                                      dims=args.scale_dims, cycles=args.scale_cycles,
                                      runs=args.runs, peers=args.peers)),
-                                 ("trace", simulator_table), ("rdma", rdma_table))
+                                 ("trace", simulator_table), ("rdma", rdma_table),
+                                 ("rdma-hops", hops_table), ("rdma-state", state_table),
+                                 ("rdma-fabrics", rdma_fabrics_table))
          if name in tables] \
         + ([lambda: against_table(args.against)] if args.against else []) \
         + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \

@@ -57,7 +57,7 @@ class RdmaFabric(wiring.Component):
     Observation ports: ``events`` (bit ``e`` input ``e`` sent a pause frame,
     bit ``E + e`` engine ``e`` sent a CNP, bit ``2E + e`` a rate of engine
     ``e`` changed at the last edge), ``pfc_tx`` (the frames), ``cnp_context``,
-    ``rate`` (every channel's rate), ``rate_changed`` (per channel),
+    ``rate`` (per endpoint, every channel's rate), ``rate_changed`` (per channel),
     ``queue_depth`` (per output, the flits taken at an input and not yet
     handed to its sink) and ``free`` (per channel, free window slots).
     """
@@ -96,7 +96,9 @@ class RdmaFabric(wiring.Component):
             "events": Out(3 * n),
             "pfc_tx": Out(n * REQUEST_LAYOUT.size),
             "cnp_context": Out(n * port_bits(nc)),
-            "rate": Out(n * nc * RATE_BITS), "rate_changed": Out(n * nc),
+            # Per endpoint: a vector of every channel's rate would pass Amaranth's
+            # width limit at 64 endpoints.
+            "rate": Out(nc * RATE_BITS).array(n), "rate_changed": Out(n * nc),
             "queue_depth": Out(n * queue_depth_bits(cfg)),
             "free": Out(n * nc * free_bits),
         })
@@ -116,7 +118,7 @@ class RdmaFabric(wiring.Component):
             m.d.comb += self.pfc_tx.eq(Cat(switch.pfc_tx[e].payload for e in range(n)))
             for e in range(n):
                 wiring.connect(m, switch.pfc_tx[e], obey.rx[e])
-        counters, frees, rates, changed, contexts, cnps = [], [], [], [], [], []
+        counters, frees, changed, contexts, cnps = [], [], [], [], []
         entering = []
         for e in range(n):
             engine = add_instance(m, self.modules, "rdma_engine", f"engine{e}")
@@ -134,13 +136,13 @@ class RdmaFabric(wiring.Component):
                 m.d.comb += engine.paused.eq(Cat(obey.pause[e * p + cfg.rdma.data_priority],
                                                  obey.pause[e * p + cfg.rdma.control_priority]))
             if cfg.dcqcn.enabled:
-                rates.extend(engine.rate)
+                m.d.comb += self.rate[e].eq(Cat(*engine.rate))
                 changed.append(engine.rate_changed)
                 contexts.append(engine.cnp.payload)
                 cnps.append(engine.cnp.valid)
             else:
-                rates.extend(Const(LINE_RATE, RATE_BITS) for _ in range(nc // n))
-                changed.append(Const(0, nc // n))
+                m.d.comb += self.rate[e].eq(Cat(Const(LINE_RATE, RATE_BITS) for _ in range(nc)))
+                changed.append(Const(0, nc))
                 contexts.append(Const(0, port_bits(nc)))
                 cnps.append(Const(0, 1))
             t = DRAW_THRESHOLD_BITS
@@ -174,7 +176,7 @@ class RdmaFabric(wiring.Component):
                          self.mem_rdata[64 * e:64 * e + 64].eq(host.load_rdata)]
         m.d.comb += self.counters.eq(Cat(*counters))
         m.d.comb += [self.free.eq(Cat(*frees)),
-                     self.rate.eq(Cat(*rates)), self.rate_changed.eq(Cat(*changed)),
+                     self.rate_changed.eq(Cat(*changed)),
                      self.cnp_context.eq(Cat(*contexts))]
         pfc_sent = (Cat(switch.pfc_tx[e].valid for e in range(n)) if cfg.pfc.enabled
                     else Const(0, n))

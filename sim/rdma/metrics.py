@@ -144,7 +144,8 @@ def data_check(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
             "stray_words": int(((end != start) & ~written).sum())}
 
 
-def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) -> dict:
+def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None, *,
+                     qps_per_endpoint: int | None = None) -> dict:
     """Reliability state of channel aggregation against one connection per QP.
 
     A channel (or a per-QP connection) holds, at the sender, five 24-bit
@@ -160,11 +161,14 @@ def connection_state(cfg: FabricConfig, workload: RdmaWorkload | None = None) ->
     endpoint. Fabric totals count both ends of every channel.
 
     With a workload, also the channels and QPs that carry a WR meant to
-    succeed.
+    succeed. ``qps_per_endpoint`` stands for ``rdma.qps / E`` where a fabric's
+    QPs are more than ``rdma.qps`` can be (a supernode's 384 accelerators with
+    1,024 QPs each): the state is a formula of the configuration, nothing runs.
     """
     sw, r = cfg.switch, cfg.rdma
     E = cfg.endpoints
-    C, W, Q = r.channels_per_peer, r.window, r.qps // E
+    C, W = r.channels_per_peer, r.window
+    Q = r.qps // E if qps_per_endpoint is None else qps_per_endpoint
     slot = sum(width for _, width in descriptor_fields(payload_words(sw.max_packet_flits))) + 1
     sender_bits = 5 * PSN_BITS + r.retransmit_timeout.bit_length() + 1 + EPOCH_BITS + W * slot
     receiver_bits = 2 * PSN_BITS + 5 + EPOCH_BITS + W.bit_length() + r.ack_timeout.bit_length()

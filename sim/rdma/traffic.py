@@ -94,14 +94,17 @@ Patterns
         and SENDs of ``M / 2`` to ``4 M`` words, uniform, all to the target,
         on their QPs in turn. At ``load`` above ``1 / N`` of a sender's
         uplink the target's downlink is congested for as long as they post.
-    ``rdma-victim:target=T,victim=V,bystander=B,side_load=S``
-        The incast of every endpoint but the target, where the victim
-        (default ``T + 1``) also posts a second Bernoulli stream at load
-        ``S`` (default: the load; ``load + S <= 1``) to the bystander
-        (default ``T - 1``), an endpoint whose downlink nothing else loads:
-        the victim's first ``Q / 2`` QPs (at least one) talk to the target,
-        the others to the bystander. The victim's WRs to the bystander share
-        its uplink, and its switch input, with the congested ones.
+    ``rdma-victim:target=T,senders=N,victim=V,bystander=B,side_load=S``
+        The incast of ``N`` senders (default every endpoint but the target;
+        the first ``N`` after it, wrapping, taken in ascending order), where
+        the victim (default ``T + 1``; one of the senders) also posts a
+        second Bernoulli stream at load ``S`` (default: the load; ``load + S
+        <= 1``) to the bystander (default ``T - 1``), an endpoint whose
+        downlink nothing else loads: the victim's first ``Q / 2`` QPs (at
+        least one) talk to the target, the others to the bystander. The
+        victim's WRs to the bystander share its uplink, and its switch input
+        (on a fabric, its router's input and whatever links its two routes
+        share), with the congested ones.
 
 Deliberately bad WRs (``bad_fraction``)
     That share of the WRs, taken from those that are not the first of their
@@ -152,7 +155,8 @@ from ..traffic import (PatternParam, TrafficError, bernoulli_arrivals, check_int
                       parse_pattern, read_npz)
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
-           "generate_rdma", "wr_cost", "incast_roles"]
+           "generate_rdma", "wr_cost", "incast_roles", "pattern_roles",
+           "MAX_ENDPOINTS"]
 
 RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-alltoall", "rdma-incast",
                                   "rdma-victim")
@@ -165,6 +169,9 @@ WR_COLUMNS = {"post": np.int64, "src": np.int16, "qp": np.int32, "dst": np.int16
 
 #: The last axis of :attr:`RdmaWorkload.keys` (section 10.3's registration entry).
 KEY_COLUMNS = ("valid", "key", "va", "words", "page", "access", "peers")
+
+#: The most endpoints a workload's registration entries name in their peer masks.
+MAX_ENDPOINTS = 64
 
 #: Kinds of deliberately bad WRs and the completion status each must get.
 BAD_KINDS = (("lkey", STATUS_LOCAL), ("local_range", STATUS_LOCAL), ("rkey", STATUS_REMOTE),
@@ -435,11 +442,11 @@ def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
     """The parameters of the RDMA patterns that take some, for ``ports`` endpoints."""
     endpoint = f"an endpoint, 0..{ports - 1}"
     target = PatternParam(0, int, 0, ports - 1, f"the congested endpoint, {endpoint}")
+    senders = PatternParam(ports - 1, int, 1, max(1, ports - 1),
+                           "endpoints sending to the target")
     return {
-        "rdma-incast": {"target": target,
-                        "senders": PatternParam(ports - 1, int, 1, max(1, ports - 1),
-                                                "endpoints sending to the target")},
-        "rdma-victim": {"target": target,
+        "rdma-incast": {"target": target, "senders": senders},
+        "rdma-victim": {"target": target, "senders": senders,
                         "victim": PatternParam(None, int, 0, ports - 1,
                                                f"the sender that also writes to the bystander, "
                                                f"{endpoint}"),
@@ -467,6 +474,11 @@ def _pattern(pattern: str, ports: int, load: float) -> tuple[str, dict]:
         if len({t, v, b}) < 3:
             raise TrafficError(f"{where}: target {t}, victim {v} and bystander {b} must be "
                                f"three different endpoints")
+        senders = _senders(t, params["senders"], ports)
+        if v not in senders:
+            raise TrafficError(f"{where}: victim {v} must be one of the {len(senders)} senders "
+                               f"(the endpoints after the target {t}: "
+                               f"{', '.join(map(str, senders))})")
         side = params["side_load"] = load if params["side_load"] is None else params["side_load"]
         if not 0 < side <= 1 - load + 1e-12:
             raise TrafficError(f"{where}: side_load = {side:g} must be above 0 and at most "
@@ -479,22 +491,35 @@ def _roles(name: str, params: dict, ports: int) -> dict:
     """Who sends to whom in ``rdma-incast`` and ``rdma-victim``."""
     t = params["target"]
     if name == "rdma-incast":
-        senders = [(t + 1 + k) % ports for k in range(params["senders"])]
+        senders = _senders(t, params["senders"], ports)
         return {"target": t, "senders": senders, "victim": None, "bystander": None,
                 "side_load": 0.0}
-    senders = [e for e in range(ports) if e != t]
-    return {"target": t, "senders": senders, "victim": params["victim"],
-            "bystander": params["bystander"], "side_load": params["side_load"]}
+    # Ascending, so that with every endpoint a sender (the default) the posts are
+    # drawn as they were before the parameter existed.
+    return {"target": t, "senders": sorted(_senders(t, params["senders"], ports)),
+            "victim": params["victim"], "bystander": params["bystander"],
+            "side_load": params["side_load"]}
+
+
+def _senders(target: int, count: int, ports: int) -> list[int]:
+    """The ``count`` endpoints after ``target``, wrapping: an incast's senders."""
+    return [(target + 1 + k) % ports for k in range(count)]
 
 
 def incast_roles(workload: "RdmaWorkload") -> dict | None:
     """For ``rdma-incast`` and ``rdma-victim`` workloads, ``target``, ``senders``,
     ``victim``, ``bystander`` and ``side_load`` (None, None and 0 for an incast); None
     for the other patterns."""
-    name, params = _pattern(workload.pattern, workload.endpoints, workload.load)
+    return pattern_roles(workload.pattern, workload.endpoints, workload.load)
+
+
+def pattern_roles(pattern: str, endpoints: int, load: float) -> dict | None:
+    """:func:`incast_roles` of the workload ``pattern`` would make for ``endpoints`` at
+    ``load``, without making it; a bad pattern raises :class:`TrafficError`."""
+    name, params = _pattern(pattern, endpoints, load)
     if name not in ("rdma-incast", "rdma-victim"):
         return None
-    return _roles(name, params, workload.endpoints)
+    return _roles(name, params, endpoints)
 
 
 def _check_config(cfg: FabricConfig, pattern: str) -> None:
@@ -504,6 +529,10 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
         raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
                           f"for rdma traffic (two header flits and a payload word)")
     E = cfg.endpoints
+    if E > MAX_ENDPOINTS:
+        raise ConfigError(f"fabric: {E} endpoints, more than the {MAX_ENDPOINTS} rdma traffic "
+                          f"allows (a registration entry's peer mask is one int64 column of the "
+                          f"workload)")
     if r.qps % E or r.qps < E:
         raise ConfigError(f"rdma.qps = {r.qps}: must be a non-zero multiple of the endpoints "
                           f"({E}) for rdma traffic")
@@ -559,8 +588,10 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
         rights = {"local": ACCESS_LOCAL_READ, "remote": ACCESS_REMOTE_WRITE,
                   "restricted": ACCESS_REMOTE_WRITE,
                   "stale": ACCESS_LOCAL_READ | ACCESS_REMOTE_WRITE}
-        peers = {"local": 0, "remote": everyone & ~(1 << e),
-                 "restricted": 1 << int(layout.restricted_peer[e]), "stale": everyone & ~(1 << e)}
+        peers = {role: _mask_column(mask) for role, mask in
+                 (("local", 0), ("remote", everyone & ~(1 << e)),
+                  ("restricted", 1 << int(layout.restricted_peer[e])),
+                  ("stale", everyone & ~(1 << e)))}
         index = rng.permutation(r.keys)[:len(_ROLES)]
         for role, i in zip(_ROLES, index):
             key = int(i) + r.keys * int(rng.integers(1, high))
@@ -569,6 +600,13 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
                           peers[role])
             layout.key[role][e], layout.va[role][e] = key, va
     return keys, page_table, memory, layout
+
+
+def _mask_column(mask: int) -> int:
+    """A peer mask of up to :data:`MAX_ENDPOINTS` bits as the int64 of the keys array holds
+    it: the same 64 bits, two's complement, so endpoint 63's bit is the sign bit (a Python
+    int's ``>>`` and ``&`` read it back alike, and ``pack`` masks it to the field)."""
+    return mask - (1 << 64) if mask >> 63 else mask
 
 
 def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:

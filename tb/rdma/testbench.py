@@ -235,12 +235,17 @@ class RdmaTB:
         n = self.n
         if not events >> (2 * n):
             return
-        changed, bits = int(self.dut.rate_changed.value), int(self.dut.rate.value)
+        changed = int(self.dut.rate_changed.value)
         mask = (1 << RATE_BITS) - 1
         nc = self.channels
-        for k in range(n * nc):
-            if changed >> k & 1:
-                rates.append((cycle - 1, k // nc, k % nc, (bits >> (RATE_BITS * k)) & mask))
+        for e in range(n):
+            mine = changed >> (nc * e) & ((1 << nc) - 1)
+            if not mine:
+                continue
+            bits = int(getattr(self.dut, f"rate__{e}").value)
+            for k in range(nc):
+                if mine >> k & 1:
+                    rates.append((cycle - 1, e, k, (bits >> (RATE_BITS * k)) & mask))
 
     def _given(self, valid, data, fields, width):
         """``(endpoint, fields)`` of each endpoint whose ``valid`` bit is set this cycle."""

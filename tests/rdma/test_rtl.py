@@ -158,6 +158,28 @@ def test_torus_incast_congestion_exact(tmp_path):
     assert len(rtl.cnps) and len(rtl.rates) and len(rtl.pfc_frames)
 
 
+#: A leaf-spine of 4 leaves of 2 accelerators under 2 spines: a build of its own, so in
+#: ``make bench``; the torus cases above keep the behaviour in ``make test``.
+LEAF_SPINE = ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
+              "fabric.hosts_per_leaf=2", "fabric.routing=ecmp", "rdma.memory_words=4096"]
+
+
+@pytest.mark.bench
+@pytest.mark.parametrize("pattern", ["rdma-allreduce", "rdma-incast"])
+def test_leaf_spine_exact(pattern, tmp_path):
+    """The all-reduce over 1 % drops and the congested incast on the 4-leaf leaf-spine with
+    PFC, ECN and DCQCN: RTL equal to the model."""
+    require_simulator("verilator")
+    drops, load, cycles = (["faults.drop_rate=0.01"], 0.5, 2000) if pattern == "rdma-allreduce" \
+        else ([], 0.6, 400)
+    workload, model, rtl = _congested(_run("verilator", tmp_path, LEAF_SPINE + CONGESTED + drops,
+                                           pattern=pattern, load=load, cycles=cycles))
+    if pattern == "rdma-allreduce":
+        assert sum(rtl.counters["retransmissions"]) > 0
+    else:
+        assert len(rtl.cnps) and len(rtl.rates)
+
+
 def test_small_torus_exact_icarus(tmp_path):
     """Icarus on a 2x2 torus of 4 accelerators: the all-reduce over 1 % drops, exact."""
     require_simulator("icarus")

@@ -373,13 +373,63 @@ def test_victim_also_sends_to_the_bystander_on_its_other_qps(incast_cfg):
         assert wr_cost(wr["length"][mask], mtu).sum() / w.cycles == pytest.approx(load, rel=0.2)
 
 
+def test_victim_with_fewer_senders_takes_the_ones_after_the_target(incast_cfg):
+    w = generate_rdma(incast_cfg, "rdma-victim:target=6,senders=3,victim=0,bystander=3,"
+                                  "side_load=0.3", **RUN)
+    wr = w.wr
+    d = w.describe()
+    # The 3 after 6, wrapping, in ascending order; the victim one of them.
+    assert (d["target"], d["senders"], d["victim"], d["bystander"]) == (6, [0, 1, 7], 0, 3)
+    aside = wr["dst"] == 3
+    assert set(wr["src"][aside].tolist()) == {0}
+    assert set(wr["src"][~aside].tolist()) == {0, 1, 7} and set(wr["dst"][~aside].tolist()) == {6}
+
+
+def test_victim_senders_default_is_every_endpoint_but_the_target(incast_cfg):
+    """The default draws the same workload as naming all E - 1 senders, so workloads made
+    before ``senders`` existed are unchanged (the model digests hold them too)."""
+    default = generate_rdma(incast_cfg, "rdma-victim:target=2,side_load=0.3", **RUN)
+    named = generate_rdma(incast_cfg, "rdma-victim:target=2,senders=7,side_load=0.3", **RUN)
+    assert default.describe()["senders"] == [0, 1, 3, 4, 5, 6, 7]
+    assert all(np.array_equal(default.wr[c], named.wr[c]) for c in default.wr)
+
+
+def test_peer_masks_name_all_64_endpoints():
+    """On 64 endpoints the remote region admits every endpoint but its own, endpoint 63
+    (the int64 column's sign bit) included; the restricted one only its peer."""
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[4, 4, 4]",
+                                       "rdma.qps=64", "rdma.memory_words=4096",
+                                       "rdma.page_words=64", "rdma.pages=64"])
+    w = generate_rdma(cfg, "rdma-incast:target=0,senders=1", load=0.5, cycles=400, seed=1)
+    keys = tables(cfg, w)
+    for e in (0, 62, 63):
+        # The remote region: remote write only, larger than the one-page restricted one.
+        writable = w.keys[e][w.keys[e, :, 5] == ACCESS_REMOTE_WRITE]
+        for row, peers in ((writable[:, 3].argmax(), [p for p in range(64) if p != e]),
+                           (writable[:, 3].argmin(), [(e + 1) % 64])):
+            _, key, va = (int(v) for v in writable[row, :3])
+            assert [p for p in range(64)
+                    if keys[e].allowed(key, va, 1, ACCESS_REMOTE_WRITE, p)] == peers
+
+
+def test_more_than_64_endpoints_is_one_line():
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[8, 8, 6]",
+                                       "rdma.qps=384"])
+    with pytest.raises(ConfigError, match=r"^fabric: 384 endpoints, more than the 64") as info:
+        generate_rdma(cfg, "rdma-incast", load=0.5, cycles=400, seed=1)
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("pattern, shown", [
     ("rdma-incast:target=8", "target = '8' must be an integer in 0..7"),
     ("rdma-incast:senders=0", "senders = '0' must be an integer in 1..7"),
     ("rdma-incast:x=1", "'x=1' must be key=value with key one of target, senders"),
     ("rdma-victim:victim=0", "target 0, victim 0 and bystander 7 must be three different"),
     ("rdma-victim:side_load=0.6", "side_load = 0.6 must be above 0 and at most 1 - traffic.load"),
-    ("rdma-victim:share=0.5", "key one of target, victim, bystander, side_load"),
+    ("rdma-victim:share=0.5", "key one of target, senders, victim, bystander, side_load"),
+    ("rdma-victim:senders=0", "senders = '0' must be an integer in 1..7"),
+    ("rdma-victim:target=3,senders=2,victim=6", "victim 6 must be one of the 2 senders "
+                                               "(the endpoints after the target 3: 4, 5)"),
 ])
 def test_bad_incast_parameters_are_one_line(incast_cfg, pattern, shown):
     with pytest.raises(TrafficError) as info:

@@ -32,6 +32,18 @@ class _Admission:
     length: Value
 
 
+@dataclass
+class _Reader:
+    """The read side as the linked-list writer needs it: ``read``, a flit of queue
+    ``read_q`` is read this cycle; ``head``, the queues' head pointers; ``rd_q``, the
+    queue of the flit in the read register."""
+
+    read: Value
+    read_q: Value
+    head: Array
+    rd_q: Value
+
+
 class VOQBuffer(wiring.Component):
     """Store-and-forward input buffer of one router port, shared by its queues.
 
@@ -47,17 +59,20 @@ class VOQBuffer(wiring.Component):
     ``fabric.vc_buffer_flits`` per (class, VC the flit arrives on), pool
     ``prio * fabric.vcs + vc`` (docs/architecture.md 11.3).
 
-    Flits live in one memory (so it maps to block RAM) as linked lists.
-    Every queue owns one spare "dummy" entry at its tail: a flit is written
-    into the tail entry together with the address of a freshly allocated
-    entry that becomes the new tail, so a next pointer is always written in
-    the same cycle as its flit and a reader never sees a stale link. The
-    memory therefore has ``pools * pool flits + queues`` entries; the
-    accounting admits the pools' flits. Free entries are kept in a
-    free-list FIFO whose memory starts filled with every spare address, so
-    no start-up sequence is needed; its read port shows the first address
-    one clock after power-up, so the first flit may come at cycle 1 (behind
-    a port's skid buffer it cannot come sooner).
+    Flits live in one memory (so it maps to block RAM) as linked lists,
+    their next pointers in a second memory of the same depth, ``capacity``
+    entries each: so the flit memory's depth is the pools' flits (512 at the
+    default preset, within a block RAM's 512-deep wide mode). A flit is
+    written at a freshly allocated address; if its queue holds an unread
+    flit, the same edge writes the new address as that tail's next pointer,
+    else the address becomes the queue's head. Both memories are read at the
+    same address in the same cycle; the pointer memory's read is transparent
+    to its write, so a reader of a tail flit whose successor is written in
+    that cycle sees the new link. Free addresses are kept in a free-list
+    FIFO whose memory starts filled with every address, so no start-up
+    sequence is needed; its read port shows the first address one clock
+    after power-up, so the first flit may come at cycle 1 (behind a port's
+    skid buffer it cannot come sooner).
 
     Ingress frames packets by the head flit's ``length`` (``last`` is
     regenerated from it, so a malformed ``last`` can never corrupt the
@@ -135,14 +150,14 @@ class VOQBuffer(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        nq, capacity = self._queues, self.capacity
-        depth = capacity + nq
-        addr_bits = max(1, (depth - 1).bit_length())
-        entry = data.StructLayout({"payload": self._layout, "next": unsigned(addr_bits)})
+        capacity = self.capacity
+        addr_bits = max(1, (capacity - 1).bit_length())
 
-        m.submodules.mem = mem = Memory(shape=entry, depth=depth, init=[])
-        wr = mem.write_port()
+        m.submodules.mem = mem = Memory(shape=self._layout, depth=capacity, init=[])
+        m.submodules.links = links = Memory(shape=unsigned(addr_bits), depth=capacity, init=[])
+        wr, link_wr = mem.write_port(), links.write_port()
         rd = mem.read_port(domain="sync")
+        link_rd = links.read_port(domain="sync", transparent_for=(link_wr,))
         free_wr, free_rd = self._free_list(m, addr_bits)
         # Unreserved flits per pool. A read frees its slot in the pool of
         # the packet read, which is known once its head is in the read
@@ -153,9 +168,9 @@ class VOQBuffer(wiring.Component):
         rd_valid = Signal()
 
         ing = self._ingress(m, free, rd_valid)
-        self._linked_list_write(m, wr, free_rd, ing)
-        read = self._read_side(m, rd, entry, rd_valid)
-        self._space_accounting(m, rd, free_wr, free_rd, free, rd_valid, ing, read)
+        reader = self._read_side(m, rd, link_rd, rd_valid)
+        self._linked_list_write(m, wr, link_wr, free_rd, ing, rd, link_rd, rd_valid, reader)
+        self._space_accounting(m, rd, free_wr, free_rd, free, rd_valid, ing, reader.read)
         self._store_and_forward(m, ing)
         return m
 
@@ -164,15 +179,15 @@ class VOQBuffer(wiring.Component):
         return Mux(ptr == self.capacity - 1, 0, ptr + 1)
 
     def _free_list(self, m, addr_bits):
-        """The free list's memory, filled with every spare address; returns its
+        """The free list's memory, filled with every address; returns its
         ``(write port, read port)``."""
         capacity = self.capacity
-        # A FIFO of spare addresses whose read port always shows the entry at
+        # A FIFO of free addresses whose read port always shows the entry at
         # the read pointer, so an allocation needs no extra cycle.
         # Transparency lets an address freed in one cycle be reused in the next.
         m.submodules.free_mem = free_mem = Memory(
             shape=unsigned(addr_bits), depth=capacity,
-            init=[self._queues + k for k in range(capacity)])
+            init=list(range(capacity)))
         free_wr = free_mem.write_port()
         free_rd = free_mem.read_port(domain="sync", transparent_for=(free_wr,))
         return free_wr, free_rd
@@ -234,61 +249,79 @@ class VOQBuffer(wiring.Component):
         return _Admission(write=write, is_last=is_last, q_wr=q_wr,
                           q_packet=Mux(is_head, q_in, wr_q), pool=pool, length=length)
 
-    def _linked_list_write(self, m, wr, free_rd, ing):
-        """A kept flit into its queue's tail entry, with the freshly allocated
-        entry (the free list's head) as its next pointer and the queue's new tail."""
-        # Queue tails start on the queues' own dummy entries 0..nq-1.
-        tail = Array(Signal(len(wr.addr), init=q, name=f"tail{q}") for q in range(self._queues))
-        stored = self._layout(wr.data.payload)
+    def _linked_list_write(self, m, wr, link_wr, free_rd, ing, rd, link_rd, rd_valid, reader):
+        """A kept flit at the freshly allocated address (the free list's head), linked
+        behind its queue's tail if the queue holds an unread flit, else its new head;
+        it becomes the tail. ``reader``: the read side's :class:`_Reader`."""
+        nq = self._queues
+        head, rd_q = reader.head, reader.rd_q
+        tail = Array(Signal(len(wr.addr), name=f"tail{q}") for q in range(nq))
+        # holds[q]: queue q has a flit written and not yet read.
+        holds = Array(Signal(name=f"holds{q}") for q in range(nq))
+        stored = self._layout(wr.data)
+        new = free_rd.data
         m.d.comb += [
             wr.en.eq(ing.write),
-            wr.addr.eq(tail[ing.q_wr]),
-            wr.data.payload.eq(self.i.payload),
+            wr.addr.eq(new),
+            wr.data.eq(self.i.payload),
             stored.last.eq(ing.is_last),
-            wr.data.next.eq(free_rd.data),
+            link_wr.en.eq(ing.write & holds[ing.q_wr]),
+            link_wr.addr.eq(tail[ing.q_wr]),
+            link_wr.data.eq(new),
         ]
-        # Written entry by entry: an Array target would be a case over every
-        # queue for every queue in the Verilog.
-        for q in range(self._queues):
-            with m.If(ing.write & (ing.q_wr == q)):
-                m.d.sync += tail[q].eq(free_rd.data)
+        # Entry by entry: an Array target would be a case over every queue for
+        # every queue in the Verilog. A read of a queue's tail empties it, unless
+        # a flit is written into it at the same edge.
+        for q in range(nq):
+            writing = ing.write & (ing.q_wr == q)
+            draining = reader.read & (reader.read_q == q) & (rd.addr == tail[q])
+            with m.If(writing):
+                m.d.sync += [tail[q].eq(new), holds[q].eq(1)]
+            with m.Elif(draining):
+                m.d.sync += holds[q].eq(0)
+            # The head follows the reader (the link read with the flit); a flit
+            # written into an empty queue is its head, whatever the reader saw.
+            with m.If(rd_valid & (rd_q == q)):
+                m.d.sync += head[q].eq(link_rd.data)
+            with m.If(writing & ~holds[q]):
+                m.d.sync += head[q].eq(new)
 
-    def _read_side(self, m, rd, entry, rd_valid):
+    def _read_side(self, m, rd, link_rd, rd_valid):
         """``start``/``advance`` read a queue's head or the next flit of the packet
-        under way; drives the ``rd_*`` ports. Returns ``read``: a flit is read."""
+        under way; drives the ``rd_*`` ports. Returns the :class:`_Reader`."""
         nq = self._queues
-        # Queue heads start on the queues' own dummy entries 0..nq-1.
-        head = Array(Signal(len(rd.addr), init=q, name=f"head{q}") for q in range(nq))
+        head = Array(Signal(len(rd.addr), name=f"head{q}") for q in range(nq))
         rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
         rd_first = Signal()               # the read register holds a packet's head
-        out = entry(rd.data)
+        payload = self._layout(rd.data)
         start_q_phys = self.start_q if nq > 1 else 0
-        start_addr = Mux(rd_valid & (rd_q == start_q_phys), out.next, head[start_q_phys])
+        # The queue's head follows the reader, so a queue started again right after
+        # its previous packet's tail continues from the right entry.
+        start_addr = Mux(rd_valid & (rd_q == start_q_phys), link_rd.data, head[start_q_phys])
         read = self.start | self.advance
+        read_q = Signal.like(rd_q)
         m.d.comb += [
             rd.en.eq(read),
-            rd.addr.eq(Mux(self.start, start_addr, out.next)),
+            rd.addr.eq(Mux(self.start, start_addr, link_rd.data)),
+            link_rd.en.eq(read),
+            link_rd.addr.eq(rd.addr),
+            read_q.eq(Mux(self.start, start_q_phys, rd_q)),
             self.rd_valid.eq(rd_valid),
-            self.rd_payload.eq(out.payload),
-            self.rd_last.eq(rd_valid & self._layout(out.payload).last),
+            self.rd_payload.eq(rd.data),
+            self.rd_last.eq(rd_valid & payload.last),
         ]
         m.d.sync += [rd_valid.eq(read), rd_first.eq(self.start)]
         with m.If(self.start):
             m.d.sync += rd_q.eq(start_q_phys)
-        # The queue's head follows the reader, so a queue started again right
-        # after its previous packet's tail continues from the right entry.
-        for q in range(nq):
-            with m.If(rd_valid & (rd_q == q)):
-                m.d.sync += head[q].eq(out.next)
         # The pool of the packet under way, from its head flit only.
         if self._pools > 1:
             rd_pool_held = Signal(range(self._pools))
             head_pool = Signal(range(self._pools))
-            m.d.comb += head_pool.eq(self._pool(self._layout(out.payload)))
+            m.d.comb += head_pool.eq(self._pool(payload))
             with m.If(rd_first):
                 m.d.sync += rd_pool_held.eq(head_pool)
             m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
-        return read
+        return _Reader(read=read, read_q=read_q, head=head, rd_q=rd_q)
 
     def _space_accounting(self, m, rd, free_wr, free_rd, free, rd_valid, ing, read):
         """The free list's pointers (a write pops an address, a read pushes the one

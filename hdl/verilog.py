@@ -177,17 +177,17 @@ def convert(component: wiring.Component, name: str, *, src: bool = False) -> str
     return verilog.convert(component, name=name, ports=ports, emit_src=src)
 
 
-def _modules(cfg: FabricConfig, top: str) -> list:
+def _modules(cfg: FabricConfig, top: str, component=None) -> list:
     """(module name, component, whether Verilator builds it as a hierarchical block) of
     every module ``top``'s file holds, the top last."""
-    component = TOPS[top](cfg)
+    component = TOPS[top](cfg) if component is None else component
     shared = getattr(component, "modules", {})
     return ([(name, module.build(), module.hierarchical) for name, module in shared.items()]
             + [(top, component, False)])
 
 
 def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = None,
-                  src: bool = False) -> Path:
+                  src: bool = False, component: wiring.Component | None = None) -> Path:
     """Write ``out_dir/<top>.v``, ``out_dir/filelist.f`` and ``out_dir/config.json``.
 
     ``top`` defaults to :func:`default_top`. The file holds each module the
@@ -196,15 +196,17 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     path of the Verilog file. ``src`` keeps Amaranth's ``src`` attributes
     (absolute paths of this machine's Python files, so off by default: the
     file stays the same on every machine); ``superfabric synth`` turns it on
-    to name the Amaranth source of a timing path's ends.
+    to name the Amaranth source of a timing path's ends. ``component`` is a top
+    that is not one of :data:`TOPS` (the board run, whose ROMs hold a run's
+    settings), written as module ``top``.
     """
     top = default_top(cfg) if top is None else top
-    if top not in tops(cfg):
+    if component is None and top not in tops(cfg):
         raise ValueError(f"top = {top!r}: must be one of {', '.join(tops(cfg))} with "
                          f"fabric.topology = {cfg.fabric.topology!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    modules = _modules(cfg, top)
+    modules = _modules(cfg, top, component)
     text = "".join(convert(component, name, src=src) for name, component, _ in modules)
     for name, _, hierarchical in modules[:-1]:
         text = _mark(text, name, hierarchical)

@@ -264,7 +264,8 @@ def coverage_dir() -> Path | None:
 
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
           build_root: str | Path = DEFAULT_BUILD_ROOT, log=None,
-          heartbeat: float = HEARTBEAT_SECONDS, coverage: bool | None = None) -> Path:
+          heartbeat: float = HEARTBEAT_SECONDS, coverage: bool | None = None,
+          component=None) -> Path:
     """Generate and compile ``top`` for ``cfg`` on ``sim``; reuse an earlier build.
 
     Returns the build directory. Safe to call from concurrent processes. A
@@ -274,7 +275,9 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     how long it took; so does a wait for another process
     building the same. ``coverage`` (default: whether :func:`coverage_dir`
     is set) builds Verilator with line and toggle coverage, in a directory
-    of its own; Icarus has none.
+    of its own; Icarus has none. ``component`` is a ``(key, make)`` pair for a
+    top that is not one of the generated tops: ``make()`` gives the component,
+    ``key`` tells its builds apart (it names what the component is built from).
     """
     from cocotb_tools.runner import get_runner
     from ..hdl.verilog import verilator_build_args, write_verilog
@@ -282,7 +285,8 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     log = sys.stderr if log is None else log
     _point_at(sim)
     coverage = sim == "verilator" and (coverage_dir() is not None if coverage is None else coverage)
-    name = (f"{top}-{cfg.build_key}-{_hdl_digest()}" + ("-waves" if waves else "")
+    key = f"-{component[0]}" if component is not None else ""
+    name = (f"{top}-{cfg.build_key}{key}-{_hdl_digest()}" + ("-waves" if waves else "")
             + ("-coverage" if coverage else ""))
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
@@ -293,7 +297,8 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
         blog = build_dir / "build.log"
         with activity(f"superfabric: building {top} on {sim} in {build_dir} (log {blog})",
                       log, short=f"superfabric: building {top} on {sim}", every=heartbeat):
-            rtl = write_verilog(cfg, build_dir / "rtl", top=top)
+            rtl = write_verilog(cfg, build_dir / "rtl", top=top,
+                               component=component[1]() if component is not None else None)
             runner = get_runner(sim)
             build_args = []
             sources = [rtl]
@@ -378,20 +383,21 @@ def write_port_access(verilog: Path, top: str) -> Path:
 def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str | Path,
                top: str = "switch", waves: bool | None = None, seed: int = 0,
                params: dict | None = None, testcase: str | None = None,
-               build_root: str | Path = DEFAULT_BUILD_ROOT) -> RunResult:
+               build_root: str | Path = DEFAULT_BUILD_ROOT, component=None) -> RunResult:
     """Build (or reuse) ``top`` for ``cfg`` and run ``test_module`` on ``sim``.
 
     ``params`` (JSON-serialisable) and the configuration are handed to the
     testbench through :mod:`superfabric.tb.params`. Waves are written as FST
     into ``test_dir`` when ``waves`` is true or ``WAVES=1`` is set. With
     :func:`coverage_dir` set, a Verilator run writes its coverage data there,
-    named after its build.
+    named after its build. ``component`` as for :func:`build`.
     """
     from cocotb_tools.runner import get_runner
     from cocotb_tools.check_results import get_results
 
     waves = resolve_waves(waves)
-    build_dir = build(cfg, sim=sim, top=top, waves=waves, build_root=build_root)
+    build_dir = build(cfg, sim=sim, top=top, waves=waves, build_root=build_root,
+                      component=component)
     test_dir = Path(test_dir).resolve()
     test_dir.mkdir(parents=True, exist_ok=True)
     env = tb_params.write(test_dir, cfg, params or {})

@@ -18,6 +18,7 @@ COMMANDS = {
     "pool": ["pool", "--accelerators", "2", "--memory-mib", "4"],
     "collective-plan": ["collective-plan", "--bytes", "64"],
     "train": ["train", "--steps", "1"],
+    "board": ["board", "--board", "ulx3s", "--cycles", "100", "--no-bitstream"],
 }
 
 
@@ -199,6 +200,17 @@ BAD_INPUT = [
     (["train", "--algo", "nccl", "-o", "OUT"], "--algo"),
     (["train", "--batch", "2", "-o", "OUT"], "--batch"),
     (["train", "--lr", "nan", "-o", "OUT"], "--lr"),
+    # -- board: refused before the model runs --
+    (["board", "-o", "OUT"], "--board"),
+    (["board", "--board", "de10nano", "-o", "OUT"], "--board"),
+    (["board", "--board", "ulx3s", "--fpga", "99F", "-o", "OUT"], "--fpga"),
+    (["board", "--board", "orangecrab", "--fpga", "45F", "-o", "OUT"], "25F, 85F"),
+    (["board", "--board", "ulx3s", "--clock-mhz", "1", "-o", "OUT"], "--clock-mhz"),
+    (["board", "--board", "ulx3s", "--clock-mhz", "500", "-o", "OUT"], "--clock-mhz"),
+    (["board", "--board", "ulx3s", "--baud", "3000000", "-o", "OUT"], "--baud"),
+    (["board", "--board", "ulx3s", "--traffic", "zipf", "-o", "OUT"], "zipf"),
+    (["board", "--board", "ulx3s", "--traffic", "neighbour", "-o", "OUT"], "hardware generators"),
+    (["board", "--board", "ulx3s", "--load", "2", "-o", "OUT"], "traffic.load"),
     # -- synth: refused before any FPGA tool runs --
     (["synth", "--preset", "tiny", "-o", "OUT"], "--target"),
     (["synth", "--preset", "tiny", "--target", "stratix", "-o", "OUT"], "stratix"),

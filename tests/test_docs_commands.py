@@ -25,12 +25,15 @@ ways:
   tests (``tests/test_switch_rtl.py``, ``tests/fabric/``, ``tests/rdma/``),
   one build each.
 - ``--cycles`` is at most :data:`CYCLES` (and given when the example leaves
-  the default of 10,000); ``--seeds`` is 1; a ``--loads START:STOP:STEP``
+  the default); ``--seeds`` is 1; a ``--loads START:STOP:STEP``
   range keeps its two ends; ``fuzz --configs`` is 2.
 - ``-o`` is added where an example leaves it out.
 - ``generate`` runs as written: its Verilog is what the example promises,
   and no smaller configuration would check that (a fabric's stimulus top
   takes a few minutes).
+- ``board`` runs with ``--no-bitstream``: the model's run, the PLL, the
+  design files and the expected report, not the bitstream's half hour of
+  Yosys and nextpnr, which ``make bench TABLES=board`` runs.
 - ``synth``, and a ``report`` of a directory only ``synth`` would write, are
   checked up to the point where the FPGA tools would start (arguments,
   configuration, top, target and device): a synthesis takes minutes per
@@ -139,7 +142,9 @@ def transform(argv: list[str], out: str) -> list[str]:
         argv[k] = ",".join(dict.fromkeys(sims or ["model"]))
         if "model" not in argv[k]:
             argv[k] = "model"
-    if command in ("run", "sweep"):
+    if command == "board" and "--no-bitstream" not in argv:
+        argv.append("--no-bitstream")
+    if command in ("run", "sweep", "board"):
         if (k := value_of("--cycles")) is not None:
             argv[k] = str(min(int(argv[k]), CYCLES))
         else:

@@ -643,6 +643,49 @@ def pool_table() -> ResultsPage:
     return page
 
 
+#: The board table's builds: board, FPGA size; each at the default clock and run of
+#: ``superfabric board`` (the tiny preset's 4-port stimulus top).
+BOARD_BUILDS = (("ulx3s", "85F"), ("orangecrab", "85F"))
+
+
+def board_table() -> ResultsPage:
+    """``superfabric board``'s bitstreams (:data:`BOARD_BUILDS`): clock, Fmax, resources and
+    build time; a build that fails is a row with its one-line error."""
+    from ..sim.stimulus.traffic_gen import stimulus_settings
+    from .board import DEFAULT_BAUD, DEFAULT_CLOCK_MHZ, build_board
+    from .synth.eda_tool import ToolFailed
+    page = ResultsPage(
+        "board", "The stimulus top on ECP5 boards", "make bench TABLES=board",
+        "`superfabric board --board B` with its defaults: the `tiny` preset's 4-port stimulus "
+        f"top (4 ports, 2 classes, 2 iSLIP iterations), uniform traffic at load 0.5 for "
+        f"1,000,000 cycles, seed 1, the board's oscillator through the ECP5 PLL to "
+        f"{DEFAULT_CLOCK_MHZ:g} MHz, the UART at {DEFAULT_BAUD:,} baud (specification section "
+        "13.5). Fmax and resources are nextpnr's after routing, against the clock nextpnr "
+        "derives through the PLL (a build that misses it fails); LUT4 counts TRELLIS_COMB "
+        "cells, FF TRELLIS_FF. Build: Yosys, nextpnr and ecppack, wall time on this machine.")
+    widths = (10, 9, 7, 10, 8, 8, 6, 9, 12)
+    page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
+        ("board", "device", "clock", "Fmax", "LUT4", "FF", "DP16KD", "build", "run hash"),
+        widths))))
+    cfg = FabricConfig.load(preset="tiny")
+    settings = stimulus_settings(cfg, "uniform", load=0.5, cycles=1_000_000, seed=1)
+    with tempfile.TemporaryDirectory() as tmp:
+        for board, fpga in BOARD_BUILDS:
+            try:
+                res = build_board(cfg, settings, Path(tmp) / board, board=board, fpga=fpga)
+            except ToolFailed as e:
+                page.note(f"{board} {fpga}: {e}")
+                page.row(board, fpga, f"{DEFAULT_CLOCK_MHZ:g} MHz", "failed", "-", "-", "-", "-",
+                         "-")
+                continue
+            used = res["resources"]
+            page.row(board, res["device"], f"{res['clock_mhz']:g} MHz",
+                     f"{res['fmax_mhz']:.1f} MHz", f"{used['TRELLIS_COMB']:,}",
+                     f"{used['TRELLIS_FF']:,}", str(used["DP16KD"]),
+                     f"{res['seconds'] / 60:.1f} min", res["model_hash"])
+    return page
+
+
 #: The compression table's training runs: accelerators, steps (the same for every payload).
 TRAIN_RUNS = ((8, 300), (64, 300))
 #: Its all-reduce error rows: torus, elements per accelerator (192 KiB: whole blocks in
@@ -740,7 +783,7 @@ def compression_table() -> ResultsPage:
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
-          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression")
+          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -933,7 +976,8 @@ def main(argv: list[str] | None = None) -> int:
         + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \
         + ([fabric_stimulus_table] if "fabric-stimulus" in tables else []) \
         + ([pool_table] if "pool" in tables else []) \
-        + ([compression_table] if "compression" in tables else [])
+        + ([compression_table] if "compression" in tables else []) \
+        + ([board_table] if "board" in tables else [])
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:
         page = table()

@@ -48,9 +48,9 @@ class _Help(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def _add_config_args(p: argparse.ArgumentParser) -> None:
+def _add_config_args(p: argparse.ArgumentParser, preset: str = "default") -> None:
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--preset", choices=PRESETS, help="built-in configuration (default: default)")
+    src.add_argument("--preset", choices=PRESETS, help=f"built-in configuration (default: {preset})")
     src.add_argument("--config", metavar="FILE",
                      help="TOML file, merged over the default preset (default: none)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
@@ -270,6 +270,35 @@ def _synth_parser(sub) -> None:
     sy.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 
+def _board_parser(sub) -> None:
+    """``superfabric board``: a bitstream of the stimulus top for an ECP5 board."""
+    from ..hdl.board.top import BOARDS
+    from .board import DEFAULT_BAUD, DEFAULT_CLOCK_MHZ
+    b = sub.add_parser("board", formatter_class=_Help,
+                       help="build a bitstream of the stimulus top for an ECP5 board: one run, "
+                            "its statistics and run hash printed on the UART")
+    b.add_argument("--board", required=True, metavar="|".join(BOARDS), help="the board")
+    b.add_argument("--fpga", default=None, metavar="SIZE",
+                   help="the board's FPGA size, e.g. 85F or 45F (default: 85F)")
+    # The 4-port preset: the board's clock is what its stimulus top meets (DEFAULT_CLOCK_MHZ).
+    _add_config_args(b, preset="tiny")
+    b.add_argument("--traffic", default="uniform", metavar="PATTERN",
+                   help="a pattern the hardware generators make (as run --stimulus hardware)")
+    b.add_argument("--load", type=float, default=0.5, help="offered load per input, 0 < load <= 1")
+    b.add_argument("--cycles", type=int, default=1_000_000, help="cycles of generated traffic")
+    b.add_argument("--seed", type=int, default=1, help="seed of the traffic")
+    b.add_argument("--lengths", default="fixed:1", metavar="SPEC",
+                   help="packet lengths: fixed:N or bimodal:SHORT,LONG,P_SHORT")
+    b.add_argument("--clock-mhz", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
+                   help="the run's clock, from the board's oscillator through the PLL")
+    b.add_argument("--baud", type=int, default=DEFAULT_BAUD, help="the UART's bit rate")
+    b.add_argument("--no-bitstream", action="store_true",
+                   help="write the design files and the expected report, without running "
+                        "Yosys and nextpnr")
+    b.add_argument("-o", "--out", required=True, metavar="DIR",
+                   help="output directory: board.json, expected-uart.txt, build/ (top.bit)")
+
+
 def _pool_parser(sub) -> None:
     """``superfabric pool``: a pool allocator on an allocate/free trace."""
     from .pool import ALLOCATORS, TRACES
@@ -361,7 +390,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for add in (_generate_parser, _run_parser, _sweep_parser, _fuzz_parser, _synth_parser,
                 _report_parser, _pool_parser, _pcap_parser, _collective_plan_parser,
-                _train_parser):
+                _train_parser, _board_parser):
         add(sub)
     return p
 
@@ -543,6 +572,35 @@ def _check_pcap_out(option: str, out: str, clock_mhz: float) -> None:
         raise UsageError(f"{option} = {out!r}: no directory {str(path.parent)!r}")
 
 
+def _board(args) -> int:
+    from ..sim.stimulus.traffic_gen import stimulus_settings
+    from .board import build_board
+    if args.preset is None and args.config is None:
+        args.preset = "tiny"
+    cfg = _config(args)
+    settings = stimulus_settings(cfg, args.traffic, load=args.load, cycles=args.cycles,
+                                 seed=args.seed, packet_lengths=args.lengths)
+    res = build_board(cfg, settings, args.out, board=args.board, fpga=args.fpga,
+                      clock_mhz=args.clock_mhz, baud=args.baud, bitstream=not args.no_bitstream)
+    out = Path(args.out)
+    nearest = ("" if abs(res["clock_mhz"] - args.clock_mhz) < 1e-9 else
+               f" (the nearest the PLL makes to {args.clock_mhz:g})")
+    print(f"board: {res['board']} ({res['device']}), {res['clock_mhz']:g} MHz{nearest}, UART "
+          f"{res['baud']:,} baud 8N1; the model's run: {res['model_cycles']:,} cycles, "
+          f"run hash {res['model_hash']}")
+    if res["bitstream"]:
+        used = res["resources"]
+        print(f"bitstream: {res['bitstream']} (Fmax {res['fmax_mhz']:g} MHz, "
+              f"{used.get('TRELLIS_COMB', 0):,} LUT4, {used.get('TRELLIS_FF', 0):,} FF, "
+              f"{used.get('DP16KD', 0)} DP16KD, {res['seconds']:.0f} s)")
+        print(f"load it: openFPGALoader --board {res['board']} {res['bitstream']}")
+    else:
+        print(f"design files (no bitstream): {out / 'build'}")
+    print(f"connect: {res['connect']}")
+    print(f"the UART must print: {out / 'expected-uart.txt'}")
+    return 0
+
+
 def _pcap(args) -> int:
     from .pcap import write_pcap
     _check_pcap_out("-o", args.out, args.clock_mhz)
@@ -643,6 +701,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``superfabric`` console script."""
     from ..sim.traffic import TrafficError
     from ..tb.runner import SimulatorMissing
+    from .board import BoardError
     from .pcap import PcapError
     from .report.build import ReportError
     from .sweep import SweepError
@@ -655,10 +714,10 @@ def main(argv: list[str] | None = None) -> int:
         handler = {"generate": _generate, "run": _run, "sweep": _sweep, "fuzz": _fuzz,
                    "synth": _synth, "report": _report, "pool": _pool,
                    "pcap": _pcap, "collective-plan": _collective_plan,
-                   "train": _train}[args.command]
+                   "train": _train, "board": _board}[args.command]
         return handler(args)
     except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
-            ToolMissing, PcapError) as e:
+            ToolMissing, PcapError, BoardError) as e:
         print(f"superfabric: error: {e}", file=sys.stderr)
         return 2
     except ToolFailed as e:

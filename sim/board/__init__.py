@@ -1,0 +1,1 @@
+"""The model of the board top (section 13.5)."""

@@ -1,0 +1,1 @@
+"""cocotb testbench of the board top's run: the UART's report decoded in simulation."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -62,6 +63,10 @@ def _fraction(doc: str):
 
 def _sizes(count: tuple[int, int], each: tuple[int, int], doc: str):
     return field(metadata={"sizes": (count, each), "doc": doc})
+
+
+def _positive(doc: str):
+    return field(metadata={"positive": True, "doc": doc})
 
 
 @dataclass(frozen=True)
@@ -197,12 +202,20 @@ class FabricConfig:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
     @property
+    def link_gbps(self) -> float:
+        """GB/s (10**9 bytes a second) a link carries each way: a flit of
+        ``switch.data_width`` bits a cycle at ``fabric.clock_mhz``."""
+        return self.switch.data_width / 8 * self.fabric.clock_mhz / 1000
+
+    @property
     def build_key(self) -> str:
         """A digest of what the hardware is generated from, for build directories:
-        the ``[faults]`` settings are run-time inputs of the RTL and left out."""
+        the ``[faults]`` settings are run-time inputs of the RTL and the clock only
+        converts cycles to time, so both are left out."""
         import hashlib
         data = self.to_dict()
         del data["faults"]
+        del data["fabric"]["clock_mhz"]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -436,7 +449,8 @@ class TopologyConfig:
     switch of ``[switch]``); ``"torus"`` a k-ary n-cube of ``dims`` with
     ``endpoints_per_router`` endpoints per router; ``"fat_tree"`` a two-level
     leaf-spine. Router-to-router links carry ``vcs`` virtual channels per
-    traffic class with credit-based flow control.
+    traffic class with credit-based flow control. ``clock_mhz`` is the clock
+    the cycles are taken at, for results in microseconds and GB/s only.
     """
 
     topology: str = _choice(("switch", "torus", "fat_tree"),
@@ -452,6 +466,8 @@ class TopologyConfig:
     vc_buffer_flits: int = _ranged(1, 4096, "input buffer per (class, VC) at a router link port")
     link_latency: int = _ranged(1, 64, "cycles each way on a router-to-router link")
     allow_deadlock: bool = _flag("run a configuration whose channel dependency graph has a cycle")
+    clock_mhz: float = _positive("the fabric's clock in MHz: turns cycles into microseconds "
+                                 "and GB/s in results, never changes a run")
 
     #: Routing functions allowed per topology.
     ROUTINGS = {"switch": ("dor", "adaptive", "ecmp"), "torus": ("dor", "adaptive"),
@@ -620,6 +636,12 @@ def _check_value(where: str, f: dataclasses.Field, value: Any) -> Any:
     elif "fraction" in meta:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise ConfigError(f"{where} = {value!r}: must be a number in 0..1 ({meta['doc']})")
+        value = float(value)
+    elif "positive" in meta:
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not 0 < value < math.inf):
+            raise ConfigError(f"{where} = {value!r}: must be a positive finite number "
+                              f"({meta['doc']})")
         value = float(value)
     elif "classes" in meta:
         if (not isinstance(value, (list, tuple)) or len(set(value)) != len(value)

@@ -347,6 +347,36 @@ def test_faults_are_left_out_of_the_build_key():
     assert FabricConfig.load(overrides=["rdma.enabled=true", "rdma.window=64"]).build_key != base.build_key
 
 
+# -- fabric.clock_mhz -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_preset_has_the_clock_of_a_40_gbps_link(preset):
+    cfg = FabricConfig.load(preset=preset)
+    # One 64-bit flit a cycle at 625 MHz: 40 Gb/s, DCQCN's line rate (docs/spec/rdma.md 10.13).
+    assert cfg.fabric.clock_mhz == 625.0 and cfg.switch.data_width == 64
+    assert cfg.link_gbps == 5.0
+
+
+def test_the_link_rate_follows_the_clock_and_the_flit():
+    cfg = FabricConfig.load(overrides=["fabric.clock_mhz=1000", "switch.data_width=256"])
+    assert cfg.fabric.clock_mhz == 1000.0 and cfg.link_gbps == 32.0
+
+
+@pytest.mark.parametrize("value, shown", [("0", "0"), ("-625", "-625"), ("nan", "nan"),
+                                          ("inf", "inf"), ("true", "True"), ("fast", "'fast'"),
+                                          ("[625]", "[625]")])
+def test_bad_clock(value, shown):
+    config_error(lambda: FabricConfig.load(overrides=[f"fabric.clock_mhz={value}"]),
+                 f"fabric.clock_mhz = {shown}:", "must be a positive finite number", "MHz")
+
+
+def test_the_clock_is_in_the_key_and_not_in_the_build_key():
+    base = FabricConfig.load()
+    faster = FabricConfig.load(overrides=["fabric.clock_mhz=1250.5"])
+    assert faster.key != base.key and faster.build_key == base.build_key
+
+
 # -- [stimulus] -----------------------------------------------------------------------
 
 

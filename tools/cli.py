@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -166,10 +167,9 @@ def _run_parser(sub) -> None:
 
 
 def _add_clock_arg(p: argparse.ArgumentParser) -> None:
-    from .pcap import DEFAULT_CLOCK_MHZ
-    p.add_argument("--clock-mhz", type=float, default=DEFAULT_CLOCK_MHZ, metavar="MHZ",
-                   help="the clock the pcap's timestamps take a cycle at (625: one 64-bit flit "
-                        "per cycle at 40 Gb/s)")
+    p.add_argument("--clock-mhz", type=float, default=None, metavar="MHZ",
+                   help="the clock the pcap's timestamps take a cycle at (default: the run's "
+                        "fabric.clock_mhz)")
 
 
 def _pcap_parser(sub) -> None:
@@ -561,10 +561,11 @@ def _synth(args) -> int:
     return 0
 
 
-def _check_pcap_out(option: str, out: str, clock_mhz: float) -> None:
-    """A pcap file to write: not a directory, in a directory that exists; a positive clock."""
-    if not clock_mhz > 0:
-        raise UsageError(f"--clock-mhz = {clock_mhz:g}: must be positive")
+def _check_pcap_out(option: str, out: str, clock_mhz: float | None) -> None:
+    """A pcap file to write: not a directory, in a directory that exists; a positive clock
+    (None: the run's)."""
+    if clock_mhz is not None and not 0 < clock_mhz < math.inf:
+        raise UsageError(f"--clock-mhz = {clock_mhz:g}: must be a positive finite number")
     path = Path(out)
     if not out.strip() or path.is_dir():
         raise UsageError(f"{option} = {out!r}: must name a file")
@@ -631,7 +632,8 @@ def _run(args) -> int:
         co = res["collective"]
         print(f"{args.sim}: {co['op']} of {co['bytes']:,} bytes by {co['algo']} on "
               f"{co['accelerators']} accelerators: "
-              + (f"{co['cycles']:,} cycles, busbw {co['busbw']:.3f} bytes/cycle, "
+              + (f"{co['cycles']:,} cycles ({co['time_us']:,.3f} us), busbw {co['busbw']:.3f} "
+                 f"bytes/cycle ({co['busbw_gbps']:.3f} GB/s), "
                  f"{co['alpha_beta_ratio']:.2f} x the alpha-beta prediction "
                  f"({co['alpha_beta_cycles']:,}), data "
                  f"{'exact' if co['data_ok'] else 'WRONG'}" if co["cycles"] else "not finished"))

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...config import FabricConfig
 from ...network.topology import Topology
-from .alpha_beta import AlphaBeta, busbw_factor
+from .alpha_beta import AlphaBeta, algbw as algbw_gbps, busbw as busbw_gbps, busbw_factor
 from .engine import CollectiveEngines
 from .host_memory import Layout
 from .library import ALGORITHMS, plan
@@ -106,11 +106,16 @@ def collective_summary(cfg: FabricConfig, prepared: CollectivePlan, records, eng
     finished = not records.stalled and all(e.done() for e in engines.engines)
     cycles = engines.completion_cycle if finished else None
     algbw = prepared.nbytes / cycles if cycles else None
+    time_us = cycles / cfg.fabric.clock_mhz if cycles else None
     return {
         "op": s.op, "algo": s.algorithm, "dtype": prepared.dtype, "bytes": prepared.nbytes,
         "accelerators": n, "steps": s.step_count, "cycles": cycles,
         "algbw": algbw, "busbw": algbw * busbw_factor(s.op, n) if algbw else None,
         "busbw_factor": busbw_factor(s.op, n),
+        "time_us": time_us,
+        "algbw_gbps": algbw_gbps(prepared.nbytes, time_us / 1e6) if cycles else None,
+        "busbw_gbps": busbw_gbps(s.op, n, prepared.nbytes, time_us / 1e6) if cycles else None,
+        "link_gbps": cfg.link_gbps,
         "alpha_beta_cycles": prepared.predicted,
         "alpha_beta_ratio": cycles / prepared.predicted if cycles else None,
         "data_ok": finished and data_ok(cfg, prepared, buffers),

@@ -31,10 +31,37 @@ def test_the_collective_section(tmp_path, capsys):
     assert co["algbw"] == pytest.approx(2048 / co["cycles"])
     assert co["busbw"] == pytest.approx(co["algbw"] * 2 * 7 / 8)
     assert co["alpha_beta_ratio"] == pytest.approx(co["cycles"] / co["alpha_beta_cycles"])
+    # In real units at the default clock, 625 MHz: GB/s = bytes/cycle * MHz / 1000.
+    assert co["time_us"] == co["cycles"] / 625
+    assert co["algbw_gbps"] == pytest.approx(co["algbw"] * 625 / 1000, rel=1e-12)
+    assert co["busbw_gbps"] == pytest.approx(co["busbw"] * 625 / 1000, rel=1e-12)
+    assert co["link_gbps"] == 5.0
+    assert f"{co['cycles']:,} cycles ({co['time_us']:,.3f} us)" in line
+    assert f"({co['busbw_gbps']:.3f} GB/s)" in line
     assert (out / "workload.npz").exists() and (out / "model_records.npz").exists()
     timeline = np.load(out / "collective.npz")
     assert timeline["started"].shape == (8 * 14, 3) and timeline["applied"].shape == (8 * 14, 3)
     assert timeline["applied"][:, 2].max() + 1 == co["cycles"]
+
+
+def test_the_clock_changes_the_units_only(tmp_path):
+    runs = {}
+    for mhz in (625, 1000):
+        out = tmp_path / str(mhz)
+        assert main(["run", "--traffic", "collective:op=allgather,algo=ring,bytes=1024",
+                     *SETTINGS, "--set", f"fabric.clock_mhz={mhz}", "-o", str(out)]) == 0
+        runs[mhz] = json.loads((out / "results.json").read_text())["collective"]
+        assert runs[mhz]["time_us"] == runs[mhz]["cycles"] / mhz
+        # An all-gather's bus bandwidth factor is (n - 1) / n.
+        assert runs[mhz]["busbw_gbps"] == pytest.approx(
+            runs[mhz]["algbw_gbps"] * 7 / 8, rel=1e-12)
+        assert runs[mhz]["algbw_gbps"] == pytest.approx(
+            1024 / runs[mhz]["time_us"] / 1000, rel=1e-12)
+    slow, fast = runs[625], runs[1000]
+    assert fast["time_us"] < slow["time_us"] and fast["link_gbps"] == 8.0
+    cycles = ("cycles", "algbw", "busbw", "alpha_beta_cycles", "run_cycles", "work_requests")
+    assert [fast[k] for k in cycles] == [slow[k] for k in cycles]
+    assert fast["busbw_gbps"] == pytest.approx(slow["busbw_gbps"] * 1000 / 625, rel=1e-12)
 
 
 @pytest.mark.parametrize("traffic, extra, message", [

@@ -20,7 +20,7 @@ import pytest
 from superfabric.formats import rdma_wire as wire
 from superfabric.sim.rdma.records import RdmaRecords
 from superfabric.tools.cli import main
-from superfabric.tools.pcap import DEFAULT_CLOCK_MHZ, roce_frame
+from superfabric.tools.pcap import roce_frame
 
 from conftest import RDMA_SMALL, require_tool
 
@@ -113,9 +113,11 @@ def faulty(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def congested(tmp_path_factory):
-    """An incast with PFC and DCQCN, and drops: CNPs, pause frames, CE marks."""
-    return _run(tmp_path_factory.mktemp("congested"), CONGESTED + ["faults.drop_rate=0.01"],
-                "rdma-incast", 1500)
+    """An incast with PFC and DCQCN, and drops: CNPs, pause frames, CE marks; at a clock of
+    1 GHz, which ``run --pcap`` takes from the configuration."""
+    return _run(tmp_path_factory.mktemp("congested"),
+                CONGESTED + ["faults.drop_rate=0.01", "fabric.clock_mhz=1000"], "rdma-incast",
+                1500)
 
 
 def _expected(rec: RdmaRecords) -> list[tuple]:
@@ -133,8 +135,9 @@ def num(text: str) -> int:
     return int(text, 16) if text.startswith("0x") else int(text)
 
 
-def _check(rec: RdmaRecords, pcap: Path) -> dict:
-    """Every frame against its record; returns how many frames of each kind."""
+def _check(rec: RdmaRecords, pcap: Path, clock_mhz: int) -> dict:
+    """Every frame against its record, time-stamped at ``clock_mhz``; returns how many frames
+    of each kind."""
     frames = decoded(pcap)
     expected = _expected(rec)
     assert len(frames) == len(expected) > 0
@@ -142,7 +145,7 @@ def _check(rec: RdmaRecords, pcap: Path) -> dict:
     kinds = {}
     for i, (got, (kind, cycle, row, words), data) in enumerate(zip(frames, expected, raw)):
         where = f"frame {i + 1} (cycle {cycle})"
-        ns = round(Decimal(cycle) * 1000 / Decimal(DEFAULT_CLOCK_MHZ))
+        ns = round(Decimal(cycle) * 1000 / Decimal(clock_mhz))
         assert Decimal(got["frame.time_epoch"]) * 10 ** 9 == ns, where
         if kind == "pfc":
             assert got["frame.protocols"] == "eth:ethertype:macc", where
@@ -201,7 +204,7 @@ def test_rdma_run_with_faults_decodes_as_its_records(faulty):
     rec, cfg, _, pcap = faulty
     assert rec.counters and sum(rec.counters["naks"]) > 0     # the faults did their part
     _no_errors(pcap)
-    kinds = _check(rec, pcap)
+    kinds = _check(rec, pcap, 625)     # the preset's clock
     assert kinds["data"] > 100 and kinds["ack"] > 0 and kinds["nak"] > 0, kinds
     # Each frame's sender and receiver are the endpoints of its record.
     hosts = tshark(pcap, "-T", "fields", "-e", "ip.src", "-e", "ip.dst").splitlines()
@@ -212,7 +215,7 @@ def test_rdma_run_with_faults_decodes_as_its_records(faulty):
 def test_congested_run_decodes_cnps_and_pause_frames(congested):
     rec, _, _, pcap = congested
     _no_errors(pcap)
-    kinds = _check(rec, pcap)
+    kinds = _check(rec, pcap, 1000)
     assert kinds.get("cnp", 0) > 0 and kinds.get("pfc", 0) > 0, kinds
 
 
@@ -226,11 +229,16 @@ def test_corrupted_headers_are_the_frames_with_a_bad_icrc(tmp_path):
     assert bad == sum(rec.counters["corrupt"]) > 0
 
 
-def test_switch_run_as_udp_with_its_header(tmp_path):
+@pytest.mark.parametrize("config_clock, option, mhz", [
+    ([], ["--clock-mhz", "100"], 100),                                       # the option
+    (["--set", "fabric.clock_mhz=100"], [], 100),                            # the run's clock
+    (["--set", "fabric.clock_mhz=100"], ["--clock-mhz", "250"], 250),        # overridden
+])
+def test_switch_run_as_udp_with_its_header(tmp_path, config_clock, option, mhz):
     out, pcap = tmp_path / "run", tmp_path / "switch.pcap"
     assert main(["run", "--preset", "tiny", "--traffic", "uniform", "--load", "0.5", "--cycles",
-                 "200", "--lengths", "fixed:2", "-o", str(out)]) == 0
-    assert main(["pcap", str(out), "-o", str(pcap), "--clock-mhz", "100"]) == 0
+                 "200", "--lengths", "fixed:2", *config_clock, "-o", str(out)]) == 0
+    assert main(["pcap", str(out), "-o", str(pcap), *option]) == 0
     with np.load(out / "packets.npz") as z:
         delivered = np.flatnonzero(z["model_head"] >= 0)
         heads = z["model_head"][delivered]
@@ -243,7 +251,7 @@ def test_switch_run_as_udp_with_its_header(tmp_path):
     for line, tag, head in zip(lines, tags, heads):
         protocols, port, time, data = line.split("\t")
         assert (protocols, port) == ("eth:ethertype:ip:udp:data", "50000")
-        assert Decimal(time) == Decimal(int(head)) / Decimal(100 * 10 ** 6)
+        assert Decimal(time) == Decimal(int(head)) / (Decimal(mhz) * 10 ** 6)
         header = bytes.fromhex(data)
         assert header[:3] == b"SF\x01" and int.from_bytes(header[12:20], "big") == tag
 
@@ -252,7 +260,8 @@ def test_bad_input_is_one_line_and_status_2(tmp_path, capsys):
     for args in (["pcap", str(tmp_path / "missing"), "-o", str(tmp_path / "x.pcap")],
                  ["pcap", str(tmp_path), "-o", str(tmp_path / "x.pcap")],
                  ["pcap", str(tmp_path), "-o", str(tmp_path)],
-                 ["pcap", str(tmp_path), "-o", str(tmp_path / "x.pcap"), "--clock-mhz", "0"]):
+                 ["pcap", str(tmp_path), "-o", str(tmp_path / "x.pcap"), "--clock-mhz", "0"],
+                 ["pcap", str(tmp_path), "-o", str(tmp_path / "x.pcap"), "--clock-mhz", "inf"]):
         assert main(args) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("superfabric: error: "), err

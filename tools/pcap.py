@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from fractions import Fraction
 from pathlib import Path
 
@@ -31,13 +32,10 @@ from ..config import FabricConfig
 from ..formats import rdma_wire as wire
 from ..sim.pfc_frame import encode as pfc_frame
 
-__all__ = ["PcapError", "DEFAULT_CLOCK_MHZ", "ROCE_PORT", "SWITCH_PORT", "QP_BASE", "RETH",
+__all__ = ["PcapError", "ROCE_PORT", "SWITCH_PORT", "QP_BASE", "RETH",
            "SwitchPacket", "endpoint_mac", "endpoint_ip", "switch_mac", "dest_qp", "roce_frame",
            "write_pcap"]
 
-#: The clock a cycle is taken at when none is given: one 64-bit flit per cycle at 40 Gb/s,
-#: the line rate of the DCQCN section (docs/spec/rdma.md section 10.13).
-DEFAULT_CLOCK_MHZ = 625.0
 #: RoCEv2's UDP destination port (IANA).
 ROCE_PORT = 4791
 #: The UDP destination port of a switch or fabric run's packets: in the dynamic range, which
@@ -228,26 +226,29 @@ def _results(run: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def write_pcap(run_dir: str | Path, out: str | Path, *,
-               clock_mhz: float = DEFAULT_CLOCK_MHZ) -> int:
+def write_pcap(run_dir: str | Path, out: str | Path, *, clock_mhz: float | None = None) -> int:
     """Write the pcap of a run directory; returns the number of frames.
 
     Frames are in cycle order (a delivered packet at the cycle its head reached
     the endpoint, a pause frame at the cycle the switch sent it); within a
     cycle, the delivered packets in the order of the records, then the pause
     frames. Cycle ``c`` is at ``c / clock_mhz`` microseconds after the epoch,
-    written with nanosecond timestamps. The frames are the model's records (an
-    RTL run's scoreboard held the RTL to them).
+    written with nanosecond timestamps; ``clock_mhz`` None is the run's
+    ``fabric.clock_mhz``. The frames are the model's records (an RTL run's
+    scoreboard held the RTL to them).
     """
-    if not clock_mhz > 0:
-        raise PcapError(f"--clock-mhz = {clock_mhz:g}: must be positive")
+    if clock_mhz is not None and not 0 < clock_mhz < math.inf:
+        raise PcapError(f"--clock-mhz = {clock_mhz:g}: must be a positive finite number")
     run = Path(run_dir)
     results = _results(run)
     if "stimulus" in results:
         raise PcapError(f"RUN_DIR = {str(run)!r}: a hardware-stimulus run records no packets "
                         f"(run it with --stimulus trace)")
+    cfg = FabricConfig.from_dict(results["config"])
+    if clock_mhz is None:
+        clock_mhz = cfg.fabric.clock_mhz
     if "rdma" in results:
-        frames = _rdma_frames(run, FabricConfig.from_dict(results["config"]))
+        frames = _rdma_frames(run, cfg)
     elif (run / "packets.npz").is_file():
         frames = _switch_frames(run)
     else:

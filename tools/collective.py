@@ -64,14 +64,16 @@ def collective_plan(cfg, *, op: str, algo: str, nbytes: int, accelerator: int, s
     predicted = {a: model.predict(peers, op, a, nbytes) for a in ALGORITHMS
                  if supports(a, op, peers)}
     mine = schedule.steps[accelerator]
+    mhz = cfg.fabric.clock_mhz
     lines = [f"collective-plan: {op} of {nbytes} bytes on the {_describe(peers.topology)} of "
              f"{peers.n} accelerators: {schedule.algorithm}"
              + (" (auto)" if algo == "auto" else ""),
              f"steps: {schedule.step_count} at the busiest accelerator, "
              f"{sum(len(s) for s in schedule.steps)} in all; accelerator {accelerator}: "
              f"{len(mine)} steps, {schedule.slots[accelerator]} chunks received",
-             "alpha-beta prediction (cycles): " + ", ".join(
-                 f"{a} {t}{' *' if a == schedule.algorithm else ''}" for a, t in predicted.items())]
+             f"alpha-beta prediction in cycles (us at {mhz:g} MHz): " + ", ".join(
+                 f"{a} {t} ({t / mhz:.3f}){' *' if a == schedule.algorithm else ''}"
+                 for a, t in predicted.items())]
     if show and mine:
         lines.append(f"accelerator {accelerator}, steps 0..{min(show, len(mine)) - 1}:")
         lines.append("  step " + " ".join(f"{c:>8}" for c in COLUMNS))

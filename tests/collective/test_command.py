@@ -28,6 +28,10 @@ def test_the_plan_is_printed_and_written(tmp_path, capsys):
     assert len(plan["schedules"]) == 8 and len(plan["schedules"][0]) == 2 * 14
     first = step_fields(plan["schedules"][0][:2])
     assert first["length"] == 128 and first["wait"] == 0 and first["reduce"] == 1
+    # Every prediction in cycles and in microseconds at the presets' 625 MHz.
+    assert lines[2].startswith("alpha-beta prediction in cycles (us at 625 MHz): ")
+    ring = plan["predicted_cycles"]["ring"]
+    assert f"ring {ring} ({ring / 625:.3f}) *" in lines[2]
 
 
 def test_auto_names_the_pick(tmp_path, capsys):

@@ -30,7 +30,8 @@ simulators:
 	bash tools/install-simulators.sh
 
 # Headless Chromium renders the HTML reports in the tests; tshark, Wireshark's decoder,
-# reads back the pcap files of `superfabric pcap`.
+# reads back the pcap files of `superfabric pcap`; dfu-suffix (dfu-util) ends the
+# OrangeCrab's bitstream build of `superfabric board`.
 debian-tools:
 	bash tools/install-debian-tools.sh
 

@@ -32,7 +32,7 @@ ways:
   and no smaller configuration would check that (a fabric's stimulus top
   takes a few minutes).
 - ``board`` runs with ``--no-bitstream``: the model's run, the PLL, the
-  design files and the expected report, not the bitstream's half hour of
+  design files and the expected report, not the bitstream's minutes of
   Yosys and nextpnr, which ``make bench TABLES=board`` runs.
 - ``synth``, and a ``report`` of a directory only ``synth`` would write, are
   checked up to the point where the FPGA tools would start (arguments,

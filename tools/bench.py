@@ -653,7 +653,7 @@ def board_table() -> ResultsPage:
     build time; a build that fails is a row with its one-line error."""
     from ..sim.stimulus.traffic_gen import stimulus_settings
     from .board import DEFAULT_BAUD, DEFAULT_CLOCK_MHZ, build_board
-    from .synth.eda_tool import ToolFailed
+    from .synth.eda_tool import ToolFailed, ToolMissing
     page = ResultsPage(
         "board", "The stimulus top on ECP5 boards", "make bench TABLES=board",
         "`superfabric board --board B` with its defaults: the `tiny` preset's 4-port stimulus "
@@ -669,12 +669,13 @@ def board_table() -> ResultsPage:
         widths))))
     cfg = FabricConfig.load(preset="tiny")
     settings = stimulus_settings(cfg, "uniform", load=0.5, cycles=1_000_000, seed=1)
+    failures = []
     with tempfile.TemporaryDirectory() as tmp:
         for board, fpga in BOARD_BUILDS:
             try:
                 res = build_board(cfg, settings, Path(tmp) / board, board=board, fpga=fpga)
-            except ToolFailed as e:
-                page.note(f"{board} {fpga}: {e}")
+            except (ToolFailed, ToolMissing) as e:
+                failures.append(f"{board} {fpga}: {e}")
                 page.row(board, fpga, f"{DEFAULT_CLOCK_MHZ:g} MHz", "failed", "-", "-", "-", "-",
                          "-")
                 continue
@@ -683,6 +684,8 @@ def board_table() -> ResultsPage:
                      f"{res['fmax_mhz']:.1f} MHz", f"{used['TRELLIS_COMB']:,}",
                      f"{used['TRELLIS_FF']:,}", str(used["DP16KD"]),
                      f"{res['seconds'] / 60:.1f} min", res["model_hash"])
+    for failure in failures:
+        page.note(failure)
     return page
 
 

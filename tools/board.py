@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,7 +32,7 @@ from ..sim.board.run import report_text
 from ..formats.stimulus import StimulusSettings
 from ..sim.stimulus.metrics import combined_hash
 from ..sim.stimulus.top import StimulusModel
-from .synth.eda_tool import ToolFailed, find_tool
+from .synth.eda_tool import ToolFailed, ToolMissing, find_tool
 
 __all__ = ["BoardError", "DEFAULT_CLOCK_MHZ", "DEFAULT_BAUD", "pll_parameters", "build_board"]
 
@@ -124,6 +125,7 @@ def build_board(cfg: FabricConfig, settings: StimulusSettings, out_dir: str | Pa
         "package": platform.package, "speed": platform.speed,
         "clock_mhz": pll["mhz"], "oscillator_mhz": oscillator, "pll": pll, "baud": baud,
         "clocks_per_bit": round(clock_hz / baud), "connect": spec.how_to_connect,
+        "load": None,
         "settings": settings.to_dict(), "config": cfg.to_dict(), "model_hash": f"{expected:08x}",
         "model_cycles": stats.cycles, "bitstream": None,
     }
@@ -132,6 +134,10 @@ def build_board(cfg: FabricConfig, settings: StimulusSettings, out_dir: str | Pa
     if bitstream:
         env = {**os.environ, "YOSYS": find_tool("yosys"),
                "NEXTPNR_ECP5": find_tool("nextpnr-ecp5"), "ECPPACK": find_tool("ecppack")}
+        for program in spec.programs:
+            if shutil.which(program) is None:
+                raise ToolMissing(f"{program}: not on PATH; the {board} build runs it (install "
+                                  f"it with: bash tools/install-debian-tools.sh {program})")
         start = time.monotonic()
         try:
             with activity(f"superfabric: building the {board} bitstream at {pll['mhz']:g} MHz in "
@@ -151,7 +157,8 @@ def build_board(cfg: FabricConfig, settings: StimulusSettings, out_dir: str | Pa
             # nextpnr ignores a constraint on a net it cannot find, with a warning only.
             raise ToolFailed(f"nextpnr checked no constraint of {pll['mhz']:g} MHz on the run's "
                              f"clock; see {build / 'top.tim'}")
-        result.update(figures, seconds=time.monotonic() - start, bitstream=str(build / "top.bit"))
+        result.update(figures, seconds=time.monotonic() - start, bitstream=str(build / "top.bit"),
+                      load=spec.load.format(bit=build / "top.bit"))
     else:
         plan.extract(build)
     (out / "board.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -594,7 +594,7 @@ def _board(args) -> int:
         print(f"bitstream: {res['bitstream']} (Fmax {res['fmax_mhz']:g} MHz, "
               f"{used.get('TRELLIS_COMB', 0):,} LUT4, {used.get('TRELLIS_FF', 0):,} FF, "
               f"{used.get('DP16KD', 0)} DP16KD, {res['seconds']:.0f} s)")
-        print(f"load it: openFPGALoader --board {res['board']} {res['bitstream']}")
+        print(f"load it: {res['load']}")
     else:
         print(f"design files (no bitstream): {out / 'build'}")
     print(f"connect: {res['connect']}")

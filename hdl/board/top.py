@@ -34,6 +34,10 @@ class Board:
     uart_pins: tuple | None  #: (rx, tx, connector) where the board has no UART resource
     leds: str                #: "led" (separate LEDs 0..2) or "rgb_led" (one RGB LED)
     how_to_connect: str
+    #: How to load a bitstream ``{bit}`` into the FPGA, with the board on USB.
+    load: str
+    #: Programs the platform's build runs besides Yosys, nextpnr and ecppack (from Debian).
+    programs: tuple = ()
 
     def platform(self, size: str | None = None):
         platform = self.platforms[size or self.default_size]()
@@ -50,14 +54,20 @@ BOARDS = {
                    "45F": ULX3S_45F_Platform, "85F": ULX3S_85F_Platform},
         default_size="85F", clock="clk25", button="button_fire", uart_pins=None, leds="led",
         how_to_connect="the USB port US1 (its FTDI chip is the UART); LEDs D0 running, "
-                       "D1 finished, D2 mismatch; button F1 (FIRE1) runs again"),
+                       "D1 finished, D2 mismatch; button F1 (FIRE1) runs again",
+        load="openFPGALoader --board ulx3s {bit}"),
     "orangecrab": Board(
         platforms={"25F": OrangeCrabR0_2_25FPlatform, "85F": OrangeCrabR0_2_85FPlatform},
         default_size="85F", clock="clk", button="button", uart_pins=("0", "1", ("io", 0)),
         leds="rgb_led",
         how_to_connect="a 3.3 V USB-serial adapter on the Feather pins 0 (RX) and 1 (TX); "
                        "the RGB LED is blue while running, green when finished, red on a "
-                       "mismatch; the button runs again"),
+                       "mismatch; the button runs again",
+        # The build marks top.bit for the bootloader (dfu-suffix), which takes it as it is.
+        load="dfu-util -D {bit} (in the bootloader: plug it in with the button held)",
+        # amaranth-boards ends the OrangeCrab's build by marking the bitstream for its
+        # DFU bootloader.
+        programs=("dfu-suffix",)),
 }
 
 

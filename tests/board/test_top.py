@@ -69,7 +69,7 @@ def test_design_files_pll_pins_and_expected_report(name, tmp_path):
 @pytest.mark.bench
 @pytest.mark.synth
 def test_ulx3s_bitstream_meets_its_clock(tmp_path):
-    """The whole flow (about nine minutes): Yosys, nextpnr and ecppack from PyPI."""
+    """The whole flow (six to seven minutes): Yosys, nextpnr and ecppack from PyPI."""
     res = board("--board", "ulx3s", "--cycles", "2000", "-o", str(tmp_path))
     assert res.returncode == 0, res.stderr[-3000:]
     info = json.loads((tmp_path / "board.json").read_text())

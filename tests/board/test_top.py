@@ -25,6 +25,8 @@ def board(*args):
                           capture_output=True, text=True)
 
 
+# ``synth``: the PLL's divisors come from Project Trellis's ecppll, an FPGA tool.
+@pytest.mark.synth
 @pytest.mark.parametrize("name", sorted(PINS))
 def test_design_files_pll_pins_and_expected_report(name, tmp_path):
     res = board("--board", name, "--traffic", "hotspot:fraction=0.5,port=1", "--load", "0.4",

@@ -86,8 +86,8 @@ def _check(board: str, fpga: str | None, clock_mhz: float, baud: int):
 def _nextpnr_figures(log: Path) -> dict:
     """Fmax and the utilisation lines of nextpnr's log (the last, routed, report)."""
     text = log.read_text(errors="replace") if log.exists() else ""
-    fmax = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz \(([A-Z]+) at ([\d.]+) MHz\)",
-                      text)
+    fmax = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz "
+                      r"\(([A-Z]+) at ([\d.]+) MHz\)", text)
     used = {name: int(n) for name, n in re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*\d+", text)}
     return {"fmax_mhz": float(fmax[-1][0]) if fmax else None,
             "timing": fmax[-1][1] if fmax else None,

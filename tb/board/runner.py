@@ -27,11 +27,11 @@ def run_board_rtl(cfg: FabricConfig, settings: StimulusSettings, *, expected_has
     result.unlink(missing_ok=True)
     made_of = json.dumps([settings.to_dict(), expected_hash, clocks_per_bit], sort_keys=True)
     key = hashlib.sha256(made_of.encode()).hexdigest()[:12]
-    run = run_cocotb(cfg, "superfabric.tb.board.testbench", sim=sim, test_dir=out / "sim", top="board",
-               params={"clocks_per_bit": clocks_per_bit, "out": str(result)},
-               build_root=build_root,
-               component=(key, lambda: BoardRun(cfg, settings, expected_hash=expected_hash,
-                                                clocks_per_bit=clocks_per_bit)))
+    run = run_cocotb(cfg, "superfabric.tb.board.testbench", sim=sim, test_dir=out / "sim",
+                     top="board", params={"clocks_per_bit": clocks_per_bit, "out": str(result)},
+                     build_root=build_root,
+                     component=(key, lambda: BoardRun(cfg, settings, expected_hash=expected_hash,
+                                                      clocks_per_bit=clocks_per_bit)))
     if run.failed or not result.exists():
         raise RuntimeError(f"the board run failed on {sim}; see {out / 'sim' / 'sim.log'}")
     return json.loads(result.read_text())

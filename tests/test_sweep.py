@@ -363,3 +363,33 @@ def test_a_point_that_records_no_settings_is_not_taken_as_done(tmp_path):
     summary = run_sweep(plan, out, workers=1, stream=io.StringIO(), rerun_changed=True)
     assert summary["ran"] == 1 and not summary["failed"]
     assert "point" in json.loads(path.read_text())["sweep"]
+
+
+def test_the_local_cluster_closes_without_its_shutdown_chatter(tmp_path, capfd, monkeypatch):
+    """A worker that logs an error while the sweep's own cluster closes (as a heartbeat
+    meeting the closed scheduler does, at random) prints nothing on the sweep's stderr:
+    every point is recorded by then. A worker plugin stands in for the race."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    from superfabric.config import FabricConfig
+    from superfabric.tools import sweep
+
+    class LoudAtClose(WorkerPlugin):
+        def teardown(self, worker):
+            import logging
+            logging.getLogger("distributed.worker").error("shutdown chatter\nTraceback")
+
+    opened = sweep._client
+
+    def client_with_plugin(*args):
+        client, cluster = opened(*args)
+        client.register_plugin(LoudAtClose())
+        return client, cluster
+
+    monkeypatch.setattr(sweep, "_client", client_with_plugin)
+    plan = sweep.plan_sweep(base=FabricConfig.load(preset="tiny"), overrides=[],
+                            traffic=["uniform"], loads=[0.4], seeds=1, sims=["model"],
+                            cycles=200)
+    assert sweep.run_sweep(plan, tmp_path / "sweep", workers=1, stream=io.StringIO())["ran"] == 1
+    err = capfd.readouterr().err
+    assert "shutdown chatter" not in err and "Traceback" not in err

@@ -35,6 +35,7 @@ from __future__ import annotations
 import fcntl
 import itertools
 import json
+import logging
 import os
 import re
 import socket
@@ -419,6 +420,35 @@ def _client(scheduler: str | None, workers: int | None, timeout: float):
                          f"answer within {timeout:g} s ({' '.join(str(e).split())})") from None
 
 
+def _silence_distributed() -> None:
+    """Raise the handlers of the ``distributed`` logger of this process to CRITICAL."""
+    for handler in logging.getLogger("distributed").handlers:
+        handler.setLevel(logging.CRITICAL)
+
+
+def _close_quietly(client, cluster) -> None:
+    """Close a sweep's own local cluster without its shutdown chatter.
+
+    By now every point has been recorded. While the cluster closes, a worker's heartbeat
+    can meet the scheduler's closed connection, and the worker logs that race with a
+    traceback on the sweep's stderr. The workers and the nannies (in this process) are
+    silenced first; the level of this process's handlers is restored afterwards.
+    """
+    handlers = logging.getLogger("distributed").handlers
+    levels = [h.level for h in handlers]
+    try:
+        client.run(_silence_distributed)
+    except Exception:   # noqa: BLE001 - a worker already gone has nothing left to say
+        pass
+    try:
+        _silence_distributed()
+        client.close()
+        cluster.close()
+    finally:
+        for handler, level in zip(handlers, levels):
+            handler.setLevel(level)
+
+
 def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = None,
               scheduler: str | None = None, build_root: str | Path = "build",
               stream=sys.stderr, rerun_changed: bool = False,
@@ -470,9 +500,10 @@ def run_sweep(plan: SweepPlan, out_dir: str | Path, *, workers: int | None = Non
                     progress.show(len(outcomes), state, f"sweep: {len(outcomes)}/{len(todo)} "
                                   f"{outcome['id']} {state}, {outcome['seconds']:.1f}s")
             finally:
-                client.close()
                 if cluster is not None:
-                    cluster.close()
+                    _close_quietly(client, cluster)
+                else:
+                    client.close()
     failed = [o for o in outcomes if o["status"] == "failed"]
     mismatched = [o for o in outcomes if o.get("exact") is False]
     return {"points": len(plan.points), "skipped": skipped, "ran": len(outcomes),

@@ -192,6 +192,11 @@ def test_rdma_sweep_with_bad_requests(tmp_path):
     (["--traffic", "rdma-uniform", *RDMA, "--sink-stall", "0.1"], "--sink-stall"),
     (["--traffic", "rdma-uniform", *RDMA, "--lengths", "fixed:4"], "--lengths"),
     (["--traffic", "uniform", "--bad-fraction", "0.2"], "--bad-fraction"),
+    (["--traffic", "uniform,rdma-uniform", *RDMA],
+     "switch patterns (uniform) and RDMA patterns (rdma-uniform) cannot share a sweep"),
+    (["--traffic", "hotspot:fraction=0.3", "--vary", "traffic.fraction=0.1,0.2"],
+     "--vary traffic.fraction: the pattern 'hotspot:fraction=0.3' sets fraction already"),
+    (["--traffic", "hotspot", "--vary", "traffic.fraction=0.1,2"], "with traffic.fraction=2"),
     (["--traffic", "rdma-uniform", *RDMA, "--bad-fraction", "1.5"], "--bad-fraction"),
     # Found before the first point runs, with run's own check; no point fails one by one.
     (["--traffic", "transpose", "--vary", "switch.ports=4,5"], "with switch.ports=5"),
@@ -393,3 +398,22 @@ def test_the_local_cluster_closes_without_its_shutdown_chatter(tmp_path, capfd, 
     assert sweep.run_sweep(plan, tmp_path / "sweep", workers=1, stream=io.StringIO())["ran"] == 1
     err = capfd.readouterr().err
     assert "shutdown chatter" not in err and "Traceback" not in err
+
+
+def test_a_pattern_parameter_is_an_axis():
+    """``--vary traffic.KEY`` adds the parameter to every pattern: one point per value, the
+    value in the pattern, the point's vary and its id; loads still apply to switch traffic."""
+    from superfabric.config import FabricConfig
+    from superfabric.tools.sweep import plan_sweep
+
+    plan = plan_sweep(base=FabricConfig.load(preset="tiny"), overrides=[],
+                      traffic=["hotspot:port=1", "hotspot:port=2"], loads=None, seeds=1,
+                      sims=["model"], cycles=200, vary=["traffic.fraction=0.2,0.5"])
+    got = {(p["traffic"], p["load"]) for p in plan.points}
+    assert len(plan.points) == 2 * 2 * 10 and len({p["id"] for p in plan.points}) == 40
+    assert ("hotspot:port=1,fraction=0.5", 0.3) in got
+    assert ("hotspot:port=2,fraction=0.2", 1.0) in got
+    for p in plan.points:
+        value = p["vary"]["traffic.fraction"]
+        assert p["traffic"].endswith(f"fraction={value}")
+        assert f"fraction_{value}" in p["id"]

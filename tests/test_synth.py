@@ -357,6 +357,8 @@ def test_tool_run_says_what_it_waits_for(tmp_path, monkeypatch):
     (["--target", "ecp5", "--top", "router"], "--top = 'router': must be one of switch, "),
     (["--target", "ecp5", "--set", "switch.ports=1"], "switch.ports = 1"),
     (["--target", "ecp5", "--vary", "switch.ports"], "--vary 'switch.ports': must look like"),
+    (["--target", "ecp5", "--vary", "traffic.bytes=64,128"],
+     "--vary traffic.bytes: a traffic pattern's parameter, for superfabric sweep only"),
     (["--target", "ecp5", "--seeds", "0"], "--seeds = '0': must be a whole number from 1 to 100"),
     (["--target", "ecp5", "--seeds", "1,2,3"], "--seeds = '1,2,3': must be a whole number from 1 "
                                                "to 100"),

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from ..config import PRESETS, ConfigError, FabricConfig
-from .sweep import MAX_POINTS, SCHEDULER_TIMEOUT
+from .sweep import DEFAULT_LOADS, MAX_POINTS, SCHEDULER_TIMEOUT
 
 __all__ = ["main"]
 
@@ -188,8 +188,9 @@ def _sweep_parser(sub) -> None:
                        help="run many points (loads, patterns, seeds, sims, config keys) on Dask")
     _add_config_args(w)
     w.add_argument("--traffic", default="uniform", metavar="P[,P...]", help="traffic patterns")
-    w.add_argument("--loads", default="0.1:1.0:0.1", metavar="START:STOP:STEP|L,L,...",
-                   help=f"offered loads, each once (a sweep has at most {MAX_POINTS:,} points)")
+    w.add_argument("--loads", default=None, metavar="START:STOP:STEP|L,L,...",
+                   help=f"offered loads, each once (a sweep has at most {MAX_POINTS:,} points; "
+                        f"default {DEFAULT_LOADS}; none for collective traffic)")
     w.add_argument("--seeds", type=int, default=1, help="seeds per point (1..K)")
     w.add_argument("--sim", default="model", metavar="S[,S...]", help="model, icarus, verilator")
     w.add_argument("--stimulus", default="trace", metavar="trace|hardware",
@@ -203,8 +204,9 @@ def _sweep_parser(sub) -> None:
     w.add_argument("--bad-fraction", type=float, default=0.0,
                    help="rdma traffic: share of deliberately bad work requests, 0..1")
     w.add_argument("--vary", action="append", default=[], metavar="SECTION.KEY=V1,V2",
-                   help="sweep a config key too (repeatable, each key once; cartesian product; "
-                        "default: none)")
+                   help="sweep a config key too, or a pattern's parameter as traffic.KEY "
+                        "(traffic.bytes=1024,65536) (repeatable, each key once; cartesian "
+                        "product; default: none)")
     w.add_argument("--workers", type=int, default=None, help="local Dask workers (default: cores)")
     w.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="use an existing Dask scheduler, e.g. tcp://10.0.0.1:8786 (default: a "
@@ -396,14 +398,15 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sweep(args) -> int:
-    from .sweep import parse_loads, plan_sweep, run_sweep
+    from .sweep import parse_loads, plan_sweep, run_sweep, split_patterns
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers = {args.workers}: must be at least 1")
     base = _config(args)
     if not args.scheduler_timeout > 0:
         raise UsageError(f"--scheduler-timeout = {args.scheduler_timeout:g}: must be positive")
-    plan = plan_sweep(base=base, overrides=args.overrides, traffic=args.traffic.split(","),
-                      loads=parse_loads(args.loads), seeds=args.seeds, sims=args.sim.split(","),
+    loads = None if args.loads is None else parse_loads(args.loads)
+    plan = plan_sweep(base=base, overrides=args.overrides, traffic=split_patterns(args.traffic),
+                      loads=loads, seeds=args.seeds, sims=args.sim.split(","),
                       cycles=args.cycles, vary=args.vary, packet_lengths=args.lengths,
                       sink_stall=args.sink_stall, bad_fraction=args.bad_fraction,
                       stimulus=args.stimulus, priority_weights=args.priority_weights)

@@ -55,6 +55,10 @@ __all__ = ["MAX_POINTS", "SCHEDULER_TIMEOUT", "SweepError", "SweepPlan", "config
 
 #: The most points one sweep may have: past it a sweep is a mistake (a step too fine), not a plan.
 MAX_POINTS = 10_000
+#: The offered loads of a sweep of switch or RDMA traffic that names none.
+DEFAULT_LOADS = "0.1:1.0:0.1"
+#: ``--vary traffic.KEY=V1,V2``: an axis of a traffic pattern's parameter, not of a config key.
+TRAFFIC_AXIS = "traffic."
 #: Seconds to reach a Dask scheduler given by its address before giving up in one line.
 SCHEDULER_TIMEOUT = 10.0
 
@@ -90,6 +94,20 @@ def parse_loads(spec: str) -> list[float]:
     return loads
 
 
+def split_patterns(text: str) -> list[str]:
+    """``--traffic`` as a list of patterns: split at commas, except those between a
+    pattern's parameters (``collective:op=allreduce,algo=ring,uniform`` is two patterns:
+    a piece with ``=`` and no ``:`` before it continues the pattern before it)."""
+    patterns = []
+    for piece in text.split(","):
+        name, _, _ = piece.partition("=")
+        if patterns and "=" in piece and ":" not in name:
+            patterns[-1] += "," + piece
+        else:
+            patterns.append(piece)
+    return patterns
+
+
 def _parse_vary(items: list[str]) -> list[tuple[str, list]]:
     axes = []
     for item in items:
@@ -100,17 +118,36 @@ def _parse_vary(items: list[str]) -> list[tuple[str, list]]:
         if key in (k for k, _ in axes):
             raise SweepError(f"--vary {key}: given twice; give each key once, with all its "
                              f"values (--vary {key}=V1,V2,...)")
-        parsed = [parse_override(f"{key}={v}")[2] for v in values.split(",")]
+        if key.startswith(TRAFFIC_AXIS):
+            # A pattern's parameter: its values are checked with the pattern, point by point.
+            parsed = values.split(",")
+        else:
+            parsed = [parse_override(f"{key}={v}")[2] for v in values.split(",")]
         axes.append((key, parsed))
     return axes
+
+
+def _with_params(pattern: str, params: dict) -> str:
+    """``pattern`` with the parameters of the ``--vary traffic.KEY`` axes added."""
+    name, _, given = pattern.partition(":")
+    own = [item.partition("=")[0].strip() for item in given.split(",") if item]
+    for key in params:
+        if key in own:
+            raise SweepError(f"--vary traffic.{key}: the pattern {pattern!r} sets {key} "
+                             f"already; give its values in --vary only")
+    extra = ",".join(f"{k}={v}" for k, v in params.items())
+    return f"{name}:{','.join(x for x in (given, extra) if x)}"
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "_", str(text)).strip("_")
 
 
-def config_variants(base: FabricConfig, vary: list[str]) -> list[tuple[dict, FabricConfig, str]]:
-    """The cartesian product of ``--vary section.key=V1,V2`` axes over ``base``.
+def config_variants(base: FabricConfig, vary: list[str], *,
+                    traffic_axes: bool = False) -> list[tuple[dict, FabricConfig, str]]:
+    """The cartesian product of ``--vary section.key=V1,V2`` axes over ``base``; the
+    ``traffic.KEY`` axes, where ``traffic_axes`` allows them, are the patterns' part
+    (:func:`_pattern_variants`), else a :class:`SweepError`.
 
     Returns
     -------
@@ -120,6 +157,11 @@ def config_variants(base: FabricConfig, vary: list[str]) -> list[tuple[dict, Fab
         empty without axes).
     """
     axes = _parse_vary(list(vary))
+    for key, _ in axes:
+        if key.startswith(TRAFFIC_AXIS) and not traffic_axes:
+            raise SweepError(f"--vary {key}: a traffic pattern's parameter, for superfabric "
+                             f"sweep only; vary configuration keys here")
+    axes = [a for a in axes if not a[0].startswith(TRAFFIC_AXIS)]
     keys = [k for k, _ in axes]
     out = []
     for combo in itertools.product(*(values for _, values in axes)):
@@ -139,7 +181,7 @@ class SweepPlan:
 
 
 def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
-               loads: list[float], seeds: int, sims: list[str], cycles: int,
+               loads: list[float] | None, seeds: int, sims: list[str], cycles: int,
                vary: list[str] = (), packet_lengths: str = "fixed:1",
                sink_stall: float = 0.0, bad_fraction: float = 0.0,
                stimulus: str = "trace", priority_weights: list[float] | None = None) -> SweepPlan:
@@ -153,7 +195,10 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     or ``--sink-stall``, and cannot share a sweep with switch patterns;
     ``--bad-fraction`` is for them only (:class:`SweepError` naming the argument).
     ``stimulus = "hardware"`` runs switch patterns on the RTL's own generators;
-    its points' ids carry ``hw``.
+    its points' ids carry ``hw``. ``loads`` None is :data:`DEFAULT_LOADS`; a
+    ``collective:`` pattern takes none (its points have no load) and shares a
+    sweep with no other kind. ``--vary traffic.KEY=V1,V2`` axes add a
+    parameter to every pattern (sizes and algorithms of a collective).
     """
     from .run import SIMS, STIMULI
     for sim in sims:
@@ -165,7 +210,17 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
         raise SweepError(f"--seeds = {seeds}: must be at least 1")
     if cycles < 1:
         raise SweepError(f"--cycles = {cycles}: must be at least 1")
-    rdma = _check_traffic(traffic, packet_lengths=packet_lengths, sink_stall=sink_stall)
+    kind = _check_traffic(traffic, packet_lengths=packet_lengths, sink_stall=sink_stall)
+    rdma = kind != "switch"
+    if kind == "collective":
+        if loads is not None:
+            raise SweepError("--loads: not for collective traffic (a collective runs until every "
+                             "accelerator holds its result; sweep its sizes with --vary "
+                             "traffic.bytes=N1,N2,...)")
+        loads = [None]
+    elif loads is None:
+        loads = parse_loads(DEFAULT_LOADS)
+    patterns = _pattern_variants(traffic, vary)
     if not 0 <= bad_fraction <= 1:
         raise SweepError(f"--bad-fraction = {bad_fraction!r}: must be in 0..1")
     if bad_fraction and not rdma:
@@ -175,10 +230,10 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
     if rdma and stimulus == "hardware":
         raise SweepError(f"--stimulus = 'hardware': only for switch traffic, not "
                          f"{','.join(traffic)}")
-    variants = config_variants(base, vary)
-    count = len(variants) * len(traffic) * len(loads) * seeds * len(sims)
+    variants = config_variants(base, vary, traffic_axes=True)
+    count = len(variants) * len(patterns) * len(loads) * seeds * len(sims)
     if count > MAX_POINTS:
-        raise SweepError(f"{count:,} points ({len(variants)} configurations x {len(traffic)} "
+        raise SweepError(f"{count:,} points ({len(variants)} configurations x {len(patterns)} "
                          f"patterns x {len(loads)} loads x {seeds} seeds x {len(sims)} "
                          f"simulators): a sweep has at most {MAX_POINTS:,}")
     points = []
@@ -188,12 +243,15 @@ def plan_sweep(*, base: FabricConfig, overrides: list[str], traffic: list[str],
             where = f" (with {setting})" if varied else ""
             raise SweepError(f"rdma.enabled = false{where}: must be true for --traffic "
                              f"{','.join(traffic)} (add --set rdma.enabled=true)")
-        for pattern, load, seed, sim in itertools.product(traffic, loads, range(1, seeds + 1), sims):
+        for (pattern, params), load, seed, sim in itertools.product(patterns, loads,
+                                                                    range(1, seeds + 1), sims):
             hw = "hw" if stimulus == "hardware" else ""
-            # The load exactly as Python writes it: two loads never share a directory.
-            pid = "-".join(x for x in (sim, hw, _slug(pattern), tag, f"l{float(load)!r}",
-                                       f"s{seed}") if x)
-            points.append({"id": pid, "vary": varied, "config": cfg.to_dict(), "traffic": pattern,
+            # The load exactly as Python writes it: two loads never share a directory. The
+            # varied parameters are in the pattern's slug already.
+            at = "" if load is None else f"l{float(load)!r}"
+            pid = "-".join(x for x in (sim, hw, _slug(pattern), tag, at, f"s{seed}") if x)
+            points.append({"id": pid, "vary": {**varied, **params}, "config": cfg.to_dict(),
+                           "traffic": pattern,
                            "load": load, "seed": seed, "sim": sim, "cycles": cycles,
                            "packet_lengths": packet_lengths, "sink_stall": sink_stall,
                            "bad_fraction": bad_fraction, "stimulus": stimulus,
@@ -238,30 +296,50 @@ def _check_points(points: list[dict]) -> None:
             raise type(e)(f"{e} (with {where})" if where else str(e)) from None
 
 
-def _check_traffic(traffic: list[str], *, packet_lengths: str, sink_stall: float) -> bool:
-    """Check the patterns; True for RDMA traffic (``rdma-*``), False for switch traffic."""
+def _check_traffic(traffic: list[str], *, packet_lengths: str, sink_stall: float) -> str:
+    """Check the patterns; their one kind (``switch``, ``rdma`` or ``collective``, as
+    :func:`~superfabric.tools.report.source.pattern_kind` tells them: they get different
+    reports)."""
+    from ..sim.collective.pattern import PATTERN as COLLECTIVE
     from ..sim.rdma.traffic import RDMA_PATTERNS
     from ..sim.traffic import PATTERNS
-    allowed = (*PATTERNS, *RDMA_PATTERNS)
+    from .report.source import KIND_NAMES, pattern_kind
+    allowed = (*PATTERNS, *RDMA_PATTERNS, COLLECTIVE)
     for pattern in traffic:
         if pattern.split(":")[0] not in allowed:
             raise SweepError(f"--traffic = {pattern!r}: each pattern must be one of "
                              f"{', '.join(allowed)}")
-    rdma = [p for p in traffic if p.split(":")[0] in RDMA_PATTERNS]
-    if not rdma:
-        return False
-    if len(rdma) < len(traffic):
-        switch = [p for p in traffic if p not in rdma]
-        raise SweepError(f"--traffic = {','.join(traffic)!r}: switch patterns "
-                         f"({', '.join(switch)}) and RDMA patterns ({', '.join(rdma)}) cannot "
-                         f"share a sweep; run one sweep of each")
+    kinds = {}
+    for pattern in traffic:
+        kinds.setdefault(pattern_kind(pattern), []).append(pattern)
+    if len(kinds) > 1:
+        (a, first), (b, second) = list(kinds.items())[:2]
+        raise SweepError(f"--traffic = {','.join(traffic)!r}: {KIND_NAMES[a]} patterns "
+                         f"({', '.join(first)}) and {KIND_NAMES[b]} patterns ({', '.join(second)}) "
+                         f"cannot share a sweep; run one sweep of each")
+    kind = next(iter(kinds))
+    if kind == "switch":
+        return kind
     if packet_lengths != "fixed:1":
         raise SweepError(f"--lengths = {packet_lengths!r}: not for RDMA traffic (the workload "
                          f"draws the work request lengths)")
     if sink_stall:
         raise SweepError(f"--sink-stall = {sink_stall!r}: must be 0 with RDMA traffic (the "
                          f"engines always accept their flits)")
-    return True
+    return kind
+
+
+def _pattern_variants(traffic: list[str], vary: list[str]) -> list[tuple[str, dict]]:
+    """Every pattern with every combination of the ``--vary traffic.KEY`` axes: (pattern with
+    those parameters, the parameters as ``{"traffic.KEY": value}``)."""
+    axes = [(k, v) for k, v in _parse_vary(list(vary)) if k.startswith(TRAFFIC_AXIS)]
+    out = []
+    for pattern in traffic:
+        for combo in itertools.product(*(values for _, values in axes)):
+            params = {k: v for (k, _), v in zip(axes, combo)}
+            named = {k[len(TRAFFIC_AXIS):]: v for k, v in params.items()}
+            out.append((_with_params(pattern, named) if named else pattern, params))
+    return out
 
 
 def _vary(base: FabricConfig, varied: dict) -> FabricConfig:

@@ -1,9 +1,11 @@
 """``superfabric report``: Markdown, HTML and PNG reports of one run or a whole sweep.
 
-Switch runs and RDMA runs (``rdma-*`` patterns) measure different things,
-so a report is of one :class:`~superfabric.tools.report.data.ReportKind`,
-:data:`~superfabric.tools.report.switch.SWITCH` or
-:data:`~superfabric.tools.report.rdma.RDMA`; a source that mixes the two
+Switch runs, RDMA runs (``rdma-*`` patterns) and collectives
+(``collective:``) measure different things, so a report is of one
+:class:`~superfabric.tools.report.data.ReportKind`,
+:data:`~superfabric.tools.report.switch.SWITCH`,
+:data:`~superfabric.tools.report.rdma.RDMA` or
+:data:`~superfabric.tools.report.collective.COLLECTIVE`; a source that mixes
 kinds is refused. A report with a run of many routers is
 :data:`~superfabric.tools.report.fabric.FABRIC`'s (its references are the
 topology's). The parts, one module each:
@@ -12,8 +14,9 @@ topology's). The parts, one module each:
 - :mod:`~superfabric.tools.report.data`: figures per run and simulator,
   curves averaged over seeds, the kinds' interface;
 - :mod:`~superfabric.tools.report.plots`: what every plot is drawn with;
-- :mod:`~superfabric.tools.report.switch`, :mod:`~superfabric.tools.report.fabric`
-  and :mod:`~superfabric.tools.report.rdma`: each kind's plots, checks and tables;
+- :mod:`~superfabric.tools.report.switch`, :mod:`~superfabric.tools.report.fabric`,
+  :mod:`~superfabric.tools.report.rdma` and :mod:`~superfabric.tools.report.collective`:
+  each kind's plots, checks and tables;
 - :mod:`~superfabric.tools.report.document`: the document, from the
   attention list to the provenance;
 - :mod:`~superfabric.tools.report.render`: the document as Markdown and HTML.
@@ -67,6 +70,8 @@ def write_report(src: Path, out: Path, *, cdf_load: float | None = None) -> Path
     source = load_source(src)
     if source.kind == "rdma":
         from .rdma import RDMA as kind
+    elif source.kind == "collective":
+        from .collective import COLLECTIVE as kind
     elif any(is_fabric(p.results) for p in source.ok):
         kind = FABRIC
     else:

@@ -188,7 +188,7 @@ def line_style(group: int, label: str, sim: str) -> dict:
 def choose_load(points: list[Point], requested: float | None) -> float | None:
     """The load of the per-load plots: ``requested`` if the runs have it, else the
     highest load up to 0.9."""
-    loads = sorted({p.load for p in points})
+    loads = sorted({p.load for p in points if p.load is not None})
     if not loads:
         return None
     if requested is not None:

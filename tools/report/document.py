@@ -92,12 +92,13 @@ def count(n: int, noun: str) -> str:
 
 def sort_key(p: Point):
     """The order of the table of points: pattern, variant, load, seed, simulator."""
-    return (p.pattern, p.variant, p.load, p.seed, sim_rank(p.sim), p.id)
+    return (p.pattern, p.variant, -1.0 if p.load is None else p.load, p.seed, sim_rank(p.sim),
+            p.id)
 
 
 def row_head(p: Point) -> list[str]:
     """The cells that name a point: pattern, variant, load, seed, simulator."""
-    return [p.pattern, p.variant, f"{p.load:g}", str(p.seed), p.sim]
+    return [p.pattern, p.variant, "-" if p.load is None else f"{p.load:g}", str(p.seed), p.sim]
 
 
 def failed_row(p: Point, columns: int) -> list[str]:
@@ -167,9 +168,10 @@ def _provenance(source: Source, kind: ReportKind) -> list[tuple]:
     blocks += [("h", 3, "Configuration")] + _configuration(source)
 
     traffic = [p.results["traffic"] for p in ok]
+    loads = [p.load for p in source.points if p.load is not None]
     blocks += [("h", 3, "Traffic"), ("list", [
         f"patterns: {distinct(p.pattern for p in source.points)}",
-        f"loads: {distinct(p.load for p in source.points)}",
+        *([f"loads: {distinct(loads)}"] if loads else []),
         f"seeds: {distinct(p.seed for p in source.points)}",
         *kind.traffic(traffic)])]
 
@@ -211,7 +213,7 @@ def document(data: ReportData, plots: list[Plot]) -> list[tuple]:
     source, kind = data.source, data.kind
     what = (f"sweep of {len(source.points) + len(source.missing)} points"
             if source.spec is not None else "run")
-    traffic = "RDMA " if kind.name == "rdma" else ""
+    traffic = {"rdma": "RDMA ", "collective": "collective "}.get(kind.name, "")
     blocks = [("h", 1, f"superfabric report: {traffic}{what} {source.path}")]
     blocks += _attention(source, kind)
     if plots:

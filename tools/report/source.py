@@ -17,10 +17,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ...sim.collective.pattern import PATTERN as COLLECTIVE
 from ...sim.rdma.traffic import RDMA_PATTERNS
 
-__all__ = ["ReportError", "Point", "Source", "load_source", "read_json", "pattern_kind", "variant_label",
-           "distinct"]
+__all__ = ["ReportError", "Point", "Source", "KIND_NAMES", "load_source", "read_json",
+           "pattern_kind", "variant_label", "distinct"]
 
 
 class ReportError(ValueError):
@@ -51,7 +52,7 @@ class Point:
     id: str
     dir: Path
     pattern: str
-    load: float
+    load: float | None
     seed: int
     sim: str
     vary: dict = field(default_factory=dict)
@@ -70,19 +71,26 @@ class Point:
 
     @property
     def kind(self) -> str:
-        """``rdma`` for work requests through the RDMA fabric, ``switch`` otherwise."""
+        """:func:`pattern_kind` of its pattern."""
         return pattern_kind(self.pattern)
 
     def describe(self) -> str:
-        """Pattern, variant, load, seed and simulator, for the report's lists."""
-        return (f"{self.pattern}, {self.variant}, load {self.load:g}, seed {self.seed}, "
-                f"{self.sim} ({self.id})")
+        """Pattern, variant, load (none for a collective), seed and simulator, for the
+        report's lists."""
+        load = "" if self.load is None else f"load {self.load:g}, "
+        return f"{self.pattern}, {self.variant}, {load}seed {self.seed}, {self.sim} ({self.id})"
+
+
+#: Each kind of run as a sentence names it.
+KIND_NAMES = {"switch": "switch", "rdma": "RDMA", "collective": "collective"}
 
 
 def pattern_kind(pattern: str) -> str:
-    """``rdma`` for an ``rdma-*`` pattern, ``switch`` otherwise."""
+    """``rdma`` for an ``rdma-*`` pattern, ``collective`` for ``collective:``, ``switch``
+    otherwise."""
     # The rule run_point dispatches by.
-    return "rdma" if pattern.partition(":")[0] in RDMA_PATTERNS else "switch"
+    name = pattern.partition(":")[0]
+    return "collective" if name == COLLECTIVE else "rdma" if name in RDMA_PATTERNS else "switch"
 
 
 def variant_label(vary: dict) -> str:
@@ -128,20 +136,23 @@ class Source:
 
     @property
     def kind(self) -> str:
-        """``switch`` or ``rdma``, from the patterns of the points (or of the sweep's spec).
+        """``switch``, ``rdma`` or ``collective``, from the patterns of the points (or of the
+        sweep's spec).
 
         Raises
         ------
         ReportError
-            When the source holds both kinds of run.
+            When the source holds more than one kind of run.
         """
         patterns = [p.pattern for p in self.points] or list((self.spec or {}).get("traffic", []))
         kinds = defaultdict(list)
         for pattern in patterns:
             kinds[pattern_kind(pattern)].append(pattern)
         if len(kinds) > 1:
-            raise ReportError(f"{self.path}: mixes switch traffic ({distinct(kinds['switch'])}) "
-                              f"and RDMA traffic ({distinct(kinds['rdma'])}); report them apart")
+            (a, first), (b, second) = list(kinds.items())[:2]
+            raise ReportError(f"{self.path}: mixes {KIND_NAMES[a]} traffic ({distinct(first)}) "
+                              f"and {KIND_NAMES[b]} traffic ({distinct(second)}); report them "
+                              f"apart")
         return next(iter(kinds), "switch")
 
 
@@ -159,7 +170,13 @@ def read_json(path: Path) -> dict:
 
 #: The sections of results.json the report reads, for every run and per kind of run.
 _RESULTS_KEYS = ("config", "simulator", "traffic", "model")
-_KIND_KEYS = {"switch": ("packets", "throughput", "latency"), "rdma": ("rdma",)}
+_KIND_KEYS = {"switch": ("packets", "throughput", "latency"), "rdma": ("rdma",),
+              "collective": ("collective",)}
+
+
+def _load(pattern: str, load) -> float | None:
+    """A run's offered load: none for a collective (it runs until it is done), else a number."""
+    return None if pattern_kind(pattern) == "collective" else float(load)
 
 
 def _point_from_results(path: Path) -> Point:
@@ -168,7 +185,8 @@ def _point_from_results(path: Path) -> Point:
         traffic = res["traffic"]
         sweep = res.get("sweep") or {}
         point = Point(id=sweep.get("id", path.parent.name), dir=path.parent,
-                      pattern=traffic["pattern"], load=float(traffic["load"]),
+                      pattern=traffic["pattern"], load=_load(traffic["pattern"],
+                                                             traffic.get("load")),
                       seed=int(traffic["seed"]), sim=res["simulator"],
                       vary=sweep.get("vary") or {}, results=res)
     except (KeyError, TypeError, ValueError) as e:
@@ -182,7 +200,8 @@ def _point_from_results(path: Path) -> Point:
 
 def _failed_point(point: dict, pdir: Path, error: str) -> Point:
     """A sweep point that has no results, from its entry in the plan."""
-    return Point(id=point["id"], dir=pdir, pattern=point["traffic"], load=float(point["load"]),
+    return Point(id=point["id"], dir=pdir, pattern=point["traffic"],
+                 load=_load(point["traffic"], point.get("load")),
                  seed=int(point["seed"]), sim=point["sim"], vary=point.get("vary") or {},
                  error=" ".join(error.split()))
 

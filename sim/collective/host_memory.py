@@ -20,7 +20,7 @@ import numpy as np
 from ...config import ConfigError, FabricConfig
 from ...formats.collective import notify_word
 from ...formats.rdma_wire import ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE
-from ..rdma.traffic import KEY_COLUMNS, WR_COLUMNS, RdmaWorkload
+from ..rdma.traffic import KEY_COLUMNS, MAX_ENDPOINTS, WR_COLUMNS, RdmaWorkload, mask_column
 from .reference import DTYPES
 from .schedule import Schedule
 
@@ -76,10 +76,15 @@ class Layout:
         Raises
         ------
         ConfigError
+            More accelerators than a registration entry's peer mask holds, or
             ``rdma.memory_words`` or the page table (``rdma.pages`` of
             ``rdma.page_words``) is too small for it; one line with the size needed.
         """
         rd = cfg.rdma
+        if cfg.endpoints > MAX_ENDPOINTS:
+            raise ConfigError(f"fabric: {cfg.endpoints} accelerators, more than the "
+                              f"{MAX_ENDPOINTS} a collective on the RDMA engines allows (a "
+                              f"registration entry's peer mask is one int64 column)")
         page = rd.page_words
         buffer_words = (schedule.buffer + 1) // 2
         steps = max(len(s) for s in schedule.steps)
@@ -116,7 +121,7 @@ class Layout:
             keys[a, LOCAL_KEY] = (1, LOCAL_KEY, 0, self.staging, 0, ACCESS_LOCAL_READ, 0)
             keys[a, REMOTE_KEY] = (1, REMOTE_KEY, self.staging, self.words - self.staging,
                                    self.staging // rd.page_words, ACCESS_REMOTE_WRITE,
-                                   everyone & ~(1 << a))
+                                   mask_column(everyone & ~(1 << a)))
         pages = rd.memory_words // rd.page_words
         page_table = np.tile(np.arange(rd.pages, dtype=np.int64) % pages, (E, 1))
         memory = np.zeros((E, rd.memory_words), np.uint64)

@@ -156,7 +156,7 @@ from ..traffic import (PatternParam, TrafficError, bernoulli_arrivals, check_int
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
            "generate_rdma", "wr_cost", "incast_roles", "pattern_roles",
-           "MAX_ENDPOINTS"]
+           "MAX_ENDPOINTS", "mask_column"]
 
 RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-alltoall", "rdma-incast",
                                   "rdma-victim")
@@ -588,7 +588,7 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
         rights = {"local": ACCESS_LOCAL_READ, "remote": ACCESS_REMOTE_WRITE,
                   "restricted": ACCESS_REMOTE_WRITE,
                   "stale": ACCESS_LOCAL_READ | ACCESS_REMOTE_WRITE}
-        peers = {role: _mask_column(mask) for role, mask in
+        peers = {role: mask_column(mask) for role, mask in
                  (("local", 0), ("remote", everyone & ~(1 << e)),
                   ("restricted", 1 << int(layout.restricted_peer[e])),
                   ("stale", everyone & ~(1 << e)))}
@@ -602,7 +602,7 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
     return keys, page_table, memory, layout
 
 
-def _mask_column(mask: int) -> int:
+def mask_column(mask: int) -> int:
     """A peer mask of up to :data:`MAX_ENDPOINTS` bits as the int64 of the keys array holds
     it: the same 64 bits, two's complement, so endpoint 63's bit is the sign bit (a Python
     int's ``>>`` and ``&`` read it back alike, and ``pack`` masks it to the field)."""

@@ -344,6 +344,9 @@ RDMA_MISMATCH_STRAY_WORDS = 5
 RDMA_FAILED_ID = "model-rdma_uniform-drop_rate0-l0.050-s1"
 RDMA_FAILED_ERROR = "TrafficError: traffic.cycles = 600: endpoint 0 posts only 1 work requests"
 RDMA_PNGS = ["rdma_goodput.png", "rdma_latency.png", "rdma_latency_cdf.png", "rdma_recovery.png"]
+#: A single run's: per endpoint and against time, where a sweep's are against offered load.
+RDMA_RUN_PNGS = ["rdma_endpoints.png", "rdma_latency_cdf.png", "rdma_recovery.png",
+                 "rdma_time.png"]
 
 
 def rdma_config(drop_rate: float) -> FabricConfig:
@@ -433,10 +436,14 @@ def test_rdma_report_of_one_run(tmp_path):
     res = run_point(cfg, traffic="rdma-allreduce", load=0.6, cycles=RDMA_CYCLES, seed=3,
                     sim="model", out_dir=tmp_path / "run")
     out = write_report(tmp_path / "run", tmp_path / "report").parent
-    for name in ("report.md", "report.html", *RDMA_PNGS):
+    for name in ("report.md", "report.html", *RDMA_RUN_PNGS):
         assert (out / name).stat().st_size > 0, name
+    # One load: no plot against the load, whose axes would hold a point each.
+    assert not (out / "rdma_goodput.png").exists() and not (out / "rdma_latency.png").exists()
     md = (out / "report.md").read_text()
     assert md.startswith("# superfabric report: RDMA run ")
+    for title in ("Per endpoint", "Goodput and queues against time", "Message latency CDF"):
+        assert f"![{title}](" in md, title
     assert "Model runs only" in section(md, "Attention")
     assert "Every point ran to completion (1 point)." in section(md, "Attention")
     (row,) = table_rows(md, RDMA_TABLE_HEADER)
@@ -457,6 +464,32 @@ def test_rdma_report_of_one_run(tmp_path):
     assert not (out / "throughput.png").exists()
 
 
+def test_rdma_single_run_bars_are_each_endpoints_words(tmp_path):
+    """The per-endpoint goodput bars are the payload words of each sender's requests
+    completed OK per simulated cycle; the time curve adds up to all of them."""
+    from superfabric.sim.rdma.records import RdmaRecords
+    from superfabric.sim.rdma.traffic import RdmaWorkload
+    from superfabric.tools.report.data import ReportData, measures
+    from superfabric.tools.report.rdma import RDMA, _plot_accelerators, _plot_over_time
+    from superfabric.tools.report.source import load_source
+
+    run_point(rdma_config(0.05), traffic="rdma-uniform", load=0.5, cycles=RDMA_CYCLES, seed=2,
+              sim="model", out_dir=tmp_path / "run")
+    source = load_source(tmp_path / "run")
+    data = ReportData(source=source, measures=measures(source.ok, RDMA), chosen_load=0.5,
+                      kind=RDMA)
+    wr = RdmaWorkload.load(tmp_path / "run" / "workload.npz").wr
+    rec = RdmaRecords.load(tmp_path / "run" / "model_records.npz")
+    ok = rec.status == 0
+    expected = np.bincount(wr["src"][ok], weights=wr["length"][ok], minlength=4) / rec.cycles
+    good_ax = _plot_accelerators(data).figure.axes[0]
+    assert np.allclose([bar.get_height() for bar in good_ax.patches], expected)
+    assert expected.min() > 0
+    time_ax = _plot_over_time(data).figure.axes[0]
+    x, y = time_ax.lines[0].get_data()
+    assert np.isclose((y * np.diff(np.append(x, rec.cycles))).sum(), wr["length"][ok].sum())
+
+
 def test_rdma_report_of_a_congested_run(tmp_path):
     """PFC and DCQCN: the rates and the congested queue against time, and the congestion row."""
     cfg = FabricConfig.load(preset="tiny", overrides=[
@@ -466,7 +499,7 @@ def test_rdma_report_of_a_congested_run(tmp_path):
     res = run_point(cfg, traffic="rdma-victim:side_load=0.3", load=0.6, cycles=2000, seed=1,
                     sim="model", out_dir=tmp_path / "run")
     out = write_report(tmp_path / "run", tmp_path / "report")
-    assert_self_contained(out, sorted(RDMA_PNGS + ["rdma_queue.png", "rdma_rates.png"]))
+    assert_self_contained(out, sorted(RDMA_RUN_PNGS + ["rdma_queue.png", "rdma_rates.png"]))
     md = (out.parent / "report.md").read_text()
     assert md.index("## Connection state") < md.index("## Congestion") < md.index("## Points")
     (row,) = table_rows(md, CONGESTION_HEADER)

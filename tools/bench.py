@@ -161,6 +161,49 @@ def fabric_table() -> ResultsPage:
     return page
 
 
+#: Tornado on tori of several shapes (issue 21): adaptive routing against dimension order
+#: at every offered load of ``make demo``'s torus sweep, for 5,000 cycles as there.
+TORNADO_DIMS = ((4, 4, 4), (4, 4), (8, 8), (6, 6, 2), (8, 4, 2))
+TORNADO_VCS = (3, 4)
+TORNADO_LOADS = tuple(round(0.1 * k, 1) for k in range(1, 11))
+
+
+def tornado_table() -> ResultsPage:
+    """Accepted throughput of ``dor`` and ``adaptive`` under tornado traffic, per torus shape,
+    VC count and offered load; where adaptive accepts less than dimension order."""
+    page = ResultsPage(
+        "tornado", "Adaptive routing against dimension order under tornado traffic",
+        "make bench TABLES=tornado",
+        "Accepted throughput (the flits delivered within the 5,000 cycles of traffic, per "
+        "endpoint per cycle) under tornado traffic (to the router ceil(k/2) - 1 steps ahead "
+        "in every dimension), one traffic class, 1-flit "
+        "packets, seed 1, on the model: `dor / adaptive` at each offered load of `make "
+        "demo`'s torus sweep, for 3 VCs (one adaptive) and 4 (two). A cell is marked **<** "
+        "where adaptive accepts less than dimension order. The shortfall column is the "
+        "largest (dor - adaptive) over the loads, 0 where adaptive never accepts less.")
+    page.table(Column("torus", 7, right=False), Column("VCs", 3),
+               *(Column(f"{load:g}", 13) for load in TORNADO_LOADS), Column("shortfall", 9))
+    for dims in TORNADO_DIMS:
+        for vcs in TORNADO_VCS:
+            cells, shortfall = [], 0.0
+            for load in TORNADO_LOADS:
+                accepted = {}
+                for routing in ("dor", "adaptive"):
+                    cfg = FabricConfig.load(overrides=FABRIC + [
+                        "fabric.topology=torus", f"fabric.dims={list(dims)}",
+                        f"fabric.vcs={vcs}", f"fabric.routing={routing}"])
+                    with tempfile.TemporaryDirectory() as out:
+                        res = run_point(cfg, traffic="tornado", load=load, cycles=5_000, seed=1,
+                                        sim="model", out_dir=out)
+                    accepted[routing] = res["throughput"]
+                lost = accepted["dor"] - accepted["adaptive"]
+                shortfall = max(shortfall, lost)
+                mark = " **<**" if lost > 0 else ""
+                cells.append(f"{accepted['dor']:.3f} / {accepted['adaptive']:.3f}{mark}")
+            page.row(dims_name(dims), vcs, *cells, f"{shortfall:.3f}")
+    return page
+
+
 #: The fabric-scale table (issue 21): (torus dims, offered load, the BookSim2 configuration
 #: of ``peers/configs`` that is the same fabric, or None). One traffic class, ``dor``, 2 VCs
 #: of 32 flits (the defaults), uniform traffic, 1-flit packets.
@@ -786,7 +829,8 @@ def compression_table() -> ResultsPage:
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
-          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board")
+          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
+          "tornado")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -980,7 +1024,8 @@ def main(argv: list[str] | None = None) -> int:
         + ([fabric_stimulus_table] if "fabric-stimulus" in tables else []) \
         + ([pool_table] if "pool" in tables else []) \
         + ([compression_table] if "compression" in tables else []) \
-        + ([board_table] if "board" in tables else [])
+        + ([board_table] if "board" in tables else []) \
+        + ([tornado_table] if "tornado" in tables else [])
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:
         page = table()

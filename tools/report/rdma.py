@@ -24,6 +24,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from ...config import FabricConfig
 from ...formats.rdma_wire import STATUS_OK, payload_words
 from ...sim.rdma.metrics import rate_steps
 from ...sim.rdma.records import RdmaRecords
@@ -70,9 +71,15 @@ def _offered_curves(data: ReportData) -> list[tuple]:
     return curves
 
 
+def _several_loads(data: ReportData) -> bool:
+    """The runs span two offered loads or more: a plot against the load has a curve to draw
+    (one load is a point on each axis, which the single run's plots show better)."""
+    return len({m.point.load for m in data.measures}) > 1
+
+
 def _plot_goodput(data: ReportData) -> Plot | None:
     series = data.series()
-    if not series:
+    if not series or not _several_loads(data):
         return None
     fig, (ax,) = figure()
     for colour, pattern, variants, xs, ys in _offered_curves(data):
@@ -102,7 +109,7 @@ def _plot_goodput(data: ReportData) -> Plot | None:
 
 def _plot_message_latency(data: ReportData) -> Plot | None:
     series = data.series()
-    if not series:
+    if not series or not _several_loads(data):
         return None
     fig, (ax_mean, ax_p99) = figure(ncols=2)
     for key in series:
@@ -132,6 +139,99 @@ def _message_latencies(point: Point, sim: str) -> np.ndarray | None:
     rec = RdmaRecords.load(records)
     ok = rec.status == STATUS_OK
     return (rec.done[ok] - post[ok]).astype(np.float64)
+
+
+def _single_run(data: ReportData) -> list[tuple[str, Point, RdmaRecords, np.ndarray]]:
+    """A report of one run: ``(simulator, point, records, OK)`` per simulator whose records
+    it holds (the model's, and the RTL's at an RTL point), ``OK`` the requests completed OK;
+    empty for a report of several runs."""
+    ok = data.source.ok
+    if len(ok) != 1:
+        return []
+    sims = ["model"] + ([ok[0].sim] if ok[0].rtl else [])
+    runs = []
+    for sim in sims:
+        rec = _records(ok[0], sim)
+        if rec is not None:
+            runs.append((sim, ok[0], rec, rec.status == STATUS_OK))
+    return runs
+
+
+#: Bins of a single run's curves against time.
+_TIME_BINS = 64
+
+
+def _plot_accelerators(data: ReportData) -> Plot | None:
+    """A single run: every endpoint's goodput and message latency, side by side."""
+    runs = _single_run(data)
+    if not runs or not (runs[0][1].dir / "workload.npz").is_file():
+        return None
+    wr = RdmaWorkload.load(runs[0][1].dir / "workload.npz").wr
+    E = FabricConfig.from_dict(runs[0][1].results["config"]).endpoints
+    fig, (ax_good, ax_lat) = figure(ncols=2)
+    width = 0.8 / len(runs)
+    x = np.arange(E)
+    for k, (sim, point, rec, ok) in enumerate(runs):
+        style = line_style(k, sim, sim)
+        words = np.bincount(wr["src"][ok], weights=wr["length"][ok], minlength=E)[:E]
+        ax_good.bar(x + k * width, words / max(rec.cycles, 1), width, color=style["color"],
+                    label=sim)
+        latency_ = (rec.done - wr["post"]).astype(np.float64)
+        for e in range(E):
+            mine = latency_[ok & (wr["src"] == e)]
+            if len(mine):
+                ax_lat.bar(e + k * width, np.percentile(mine, 99), width, color=style["color"],
+                           alpha=0.45)
+                ax_lat.bar(e + k * width, mine.mean(), width, color=style["color"])
+    ax_good.set(xlabel="endpoint (accelerator)", ylabel="goodput (payload words per cycle)",
+                title="Goodput per endpoint", xticks=x)
+    ax_lat.set(xlabel="endpoint (accelerator)", ylabel="message latency (cycles)",
+               title="Mean (solid) and p99 (light) message latency", xticks=x)
+    legend(fig, ax_good)
+    return Plot("rdma_endpoints.png", "Per endpoint", fig,
+                "One run: per endpoint (the sender), the payload words of its requests "
+                "completed OK per simulated cycle, and the mean and 99th percentile of their "
+                "latency (posting to completion); one bar per simulator.")
+
+
+def _plot_over_time(data: ReportData) -> Plot | None:
+    """A single run: goodput and the flits queued in the fabric against time."""
+    runs = _single_run(data)
+    if not runs or not (runs[0][1].dir / "workload.npz").is_file():
+        return None
+    wr = RdmaWorkload.load(runs[0][1].dir / "workload.npz").wr
+    fig, (ax_good, ax_queue) = figure(ncols=2)
+    for k, (sim, point, rec, ok) in enumerate(runs):
+        style = line_style(k, sim, sim)
+        style.pop("marker")
+        span = max(rec.cycles, 1)
+        edges = np.linspace(0, span, _TIME_BINS + 1)
+        words, _ = np.histogram(rec.done[ok], bins=edges, weights=wr["length"][ok])
+        ax_good.plot(edges[:-1], words / np.diff(edges), **style)
+        depth = rec.queue_depth
+        if depth.size:
+            total = depth.sum(axis=1)
+            bins = np.minimum((np.arange(len(total)) * _TIME_BINS) // span, _TIME_BINS - 1)
+            most = np.zeros(_TIME_BINS, np.int64)
+            np.maximum.at(most, bins, total)
+            ax_queue.plot(edges[:-1], most, **style)
+    window = runs[0][1].results["traffic"].get("cycles")
+    for ax in (ax_good, ax_queue):
+        if window:
+            ax.axvline(window, color="0.4", linestyle=":", linewidth=1.2,
+                       label="end of the posting window")
+        ax.set_ylim(bottom=0)
+    ax_good.set(xlabel="cycle", ylabel="goodput (payload words per cycle, all endpoints)",
+                title="Goodput against time")
+    ax_queue.set(xlabel="cycle", ylabel="flits queued for the endpoints (most per bin)",
+                 title="Queued flits against time")
+    legend(fig, ax_good)
+    return Plot("rdma_time.png", "Goodput and queues against time", fig,
+                f"One run in {_TIME_BINS} bins of time: the payload words of the requests "
+                "completed OK in each (by their completion's cycle) per cycle, all endpoints "
+                "together, and the most flits inside the fabric bound for the endpoints "
+                "(taken at an input, not yet handed to a sink) at any cycle of the bin; model "
+                "dashed, RTL solid.")
 
 
 def _plot_message_latency_cdf(data: ReportData) -> Plot | None:
@@ -291,8 +391,8 @@ def _plot_queue(data: ReportData) -> Plot | None:
 
 
 #: The figures of an RDMA report, in order. Each returns None when its data is absent.
-PLOTS = (_plot_goodput, _plot_message_latency, _plot_message_latency_cdf, _plot_recovery,
-         _plot_rates, _plot_queue)
+PLOTS = (_plot_goodput, _plot_message_latency, _plot_accelerators, _plot_over_time,
+         _plot_message_latency_cdf, _plot_recovery, _plot_rates, _plot_queue)
 
 
 # --------------------------------------------------------------------------

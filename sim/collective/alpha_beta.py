@@ -97,6 +97,10 @@ class AlphaBeta:
         """Payload bytes of a full packet."""
         return (self.packet_flits - self.header_flits) * self.flit_bytes
 
+    def segment_elements(self, packets: int) -> int:
+        """Elements in a segment of ``packets`` full packets' payload (section 15.2)."""
+        return packets * self.payload_bytes // ELEMENT_BYTES
+
     @property
     def beta(self) -> float:
         """Cycles per byte of a long message: a full packet's flits and gap over its payload."""

@@ -71,7 +71,7 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
     """
     peers = Peers(Topology.of(cfg))
     model = AlphaBeta.of(cfg)
-    segment = segment_packets * model.payload_bytes // ELEMENT_BYTES
+    segment = model.segment_elements(segment_packets)
     schedule = plan(peers, op, algo, nbytes, model, segment)
     data = inputs(schedule, dtype, np.random.default_rng(seed))
     layout = Layout.of(cfg, schedule)

@@ -16,12 +16,15 @@ from .schedule import ELEMENT_BYTES, OPS
 if TYPE_CHECKING:
     from .fabric import CollectivePlan
 
-__all__ = ["PATTERN", "SEGMENT_PACKETS", "PATTERN_PARAMS", "parse_collective"]
+__all__ = ["PATTERN", "SEGMENT_PACKETS", "MAX_SEGMENT_PACKETS", "PATTERN_PARAMS",
+           "parse_collective"]
 
 #: The traffic pattern of ``superfabric run`` that runs a collective.
 PATTERN = "collective"
 #: Full packets' payload in a segment of a chunk by default (section 15.2).
 SEGMENT_PACKETS = 16
+#: The most full packets' payload a segment may name.
+MAX_SEGMENT_PACKETS = 1 << 12
 #: Its parameters (``collective:op=allreduce,algo=ring,bytes=4096,dtype=int32,segment=16``).
 PATTERN_PARAMS = {PATTERN: {
     "op": PatternParam("allreduce", str, 0, 0, "the operation", OPS),
@@ -29,7 +32,7 @@ PATTERN_PARAMS = {PATTERN: {
     "bytes": PatternParam(4096, int, ELEMENT_BYTES, 1 << 28,
                           "bytes per accelerator, a multiple of 4"),
     "dtype": PatternParam("int32", str, 0, 0, "the element type", tuple(DTYPES)),
-    "segment": PatternParam(SEGMENT_PACKETS, int, 0, 1 << 12,
+    "segment": PatternParam(SEGMENT_PACKETS, int, 0, MAX_SEGMENT_PACKETS,
                             "full packets' payload per segment of a chunk, 0 whole chunks"),
 }}
 

@@ -128,8 +128,9 @@ class Builder:
         shift = (lo if dst_lo is None else dst_lo) - lo
         arrived = []
         for a, b in self._cut(lo, hi):
-            # A piece's data matters only where it overlaps the segment; an empty send
-            # (no elements) waits for the dependency's pieces as one whole.
+            # A piece's data matters only where it overlaps the segment. An empty segment
+            # or piece has no range to compare, so it counts as overlapping: the waits of
+            # small messages' empty chunks stay those of whole chunks.
             wait = max([steps[-1].wait if steps else 0]
                        + [slot + 1 for c, d, slot in pieces
                           if max(a, c) < min(b, d) or a == b or c == d])

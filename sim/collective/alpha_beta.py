@@ -24,7 +24,8 @@ from .engine import apply_cycles
 from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
 
-__all__ = ["ENGINE_CYCLES", "packet_gap", "AlphaBeta", "algbw", "busbw_factor", "busbw"]
+__all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "packet_gap", "AlphaBeta",
+           "algbw", "busbw_factor", "busbw"]
 
 #: Bytes of a step's notification: one word, sent after its chunk (section 15.8.2).
 NOTIFY_BYTES = 8
@@ -36,7 +37,7 @@ ENGINE_CYCLES = 16
 
 
 def packet_gap(dma_latency: int, header_flits: int) -> int:
-    """Idle cycles between the RDMA transmitter's packets (section 10.10): the cycle of the
+    """Idle cycles between the RDMA transmitter's packets (section 10.6): the cycle of the
     pick, then the cycles its first payload word, requested after the pick, arrives after
     the header flits (``dma_latency + 1`` cycles after the first)."""
     return 1 + max(0, dma_latency + 1 - header_flits)

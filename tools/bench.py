@@ -815,7 +815,8 @@ def compression_table() -> ResultsPage:
                          f"{c / b:.3f}", f"{c / best:.3f}")
     page.note("Predicted by the alpha-beta model (section 15.6) of each torus's configuration "
               "(`fabric.topology=torus`, 64-bit flits), each round's chunk at its bytes on the "
-              "wire; the message padded to whole blocks in every chunk. It takes the quantiser "
+              "wire, in whole chunks (each round after the apply of the one before); the "
+              "message padded to whole blocks in every chunk. It takes the quantiser "
               "and the dequantiser to keep up with the link: at 17 bytes a block a 64-bit flit "
               "carries 15 values, where the present RTL quantiser (section 16.5) takes 0.47 "
               "values a cycle. Best binary32: the least of the three algorithms' binary32 "

@@ -355,6 +355,7 @@ def _train_parser(sub) -> None:
 def _collective_plan_parser(sub) -> None:
     """``superfabric collective-plan``: a collective's schedule and its alpha-beta prediction."""
     from ..sim.collective.library import ALGORITHM_NAMES
+    from ..sim.collective.pattern import SEGMENT_PACKETS
     from ..sim.collective.schedule import OPS
     cp = sub.add_parser("collective-plan", formatter_class=_Help,
                         help="a collective's schedule on the configured fabric, its steps and "
@@ -369,6 +370,8 @@ def _collective_plan_parser(sub) -> None:
                     help="the accelerator whose steps are printed")
     cp.add_argument("--steps", type=int, default=16, metavar="K",
                     help="how many of its steps to print")
+    cp.add_argument("--segment", type=int, default=SEGMENT_PACKETS, metavar="P",
+                    help="full packets' payload a segment of a chunk, 0 whole chunks")
     cp.add_argument("--check", action="store_true",
                     help="replay the schedule on random int32 and fp32 data and compare every "
                          "accelerator with numpy (exit status 1 if one differs)")
@@ -500,11 +503,12 @@ def _train(args) -> int:
 def _collective_plan(args) -> int:
     from .collective import check_plan, collective_plan
     try:
-        check_plan(op=args.op, algo=args.algo, nbytes=args.bytes, show=args.steps)
+        check_plan(op=args.op, algo=args.algo, nbytes=args.bytes, show=args.steps,
+                   segment=args.segment)
         cfg = _config(args)
         lines, ok = collective_plan(cfg, op=args.op, algo=args.algo, nbytes=args.bytes,
                                     accelerator=args.accelerator, show=args.steps,
-                                    check=args.check, out_dir=args.out)
+                                    check=args.check, out_dir=args.out, segment=args.segment)
     except ConfigError:
         raise
     except ValueError as e:

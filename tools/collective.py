@@ -12,9 +12,11 @@ from pathlib import Path
 from ..network.topology import Topology
 from ..sim.collective.alpha_beta import AlphaBeta
 from ..sim.collective.executor import ScheduleError
-from ..sim.collective.library import ALGORITHM_NAMES, ALGORITHMS, plan, supports, verify
+from ..sim.collective.library import (ALGORITHM_NAMES, ALGORITHMS, plan, segment_of, supports,
+                                     verify)
+from ..sim.collective.pattern import MAX_SEGMENT_PACKETS, SEGMENT_PACKETS
 from ..sim.collective.peers import Peers
-from ..sim.collective.schedule import OPS, elements_of
+from ..sim.collective.schedule import ELEMENT_BYTES, OPS, elements_of
 from .run import write_json
 
 __all__ = ["check_plan", "collective_plan"]
@@ -23,7 +25,7 @@ __all__ = ["check_plan", "collective_plan"]
 COLUMNS = ("peer", "reduce", "src", "dst", "length", "slot", "wait")
 
 
-def check_plan(*, op: str, algo: str, nbytes: int, show: int) -> None:
+def check_plan(*, op: str, algo: str, nbytes: int, show: int, segment: int) -> None:
     """Refuse a bad setting in one line (ValueError) naming the value and what is allowed."""
     if op not in OPS:
         raise ValueError(f"--op = {op!r}: must be one of {', '.join(OPS)}")
@@ -35,6 +37,8 @@ def check_plan(*, op: str, algo: str, nbytes: int, show: int) -> None:
         raise ValueError(f"--{e}") from None
     if show < 0:
         raise ValueError(f"--steps = {show}: must be at least 0")
+    if not 0 <= segment <= MAX_SEGMENT_PACKETS:
+        raise ValueError(f"--segment = {segment}: must be in 0..{MAX_SEGMENT_PACKETS}")
 
 
 def _describe(topo: Topology) -> str:
@@ -46,9 +50,11 @@ def _describe(topo: Topology) -> str:
 
 
 def collective_plan(cfg, *, op: str, algo: str, nbytes: int, accelerator: int, show: int,
-                    check: bool, out_dir: str | Path) -> tuple[list[str], bool]:
-    """Build the plan, write ``plan.json`` under ``out_dir``; the lines to print, and whether
-    the ``check`` (every accelerator's result against numpy's) passed.
+                    check: bool, out_dir: str | Path,
+                    segment: int = SEGMENT_PACKETS) -> tuple[list[str], bool]:
+    """Build the plan, its chunks in segments of ``segment`` full packets' payload (0:
+    whole), write ``plan.json`` under ``out_dir``; the lines to print, and whether the
+    ``check`` (every accelerator's result against numpy's) passed.
 
     Raises
     ------
@@ -60,8 +66,9 @@ def collective_plan(cfg, *, op: str, algo: str, nbytes: int, accelerator: int, s
     if not 0 <= accelerator < peers.n:
         raise ValueError(f"--accelerator = {accelerator}: must be in 0..{peers.n - 1}")
     model = AlphaBeta.of(cfg)
-    schedule = plan(peers, op, algo, nbytes, model)
-    predicted = {a: model.predict(peers, op, a, nbytes) for a in ALGORITHMS
+    elements = model.segment_elements(segment)
+    schedule = plan(peers, op, algo, nbytes, model, elements)
+    predicted = {a: model.predict(peers, op, a, nbytes, segment=elements) for a in ALGORITHMS
                  if supports(a, op, peers)}
     mine = schedule.steps[accelerator]
     mhz = cfg.fabric.clock_mhz
@@ -91,6 +98,7 @@ def collective_plan(cfg, *, op: str, algo: str, nbytes: int, accelerator: int, s
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     write_json(Path(out_dir) / "plan.json", {
         "op": op, "algorithm": schedule.algorithm, "requested": algo, "bytes": nbytes,
+        "segment_bytes": segment_of(schedule.algorithm, elements) * ELEMENT_BYTES,
         "elements": schedule.elements, "buffer_elements": schedule.buffer,
         "step_count": schedule.step_count, "predicted_cycles": predicted,
         "schedules": [schedule.words(a) for a in range(peers.n)],

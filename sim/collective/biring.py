@@ -13,9 +13,9 @@ __all__ = ["OPS", "build", "order", "steps", "rounds"]
 OPS = ("allreduce", "reducescatter", "allgather")
 
 
-def build(peers, op: str, elements: int):
-    """The bidirectional ring's schedule."""
-    return build_rings(peers, op, elements, 2, "biring")
+def build(peers, op: str, elements: int, segment: int = 0):
+    """The bidirectional ring's schedule, in segments of ``segment`` elements (0: whole)."""
+    return build_rings(peers, op, elements, 2, "biring", segment)
 
 
 def order(peers, op: str, elements: int):

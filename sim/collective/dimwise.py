@@ -115,9 +115,9 @@ def _rounds(peers, order, op, elements: int, shares: int, direct: bool = False):
     return {"allreduce": rs + ag, "reducescatter": rs, "allgather": ag}[op]
 
 
-def build(peers, op: str, elements: int):
-    """The dimension-wise schedule."""
-    b = Builder(peers.n, op, "dimwise", elements, elements)
+def build(peers, op: str, elements: int, segment: int = 0):
+    """The dimension-wise schedule, in segments of ``segment`` elements (0: whole chunks)."""
+    b = Builder(peers.n, op, "dimwise", elements, elements, segment)
     run_shares(b, [_share(peers, op, axes(peers), 0, elements)])
     return b.schedule()
 
@@ -145,9 +145,10 @@ def _exchange(b: Builder, phases) -> None:
         before = got
 
 
-def build_direct(peers, op: str, elements: int):
-    """The dimension-wise schedule with a direct exchange along each axis."""
-    b = Builder(peers.n, op, "dimwise-direct", elements, elements)
+def build_direct(peers, op: str, elements: int, segment: int = 0):
+    """The dimension-wise schedule with a direct exchange along each axis, in segments of
+    ``segment`` elements (0: whole chunks)."""
+    b = Builder(peers.n, op, "dimwise-direct", elements, elements, segment)
     _exchange(b, _share(peers, op, axes(peers), 0, elements))
     return b.schedule()
 
@@ -180,9 +181,10 @@ def _rotations(peers):
     return [order[s:] + order[:s] for s in range(len(order))]
 
 
-def build_all(peers, op: str, elements: int):
-    """The all-axes-at-once schedule: one share of the message per axis."""
-    b = Builder(peers.n, op, "dimwise-all", elements, elements)
+def build_all(peers, op: str, elements: int, segment: int = 0):
+    """The all-axes-at-once schedule: one share of the message per axis, in segments of
+    ``segment`` elements (0: whole chunks)."""
+    b = Builder(peers.n, op, "dimwise-all", elements, elements, segment)
     rotations = _rotations(peers)
     parts = blocks(0, elements, len(rotations))
     run_shares(b, [_share(peers, op, r, lo, hi) for r, (lo, hi) in zip(rotations, parts)])

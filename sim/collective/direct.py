@@ -18,10 +18,11 @@ __all__ = ["OPS", "build", "order", "steps", "rounds"]
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast")
 
 
-def build(peers, op: str, elements: int):
-    """The direct schedule."""
+def build(peers, op: str, elements: int, segment: int = 0):
+    """The direct schedule, in segments of ``segment`` elements (0: whole chunks)."""
     n = peers.n
-    b = Builder(n, op, "direct", elements, 2 * elements if op == "alltoall" else elements)
+    b = Builder(n, op, "direct", elements, 2 * elements if op == "alltoall" else elements,
+                segment)
     cuts = blocks(0, elements, n)
     if op == "broadcast":
         for d in range(1, n):

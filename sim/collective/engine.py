@@ -124,9 +124,11 @@ class CollectiveEngine:
         if self._may_read(cycle):
             self._read(cycle, memory)
             acted = True
+        # A word written is progress: a long apply leaves the fabric idle, not stalled.
         while self._writes and self._writes[0][0] == cycle:
             _, address, value = self._writes.popleft()
             memory[address] = value
+            acted = True
         if self._finish is not None and cycle == self._busy_until:
             self.applied_at.append(cycle)
             self._finish = None

@@ -13,10 +13,10 @@ from ...network.topology import Topology
 from .alpha_beta import AlphaBeta, algbw as algbw_gbps, busbw as busbw_gbps, busbw_factor
 from .engine import CollectiveEngines
 from .host_memory import Layout
-from .library import ALGORITHMS, plan
+from .library import ALGORITHMS, plan, segment_of
 from .peers import Peers
 from .reference import expected, inputs
-from .schedule import REDUCING, Schedule
+from .schedule import ELEMENT_BYTES, REDUCING, Schedule
 
 __all__ = ["CollectivePlan", "prepare_collective", "run_collective", "data_ok",
            "collective_summary"]
@@ -41,6 +41,8 @@ class CollectivePlan:
         Tables and memories, no WR of its own.
     predicted : int
         The alpha-beta prediction of the collective's cycles.
+    segment : int
+        Elements of a segment (0: whole chunks, section 15.2).
     """
 
     schedule: Schedule
@@ -50,11 +52,14 @@ class CollectivePlan:
     layout: Layout
     workload: object
     predicted: int
+    segment: int
 
 
 def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dtype: str,
-                       seed: int, pattern: str = "collective") -> CollectivePlan:
-    """The plan of one collective on ``cfg``'s fabric.
+                       seed: int, segment_packets: int = 0,
+                       pattern: str = "collective") -> CollectivePlan:
+    """The plan of one collective on ``cfg``'s fabric, its chunks cut in segments of
+    ``segment_packets`` full packets' payload (0: whole chunks).
 
     Raises
     ------
@@ -66,12 +71,15 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
     """
     peers = Peers(Topology.of(cfg))
     model = AlphaBeta.of(cfg)
-    schedule = plan(peers, op, algo, nbytes, model)
+    segment = model.segment_elements(segment_packets)
+    schedule = plan(peers, op, algo, nbytes, model, segment)
     data = inputs(schedule, dtype, np.random.default_rng(seed))
     layout = Layout.of(cfg, schedule)
     return CollectivePlan(schedule, dtype, nbytes, data, layout,
                           layout.workload(cfg, schedule, data, seed=seed, pattern=pattern),
-                          model.predict(peers, op, schedule.algorithm, nbytes))
+                          model.predict(peers, op, schedule.algorithm, nbytes,
+                                        segment=segment),
+                          segment_of(schedule.algorithm, segment))
 
 
 def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None):
@@ -109,7 +117,8 @@ def collective_summary(cfg: FabricConfig, prepared: CollectivePlan, records, eng
     time_us = cycles / cfg.fabric.clock_mhz if cycles else None
     return {
         "op": s.op, "algo": s.algorithm, "dtype": prepared.dtype, "bytes": prepared.nbytes,
-        "accelerators": n, "steps": s.step_count, "cycles": cycles,
+        "accelerators": n, "steps": s.step_count,
+        "segment_bytes": prepared.segment * ELEMENT_BYTES, "cycles": cycles,
         "algbw": algbw, "busbw": algbw * busbw_factor(s.op, n) if algbw else None,
         "busbw_factor": busbw_factor(s.op, n),
         "time_us": time_us,

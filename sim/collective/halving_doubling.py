@@ -59,11 +59,12 @@ def _broadcast(b: Builder, n: int, elements: int) -> None:
                                            after=(got.get(r),))
 
 
-def build(peers, op: str, elements: int):
-    """The halving-doubling schedule (the binomial tree for broadcast)."""
+def build(peers, op: str, elements: int, segment: int = 0):
+    """The halving-doubling schedule (the binomial tree for broadcast), in segments of
+    ``segment`` elements (0: whole chunks)."""
     n = peers.n
     levels = 0 if op == "broadcast" else _levels(op, n)
-    b = Builder(n, op, "halving-doubling", elements, elements)
+    b = Builder(n, op, "halving-doubling", elements, elements, segment)
     if op == "broadcast":
         _broadcast(b, n, elements)
         return b.schedule()

@@ -18,7 +18,8 @@ from .executor import replay
 from .reference import DTYPES, expected, inputs
 from .schedule import OPS, REDUCING, Schedule, elements_of
 
-__all__ = ["ALGORITHMS", "ALGORITHM_NAMES", "supports", "algorithm", "plan", "auto", "verify"]
+__all__ = ["ALGORITHMS", "ALGORITHM_NAMES", "SEGMENTED", "supports", "algorithm", "segment_of",
+           "plan", "auto", "verify"]
 
 #: The algorithms, in the order ``auto`` breaks ties.
 ALGORITHMS = {
@@ -37,6 +38,9 @@ ALGORITHMS = {
 }
 #: What ``algo`` may name.
 ALGORITHM_NAMES = tuple(ALGORITHMS) + ("auto",)
+#: The algorithms whose chunks are cut into pipelined segments; the tree pipelines by its
+#: own segment count (section 15.4.5).
+SEGMENTED = tuple(a for a in ALGORITHMS if a != "tree")
 
 
 def supports(name: str, op: str, peers) -> bool:
@@ -69,23 +73,34 @@ def algorithm(name: str, op: str, peers):
     return ALGORITHMS[name]
 
 
-def plan(peers, op: str, algo: str, nbytes: int, model=None) -> Schedule:
-    """The schedule of ``op`` over ``nbytes`` per accelerator by ``algo``; ``"auto"`` takes
-    the algorithm of least predicted time under ``model`` (an ``AlphaBeta``)."""
+def segment_of(name: str, segment: int) -> int:
+    """The segment, in elements, algorithm ``name`` cuts its chunks into when asked for
+    ``segment`` (0: whole chunks; always 0 for an algorithm not in :data:`SEGMENTED`)."""
+    return segment if name in SEGMENTED else 0
+
+
+def plan(peers, op: str, algo: str, nbytes: int, model=None, segment: int = 0) -> Schedule:
+    """The schedule of ``op`` over ``nbytes`` per accelerator by ``algo``, its chunks in
+    segments of ``segment`` elements (0: whole); ``"auto"`` takes the algorithm of least
+    predicted time under ``model`` (an ``AlphaBeta``)."""
     if algo == "auto":
-        algo = auto(model, peers, op, nbytes)
-    return algorithm(algo, op, peers).build(peers, op, elements_of(nbytes))
+        algo = auto(model, peers, op, nbytes, segment)
+    module, elements = algorithm(algo, op, peers), elements_of(nbytes)
+    if algo in SEGMENTED:
+        return module.build(peers, op, elements, segment)
+    return module.build(peers, op, elements)
 
 
-def auto(model, peers, op: str, nbytes: int) -> str:
+def auto(model, peers, op: str, nbytes: int, segment: int = 0) -> str:
     """The algorithm of least time ``model.predict`` (an ``AlphaBeta``) predicts for ``op``
-    over ``nbytes`` on ``peers``' fabric (ties: the first in :data:`ALGORITHMS`)."""
+    over ``nbytes`` in segments of ``segment`` elements on ``peers``' fabric (ties: the
+    first in :data:`ALGORITHMS`)."""
     if model is None:
         raise ValueError("algo = 'auto' needs the alpha-beta model of the fabric")
     names = [a for a in ALGORITHMS if supports(a, op, peers)]
     if not names:
         raise ValueError(f"op = {op!r}: no algorithm runs it on {peers.n} accelerators")
-    return min(names, key=lambda a: model.predict(peers, op, a, nbytes))
+    return min(names, key=lambda a: model.predict(peers, op, a, nbytes, segment=segment))
 
 
 def verify(schedule: Schedule, peers, dtype: str, seed: int = 0) -> None:

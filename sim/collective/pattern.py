@@ -16,17 +16,24 @@ from .schedule import ELEMENT_BYTES, OPS
 if TYPE_CHECKING:
     from .fabric import CollectivePlan
 
-__all__ = ["PATTERN", "PATTERN_PARAMS", "parse_collective"]
+__all__ = ["PATTERN", "SEGMENT_PACKETS", "MAX_SEGMENT_PACKETS", "PATTERN_PARAMS",
+           "parse_collective"]
 
 #: The traffic pattern of ``superfabric run`` that runs a collective.
 PATTERN = "collective"
-#: Its parameters (``collective:op=allreduce,algo=ring,bytes=4096,dtype=int32``).
+#: Full packets' payload in a segment of a chunk by default (section 15.2).
+SEGMENT_PACKETS = 16
+#: The most full packets' payload a segment may name.
+MAX_SEGMENT_PACKETS = 1 << 12
+#: Its parameters (``collective:op=allreduce,algo=ring,bytes=4096,dtype=int32,segment=16``).
 PATTERN_PARAMS = {PATTERN: {
     "op": PatternParam("allreduce", str, 0, 0, "the operation", OPS),
     "algo": PatternParam("ring", str, 0, 0, "the algorithm", ALGORITHM_NAMES),
     "bytes": PatternParam(4096, int, ELEMENT_BYTES, 1 << 28,
                           "bytes per accelerator, a multiple of 4"),
     "dtype": PatternParam("int32", str, 0, 0, "the element type", tuple(DTYPES)),
+    "segment": PatternParam(SEGMENT_PACKETS, int, 0, MAX_SEGMENT_PACKETS,
+                            "full packets' payload per segment of a chunk, 0 whole chunks"),
 }}
 
 
@@ -49,7 +56,8 @@ def parse_collective(cfg: FabricConfig, traffic: str, *, seed: int) -> Collectiv
 
     try:
         return prepare_collective(cfg, op=p["op"], algo=p["algo"], nbytes=p["bytes"],
-                                  dtype=p["dtype"], seed=seed, pattern=traffic)
+                                  dtype=p["dtype"], seed=seed, segment_packets=p["segment"],
+                                  pattern=traffic)
     except (TrafficError, ConfigError):
         raise
     except ValueError as e:

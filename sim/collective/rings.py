@@ -72,10 +72,10 @@ def _halves(peers, elements: int, directions: int):
     return out
 
 
-def _broadcast(peers, elements: int) -> Builder:
+def _broadcast(peers, elements: int, segment: int) -> Builder:
     """A pipelined chain from accelerator 0 along the ring, the message in ``n`` segments:
     position ``p`` forwards segment ``s`` once it has it."""
-    b = Builder(peers.n, "broadcast", "ring", elements, elements)
+    b = Builder(peers.n, "broadcast", "ring", elements, elements, segment)
     ring, segments = peers.ring, blocks(0, elements, peers.n)
     got = {}
     for t in range(2 * peers.n - 2):
@@ -88,11 +88,12 @@ def _broadcast(peers, elements: int) -> Builder:
     return b
 
 
-def build_rings(peers, op: str, elements: int, directions: int, name: str):
-    """The schedule of rings in ``directions`` directions (1 or 2), under ``name``."""
+def build_rings(peers, op: str, elements: int, directions: int, name: str, segment: int = 0):
+    """The schedule of rings in ``directions`` directions (1 or 2), under ``name``, every
+    chunk cut in segments of ``segment`` elements (0: whole)."""
     if op == "broadcast" and directions == 1:
-        return _broadcast(peers, elements).schedule()
-    b = Builder(peers.n, op, name, elements, elements)
+        return _broadcast(peers, elements, segment).schedule()
+    b = Builder(peers.n, op, name, elements, elements, segment)
     run_shares(b, [_phases(op, ring, chunks) for ring, chunks in _halves(peers, elements,
                                                                           directions)])
     return b.schedule()
@@ -123,9 +124,10 @@ def ring_rounds(peers, op: str, elements: int, directions: int):
     return [(pairs, directions * -(-elements // (n * directions)))] * count
 
 
-def build(peers, op: str, elements: int):
-    """The ring schedule of ``op`` over ``elements`` per accelerator."""
-    return build_rings(peers, op, elements, 1, "ring")
+def build(peers, op: str, elements: int, segment: int = 0):
+    """The ring schedule of ``op`` over ``elements`` per accelerator, in segments of
+    ``segment`` elements (0: whole chunks)."""
+    return build_rings(peers, op, elements, 1, "ring", segment)
 
 
 def order(peers, op: str, elements: int):

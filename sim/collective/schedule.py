@@ -84,38 +84,64 @@ class Schedule:
 
 
 class Builder:
-    """Collects steps in creation order; each receiver numbers its slots in that order."""
+    """Collects steps in creation order; each receiver numbers its slots in that order.
 
-    def __init__(self, n: int, op: str, algorithm: str, elements: int, buffer: int):
+    With ``segment > 0`` every send is cut into segments of at most ``segment``
+    elements, each its own step and slot, and a segment waits only for the segments
+    of the sends it depends on that overlap it: so a chunk's first segment travels
+    while the rest of the chunk it depends on is still arriving (section 15.2).
+    """
+
+    def __init__(self, n: int, op: str, algorithm: str, elements: int, buffer: int,
+                 segment: int = 0):
         if buffer >= 1 << OFFSET_BITS:
             raise ValueError(f"buffer = {buffer} elements: must be below {1 << OFFSET_BITS}")
+        if not isinstance(segment, int) or segment < 0:
+            raise ValueError(f"segment = {segment!r}: must be a whole number of elements >= 0")
         self.n, self.op, self.algorithm = n, op, algorithm
-        self.elements, self.buffer = elements, buffer
+        self.elements, self.buffer, self.segment = elements, buffer, segment
         self._steps = [[] for _ in range(n)]
         self._slots = [0] * n
-        self._arrival = []
+        self._arrival = []           # per send: its receiver and its (lo, hi, slot) pieces there
+
+    def _cut(self, lo: int, hi: int) -> list[tuple[int, int]]:
+        """``lo .. hi`` in segments of ``segment`` elements from ``lo``, the last the rest."""
+        if not self.segment or hi - lo <= self.segment:
+            return [(lo, hi)]
+        return [(a, min(a + self.segment, hi)) for a in range(lo, hi, self.segment)]
 
     def send(self, src: int, dst: int, lo: int, hi: int, *, reduce: bool, after=(),
              dst_lo: int | None = None) -> int:
-        """Add a step: ``src`` writes its elements ``lo .. hi-1`` to ``dst`` (at ``dst_lo``,
-        default ``lo``) once the chunks of the sends ``after`` (ids this method returned,
-        ``None`` ignored) have been applied at ``src``. Returns the new send's id."""
+        """Add a step per segment: ``src`` writes its elements ``lo .. hi-1`` to ``dst`` (at
+        ``dst_lo``, default ``lo``) once the chunks of the sends ``after`` (ids this method
+        returned, ``None`` ignored) that overlap the segment have been applied at ``src``.
+        Returns the new send's id."""
         steps = self._steps[src]
-        wait = steps[-1].wait if steps else 0
+        pieces = []
         for dep in after:
             if dep is None:
                 continue
-            at, slot = self._arrival[dep]
+            at, arrived = self._arrival[dep]
             if at != src:
                 raise ValueError(f"send {dep} arrives at {at}, not at {src}")
-            wait = max(wait, slot + 1)
-        slot = self._slots[dst]
-        if slot >= (1 << SLOT_BITS) - 1:
-            raise ValueError(f"accelerator {dst}: more than {(1 << SLOT_BITS) - 2} chunks")
-        self._slots[dst] += 1
-        steps.append(Step(dst, lo, lo if dst_lo is None else dst_lo, hi - lo, reduce, slot,
-                          wait))
-        self._arrival.append((dst, slot))
+            pieces += arrived
+        shift = (lo if dst_lo is None else dst_lo) - lo
+        arrived = []
+        for a, b in self._cut(lo, hi):
+            # A piece's data matters only where it overlaps the segment. An empty segment
+            # or piece has no range to compare, so it counts as overlapping: the waits of
+            # small messages' empty chunks stay those of whole chunks.
+            wait = max([steps[-1].wait if steps else 0]
+                       + [slot + 1 for c, d, slot in pieces
+                          if max(a, c) < min(b, d) or a == b or c == d])
+            slot = self._slots[dst]
+            if slot >= (1 << SLOT_BITS) - 1:
+                raise ValueError(f"accelerator {dst}: more than {(1 << SLOT_BITS) - 2} "
+                                 f"chunks; a larger segment makes fewer")
+            self._slots[dst] += 1
+            steps.append(Step(dst, a, a + shift, b - a, reduce, slot, wait))
+            arrived.append((a + shift, b + shift, slot))
+        self._arrival.append((dst, arrived))
         return len(self._arrival) - 1
 
     def schedule(self) -> Schedule:

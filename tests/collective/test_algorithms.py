@@ -6,7 +6,8 @@ import math
 import pytest
 
 from superfabric.sim.collective import dimwise, halving_doubling, tree
-from superfabric.sim.collective.library import ALGORITHMS, algorithm, plan, supports, verify
+from superfabric.sim.collective.library import (ALGORITHMS, SEGMENTED, algorithm, plan,
+                                               supports, verify)
 from superfabric.sim.collective.schedule import OPS
 
 from .fabrics import FABRICS, peers
@@ -34,6 +35,17 @@ def test_every_accelerator_ends_with_numpys_result(fabric, algo, op):
         for dtype in ("int32", "fp32"):
             verify(schedule, p, dtype, seed=nbytes)
         assert schedule.step_count == ALGORITHMS[algo].steps(p, op)
+
+
+@pytest.mark.parametrize("fabric, algo, op", [c for c in CASES if c[1] in SEGMENTED])
+def test_segmented_schedules_end_with_numpys_result(fabric, algo, op):
+    p = peers(fabric)
+    # 3 elements: segments across word boundaries; 64: a chunk in a few segments.
+    for nbytes, segment in ((148, 3), (4000, 64)):
+        schedule = plan(p, op, algo, nbytes, segment=segment)
+        assert max(s.length for steps in schedule.steps for s in steps) <= segment
+        for dtype in ("int32", "fp32"):
+            verify(schedule, p, dtype, seed=nbytes)
 
 
 @pytest.mark.parametrize("fabric", [("fabric.topology=torus", "fabric.dims=[3, 2]",

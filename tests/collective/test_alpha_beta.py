@@ -2,7 +2,9 @@
 
 import pytest
 
-from superfabric.sim.collective.alpha_beta import AlphaBeta, algbw, busbw, busbw_factor
+from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
+                                                   busbw_factor, packet_gap)
+from superfabric.sim.collective.engine import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
 from superfabric.sim.collective.schedule import OPS
 
@@ -11,13 +13,16 @@ from .fabrics import FABRICS, config, peers
 
 def test_beta_follows_the_link_and_the_packet():
     m = AlphaBeta.of(config("torus-2x2x2"))
-    # 64-bit flits, 16-flit packets: 14 payload words; 17 cycles with the gap.
+    # 64-bit flits, 16-flit packets: 14 payload words; with rdma.dma_latency = 4 the RDMA
+    # transmitter's pick and its wait for the first payload word leave 4 idle cycles.
     assert (m.flit_bytes, m.header_flits, m.payload_bytes) == (8, 2, 112)
-    assert m.beta == pytest.approx(17 / 112)
-    assert m.serialise(0) == 3 and m.serialise(8) == 1 + 3 and m.serialise(112) == 14 + 3
-    assert m.serialise(113) == 15 + 6
+    assert m.dma_latency == 4 and m.gap == 4 and packet_gap(1, 2) == 1
+    assert m.beta == pytest.approx(20 / 112)
+    assert m.serialise(0) == 6 and m.serialise(8) == 1 + 6 and m.serialise(112) == 14 + 6
+    assert m.serialise(113) == 15 + 12
     assert m.alpha(2) == m.engine_cycles + 2 * m.hop_cycles
-    assert m.hop_cycles == config("torus-2x2x2").fabric.link_latency + 16 + 3
+    # The notification, a header and a word, is a step's last packet through a router.
+    assert m.hop_cycles == config("torus-2x2x2").fabric.link_latency + 3 + 3
     wide = AlphaBeta.of(config(("fabric.topology=torus", "switch.data_width=128")))
     assert wide.beta == pytest.approx(m.beta / 2)
     with pytest.raises(ValueError, match="engine_cycles = -1: must be a whole number >= 0"):
@@ -25,13 +30,36 @@ def test_beta_follows_the_link_and_the_packet():
 
 
 def test_the_ring_matches_its_closed_form():
-    # Patarasuk and Yuan: 2(n-1) steps of alpha plus a 1/n chunk, one hop (two routers) each.
+    # Patarasuk and Yuan: 2(n-1) steps of alpha plus a 1/n chunk, one hop (two routers)
+    # each; unsegmented, each step also waits for its chunk's notification and apply.
     for name in ("torus-2x2x2", "torus-4x4x4"):
         p, m = peers(name), AlphaBeta.of(config(name))
         n, nbytes = p.n, 1 << 20
         chunk = -(-nbytes // 4 // n) * 4
-        assert m.predict(p, "allreduce", "ring", nbytes) == 2 * (n - 1) * (m.alpha(2)
-                                                                         + m.serialise(chunk))
+        step = (m.alpha(2) + m.serialise(chunk) + m.serialise(NOTIFY_BYTES)
+                + apply_cycles(chunk // 8, m.dma_latency))
+        assert m.predict(p, "allreduce", "ring", nbytes) == 2 * (n - 1) * step
+
+
+def test_the_segmented_ring_is_a_pipeline():
+    # R rounds of S segments: the port sends every segment of every round one after the
+    # other once the first has gone round (its transfer, its alpha and its apply), when the
+    # port, not the latency, is the limit: L + (R S - 1) t.
+    p, m = peers("torus-2x2x2"), AlphaBeta.of(config("torus-2x2x2"))
+    n, nbytes, segment = p.n, 1 << 20, 512
+    chunk, rounds = (1 << 20) // 4 // n, 2 * (n - 1)
+    s = chunk // segment
+    assert chunk % segment == 0
+    t = m.serialise(4 * segment) + m.serialise(NOTIFY_BYTES)
+    latency = t + m.alpha(2) + apply_cycles(segment // 2, m.dma_latency)
+    assert s * t > latency
+    assert m.predict(p, "allreduce", "ring", nbytes, segment=segment) == \
+        latency + (rounds * s - 1) * t
+    # Segments overlap the apply with the next transfer: far less than unsegmented.
+    assert m.predict(p, "allreduce", "ring", nbytes) > 1.5 * latency + (rounds * s - 1) * t
+    # The tree pipelines by its own count, so a segment does not change its prediction.
+    assert m.predict(p, "allreduce", "tree", nbytes, segment=segment) == \
+        m.predict(p, "allreduce", "tree", nbytes)
 
 
 def test_dimwise_has_the_rings_bandwidth_and_far_fewer_steps():
@@ -47,11 +75,12 @@ def test_dimwise_has_the_rings_bandwidth_and_far_fewer_steps():
 @pytest.mark.parametrize("op", OPS)
 def test_auto_picks_the_least_predicted_time(fabric, op):
     p, m = peers(fabric), AlphaBeta.of(config(fabric))
-    for nbytes in (8, 4096, 1 << 16, 1 << 24):
-        pick = auto(m, p, op, nbytes)
-        times = {a: m.predict(p, op, a, nbytes) for a in ALGORITHMS if supports(a, op, p)}
+    for nbytes, segment in ((8, 0), (4096, 448), (1 << 16, 0), (1 << 16, 448), (1 << 24, 0)):
+        pick = auto(m, p, op, nbytes, segment)
+        times = {a: m.predict(p, op, a, nbytes, segment=segment) for a in ALGORITHMS
+                 if supports(a, op, p)}
         assert times[pick] == min(times.values())
-        assert plan(p, op, "auto", nbytes, m).algorithm == pick
+        assert plan(p, op, "auto", nbytes, m, segment).algorithm == pick
 
 
 def test_auto_changes_its_mind_with_the_size_on_the_torus():

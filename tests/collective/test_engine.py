@@ -142,3 +142,27 @@ def test_auto_runs_the_algorithm_it_predicts_fastest():
                  if supports(a, "allreduce", peers)}
     assert prepared.predicted == predicted[prepared.schedule.algorithm] == min(predicted.values())
     assert data_ok(cfg, prepared, buffers) and engines.completion_cycle > 0
+
+
+@pytest.mark.parametrize("algo", ["ring", "dimwise", "halving-doubling"])
+def test_segmented_allreduce_is_exact(algo):
+    # One packet's payload a segment: the 64-element chunks of 2 KiB in three segments.
+    cfg = _config("torus")
+    prepared = prepare_collective(cfg, op="allreduce", algo=algo, nbytes=2048, dtype="fp32",
+                                  seed=5, segment_packets=1)
+    assert prepared.segment == 28
+    records, engines, buffers = run_collective(cfg, prepared)
+    assert not records.stalled, records.stuck
+    assert data_ok(cfg, prepared, buffers) and _same_as_executor(prepared, buffers)
+
+
+def test_a_long_apply_is_progress():
+    """Whole chunks: once halving-doubling's first exchange has landed, nothing moves on the
+    fabric while every apply unit adds its 256 words; the run goes on all the same."""
+    cfg = _config("torus", "rdma.memory_words=4096")
+    prepared = prepare_collective(cfg, op="allreduce", algo="halving-doubling", nbytes=4096,
+                                  dtype="int32", seed=1)
+    assert apply_cycles(256, cfg.rdma.dma_latency) > 200
+    records, _, buffers = run_collective(cfg, prepared, stall_limit=200)
+    assert not records.stalled, records.stuck
+    assert data_ok(cfg, prepared, buffers)

@@ -43,3 +43,17 @@ def test_the_builder_numbers_slots_per_receiver_and_waits_for_what_was_named():
     assert s.steps[2] == (Step(1, 2, 2, 2, False, 1, 0),)
     with pytest.raises(ValueError, match="arrives at 1, not at 0"):
         b.send(0, 2, 0, 1, reduce=True, after=(first,))
+
+
+def test_segments_wait_only_for_the_segments_they_overlap():
+    b = Builder(3, "allreduce", "test", 10, 10, segment=4)
+    first = b.send(0, 1, 0, 10, reduce=True)
+    b.send(1, 2, 2, 10, reduce=True, after=(first,))
+    s = b.schedule()
+    # 0 .. 9 in segments from lo: 0..3, 4..7, 8..9, each its own slot at 1.
+    assert [(t.src, t.length, t.slot) for t in s.steps[0]] == [(0, 4, 0), (4, 4, 1), (8, 2, 2)]
+    # 2..5 overlaps slots 0 and 1, 6..9 slots 1 and 2: each waits for the later.
+    assert [(t.src, t.length, t.wait) for t in s.steps[1]] == [(2, 4, 2), (6, 4, 3)]
+    assert s.slots == (0, 3, 2)
+    with pytest.raises(ValueError, match="segment = -1: must be a whole number of elements"):
+        Builder(3, "allreduce", "test", 10, 10, segment=-1)

@@ -19,8 +19,10 @@ has at most :data:`MAX_POINTS` points. ``DIR/sweep.json`` records the
 command's arguments and the list of points; ``DIR/.sweep.lock`` is held
 (``flock``, released when the process ends, however it ends) while a sweep
 runs, so a second sweep into the same directory stops with one line. A sweep
-is of switch traffic or of RDMA traffic, not both: the two measure
-different things, and their reports differ.
+is of switch traffic, of RDMA traffic or of collectives, one kind only: they
+measure different things, and their reports differ. ``--vary traffic.KEY``
+axes add a parameter to every pattern (a collective's sizes and algorithms);
+a collective has no offered load.
 
 Tasks run on a Dask ``distributed`` cluster: a local one with ``workers``
 processes by default, or an existing scheduler given by its address (reached

@@ -23,8 +23,9 @@ def torus_dor_hop(dims, m, r, s, t):
     """The dimension-order hop at router ``r`` toward router ``t`` of a packet from router ``s``.
 
     Returns ``(port, upper)``: the link port (``m + 2d`` plus, ``m + 2d + 1``
-    minus) and whether the hop is in the upper VC class (it crosses the
-    dimension's dateline now, or the packet crossed it already). ``r != t``.
+    minus) and whether the hop is in the upper VC class: the packet's path in
+    this dimension crosses the dateline (plus from ``s_d > t_d``, minus from
+    ``s_d < t_d``), the class of every hop of that path (section 11.4). ``r != t``.
     """
     stride = 1
     for d in range(len(dims)):
@@ -37,10 +38,8 @@ def torus_dor_hop(dims, m, r, s, t):
             continue
         delta = (xt - x) % k
         if delta <= k - delta:          # plus; a tie (delta = k/2) goes plus
-            upper = x == k - 1 or (xs > xt and x < xs)
-            return m + 2 * d, upper
-        upper = x == 0 or (xs < xt and x > xs)
-        return m + 2 * d + 1, upper
+            return m + 2 * d, xs > xt
+        return m + 2 * d + 1, xs < xt
     return -1, False
 
 

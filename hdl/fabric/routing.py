@@ -108,7 +108,7 @@ class Routing(wiring.Component):
         source = _coords(m, _div(self.src, per), dims, "s")
 
         # Per dimension: unfinished, the minimal directions, and the VC class
-        # of a hop each way (the dateline, superfabric.network.routing.torus_dor_hop).
+        # of a path each way (its dateline, superfabric.network.routing.torus_dor_hop).
         differs, plus_ok, minus_ok, upper_plus, upper_minus = [], [], [], [], []
         for d, k in enumerate(dims):
             x, t, s = here[d], there[d], source[d]
@@ -117,8 +117,8 @@ class Routing(wiring.Component):
             differs.append(x != t)
             plus_ok.append(delta * 2 <= k)
             minus_ok.append(delta * 2 >= k)
-            upper_plus.append((x == k - 1) | ((s > t) & (x < s)))
-            upper_minus.append((x == 0) | ((s < t) & (x > s)))
+            upper_plus.append(s > t)
+            upper_minus.append(s < t)
 
         # Dimension order: the lowest unfinished dimension, plus on a tie.
         dor_link = Signal(range(2 * len(dims)))

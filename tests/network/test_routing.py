@@ -52,14 +52,16 @@ def test_dor_tie_goes_plus_and_the_dateline_moves_to_the_upper_vc():
     assert _walk(topo, 0, 3) == [(0, 2, 1), (3, 0, 0)]
 
 
-def test_dor_upper_class_after_crossing():
-    # On a ring of 8, from 6 to 1 plus: 6 -> 7 lower, 7 -> 0 crosses, 0 -> 1 stays upper.
+def test_dor_class_is_the_paths():
+    # On a ring of 8, from 6 to 1 plus: the path crosses the dateline 7 -> 0, so every hop
+    # of it is upper, the first one too; from 2 to 5 plus nothing crosses: all lower.
     topo = Topology("torus", dims=(8,), endpoints_per_router=1)
-    _, upper = torus_dor_hop((8,), 1, 6, 6, 1)
-    assert not upper
-    assert torus_dor_hop((8,), 1, 7, 6, 1) == (1, True)
-    assert torus_dor_hop((8,), 1, 0, 6, 1) == (1, True)
-    assert [vc for _, _, vc in _walk(topo, 6, 1, vcs=4)] == [0, 2, 2, 0]
+    assert [torus_dor_hop((8,), 1, x, 6, 1) for x in (6, 7, 0)] == [(1, True)] * 3
+    assert [vc for _, _, vc in _walk(topo, 6, 1, vcs=4)] == [2, 2, 2, 0]
+    assert [torus_dor_hop((8,), 1, x, 2, 5) for x in (2, 3, 4)] == [(1, False)] * 3
+    # Minus from 1 to 6 crosses 0 -> 7: upper; minus from 5 to 2: lower.
+    assert [torus_dor_hop((8,), 1, x, 1, 6) for x in (1, 0, 7)] == [(2, True)] * 3
+    assert [torus_dor_hop((8,), 1, x, 5, 2) for x in (5, 4, 3)] == [(2, False)] * 3
 
 
 def test_adaptive_keeps_dimension_order_unless_it_lacks_room_or_another_direction_leads():

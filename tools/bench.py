@@ -843,26 +843,30 @@ REPEATS = 2
 
 
 def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
-    """Run the plain harness ``exe`` on ``settings``; returns its statistics and run seconds."""
+    """Run the plain harness ``exe`` on ``settings``; returns its statistics, its run seconds
+    and its read-back seconds. It reads every statistics word and histogram bucket, a block
+    of words per cycle."""
     from ..sim.stimulus.top import StimulusStats
-    from ..formats.stimulus import RegisterMap
+    from ..formats.stimulus import PAGE_WORDS, RegisterMap, readout_blocks, readout_values
     regmap = RegisterMap(cfg)
-    names, reads = [], []
-    for name, _, words in regmap.stats:
-        names += [name] * words
-        reads += [regmap.address(name, k) for k in range(words)]
+    buckets = range(cfg.stimulus.hist_buckets)
+    names, reads = map(list, zip(*regmap.stat_words()))
     for port in range(cfg.endpoints):
-        names += ["histogram"] * cfg.stimulus.hist_buckets
-        reads += [regmap.hist_address(port, b) for b in range(cfg.stimulus.hist_buckets)]
+        names += ["histogram"] * len(buckets)
+        reads += [regmap.hist_address(port, b) for b in buckets]
+    # The stimulus top (hdl/verilog.py) returns a page per cycle.
+    pages = readout_blocks(reads, PAGE_WORDS)
     (work / "writes.txt").write_text("".join(f"{a} {v}\n" for a, v in regmap.writes(settings)))
-    (work / "reads.txt").write_text("".join(f"{a}\n" for a in reads))
+    (work / "reads.txt").write_text("".join(f"{a}\n" for a in pages))
     out = subprocess.run([str(exe), str(work / "writes.txt"), str(work / "reads.txt")],
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
+    if result["readout_words"] != PAGE_WORDS:
+        raise RuntimeError(f"{exe} reads {result['readout_words']} words per cycle, not a page")
     words = {}
-    for name, value in zip(names, result["words"]):
+    for name, value in zip(names, readout_values(reads, pages, result["words"], PAGE_WORDS)):
         words.setdefault(name, []).append(value)
-    return StimulusStats.from_words(cfg, words), result["run_seconds"]
+    return StimulusStats.from_words(cfg, words), result["run_seconds"], result["readout_seconds"]
 
 
 def stimulus_table(cycles: int) -> ResultsPage:
@@ -894,7 +898,7 @@ def stimulus_table(cycles: int) -> ResultsPage:
         for who in ("plain Verilator", "Verilator + cocotb"):
             with tempfile.TemporaryDirectory() as work:
                 if who == "plain Verilator":
-                    stats, seconds = run_plain(cfg, settings, exe, Path(work))
+                    stats, seconds, _ = run_plain(cfg, settings, exe, Path(work))
                 else:
                     stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator",
                                                      out_dir=work)
@@ -946,7 +950,7 @@ def fabric_stimulus_table() -> ResultsPage:
             model = StimulusModel(cfg).run(settings)
             rows = [("golden model", model, time.perf_counter() - t0)]
             with tempfile.TemporaryDirectory() as work:
-                stats, seconds = run_plain(cfg, settings, exe, Path(work))
+                stats, seconds, _ = run_plain(cfg, settings, exe, Path(work))
                 rows.append(("plain Verilator", stats, seconds))
             with tempfile.TemporaryDirectory() as work:
                 stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator", out_dir=work)

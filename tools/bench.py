@@ -929,7 +929,8 @@ def fabric_stimulus_table() -> ResultsPage:
         "The stimulus top around the 4x4x4 torus (`dor`, 2 VCs, load 0.6, 200,000-cycle "
         "window) and the 384-endpoint 8x8x6 torus (loads 0.2, 0.4, 0.6, 20,000-cycle window): "
         "uniform traffic, 1-flit packets, one traffic class, on the model, a plain Verilator "
-        "harness and Verilator + cocotb, each run's statistics held against the model's.")
+        "harness and Verilator + cocotb, each run's statistics held against the model's, and "
+        "the wall time of reading them back (64 words a cycle).")
     for name, overrides, loads, cycles in FABRIC_STIMULUS:
         cfg = FabricConfig.load(overrides=overrides)
         builds = []
@@ -940,7 +941,7 @@ def fabric_stimulus_table() -> ResultsPage:
             make()
             builds.append(f"{who} {time.perf_counter() - t0:,.0f} s")
         page.table(Column("load", 5), Column("runner", 20, right=False), Column("cycles", 8),
-                   Column("cycles/s", 9), Column("accepted", 8),
+                   Column("cycles/s", 9), Column("accepted", 8), Column("read-back s", 11),
                    Column("statistics", 10, right=False),
                    caption=f"{name}: Verilator builds (0 when cached): {', '.join(builds)}")
         exe = build_harness(cfg, top="stimulus", harness=HARNESS)
@@ -948,14 +949,14 @@ def fabric_stimulus_table() -> ResultsPage:
             settings = stimulus_settings(cfg, "uniform", load=load, cycles=cycles, seed=1)
             t0 = time.perf_counter()
             model = StimulusModel(cfg).run(settings)
-            rows = [("golden model", model, time.perf_counter() - t0)]
+            rows = [("golden model", model, time.perf_counter() - t0, None)]
             with tempfile.TemporaryDirectory() as work:
-                stats, seconds, _ = run_plain(cfg, settings, exe, Path(work))
-                rows.append(("plain Verilator", stats, seconds))
+                rows.append(("plain Verilator", *run_plain(cfg, settings, exe, Path(work))))
             with tempfile.TemporaryDirectory() as work:
                 stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator", out_dir=work)
-                rows.append(("Verilator + cocotb", stats, timing["run_seconds"]))
-            for who, stats, seconds in rows:
+                rows.append(("Verilator + cocotb", stats, timing["run_seconds"],
+                             timing["readout_seconds"]))
+            for who, stats, seconds, readout in rows:
                 accepted = stats["window_flits"].sum() / cycles / cfg.endpoints
                 if stats is model:
                     verdict = "-"
@@ -963,7 +964,7 @@ def fabric_stimulus_table() -> ResultsPage:
                     match = compare_stats(stats, model)
                     verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
                 page.row(load, who, f"{stats.cycles:,}", f"{stats.cycles / seconds:,.0f}",
-                         f"{accepted:.3f}", verdict)
+                         f"{accepted:.3f}", "-" if readout is None else f"{readout:.1f}", verdict)
     return page
 
 

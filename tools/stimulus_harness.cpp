@@ -73,21 +73,25 @@ int main(int argc, char **argv) {
     tick();
     top->csr_we = 0;
 
-    const auto t0 = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) {
+        return std::chrono::duration<double>(clock::now() - t).count();
+    };
+    const auto t0 = clock::now();
     while (!top->done) tick();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = since(t0);
 
-    // A block addressed before an edge is in csr_rdata after the next one: one per cycle.
+    // The address is registered at one edge, its block at the next: a block per cycle.
     const size_t size = sizeof(top->csr_rdata) / sizeof(uint64_t);
     std::vector<uint64_t> words;
-    const auto t1 = std::chrono::steady_clock::now();
+    const auto t1 = clock::now();
     for (size_t k = 0; k <= reads.size(); k++) {
         if (k < reads.size()) top->csr_addr = reads[k][0];
         tick();
         if (k)
             for (size_t j = 0; j < size; j++) words.push_back(word(top->csr_rdata, j));
     }
-    const double readout = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    const double readout = since(t1);
 
     std::printf("{\"cycles\": %" PRIu64 ", \"run_seconds\": %.6f, \"readout_seconds\": %.6f, "
                 "\"readout_words\": %zu, \"words\": [",

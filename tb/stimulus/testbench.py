@@ -16,9 +16,7 @@ per cycle. The comparison with the model happens in the parent process.
 Parameters (``superfabric.tb.params``): ``settings`` (a
 ``StimulusSettings.to_dict()``), ``rtl_stats`` (where the statistics go),
 ``timing`` (a JSON file of the run's wall times), ``progress`` (a file of
-one JSON line per chunk, optional), ``stall_limit``. The test
-``stimulus_dump`` (for the tests of the read side) runs the same way, then
-reads the words at ``addresses`` into ``dump`` (a JSON list).
+one JSON line per chunk, optional), ``stall_limit``.
 """
 
 import json
@@ -35,7 +33,7 @@ from ...formats.stimulus import (CSR_DATA_BITS, RegisterMap, StimulusSettings, l
                                  readout_blocks, readout_values)
 from .. import params as tb_params
 
-__all__ = ["StimulusTB", "PERIOD_NS"]
+__all__ = ["StimulusTB", "PERIOD_NS", "run_settings"]
 
 #: Clock period, in ns.
 PERIOD_NS = 10
@@ -165,7 +163,7 @@ class StimulusTB:
         return StimulusStats.from_words(self.cfg, words, stalled=stalled)
 
 
-async def _run(dut):
+async def run_settings(dut):
     """Reset, configure and run the stimulus top with the parameters' settings; returns the
     testbench, the parameters, whether the run stalled, its chunks and its wall time."""
     cfg, p = tb_params.read()
@@ -182,7 +180,7 @@ async def _run(dut):
 @cocotb.test()
 async def stimulus_run(dut):
     """Configure, start and run the stimulus top; save its statistics and timing."""
-    tb, p, stalled, chunks, run_seconds = await _run(dut)
+    tb, p, stalled, chunks, run_seconds = await run_settings(dut)
     t1 = time.perf_counter()
     stats = await tb.read_stats(stalled)
     stats.save(p["rtl_stats"])
@@ -192,10 +190,3 @@ async def stimulus_run(dut):
     dut._log.info(f"{stats.cycles} cycles in {run_seconds:.2f} s "
                   f"({stats.cycles / max(run_seconds, 1e-9):,.0f} cycles/s), {chunks} chunks")
 
-
-@cocotb.test(skip=True)
-async def stimulus_dump(dut):
-    """Run as :func:`stimulus_run` does, then save the words at the parameters' ``addresses``
-    (run only when named)."""
-    tb, p, _, _, _ = await _run(dut)
-    Path(p["dump"]).write_text(json.dumps(await tb.read(p["addresses"])) + "\n")

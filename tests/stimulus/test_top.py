@@ -173,11 +173,11 @@ def test_a_page_read_returns_the_words_of_single_word_reads(tmp_path, build_root
         # The generated stimulus top reads a page; one reading a word is built apart.
         component = None if words == PAGE_WORDS else (
             f"readout{words}", lambda: Stimulus(TINY, readout_words=words))
-        res = run_cocotb(TINY, "superfabric.tb.stimulus.testbench", sim="verilator",
+        res = run_cocotb(TINY, "superfabric.tb.stimulus.dump", sim="verilator",
                          test_dir=tmp_path / f"sim{words}", top="stimulus",
                          params={"settings": settings.to_dict(), "dump": str(dump),
                                  "addresses": list(range(len(expected)))},
-                         testcase="stimulus_dump", build_root=build_root, component=component)
+                         build_root=build_root, component=component)
         assert res.passed
         got = json.loads(dump.read_text())
         wrong = [a for a, (g, e) in enumerate(zip(got, expected)) if g != e]

@@ -7,6 +7,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from ..config import FabricConfig
+from ..formats.stimulus import PAGE_WORDS
 from ..network.topology import LEAF, SPINE, TORUS_ROUTER
 from .compression import CompressionUnit
 from .fabric.top import Fabric
@@ -31,8 +32,9 @@ TOPS = {
     # The simulation top: engines, host memories, injectors, and the switch or fabric.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
     # The switch, or the fabric, with hardware traffic generators and
-    # statistics sinks at its endpoints.
-    "stimulus": lambda cfg: Stimulus(cfg),
+    # statistics sinks at its endpoints; for simulators, which pay a clock cycle of
+    # all of it for every read, it returns a page of words per read.
+    "stimulus": lambda cfg: Stimulus(cfg, readout_words=PAGE_WORDS),
     # A fabric of routers: every router an instance of its tier's module,
     # which the same file holds once; and each tier's module alone.
     "fabric": lambda cfg: Fabric(cfg),

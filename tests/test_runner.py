@@ -69,9 +69,9 @@ def test_plain_harness_builds_and_its_run_equals_the_model(build_root, tmp_path)
                                log=log)
     assert exe.is_file()
     settings = stimulus_settings(cfg, "uniform", load=0.5, cycles=2000, seed=3)
-    stats, seconds = run_plain(cfg, settings, exe, tmp_path)
+    stats, seconds, readout_seconds = run_plain(cfg, settings, exe, tmp_path)
     model = StimulusModel(cfg).run(settings)
-    assert stats.cycles == model.cycles > 2000 and seconds > 0
+    assert stats.cycles == model.cycles > 2000 and seconds > 0 and readout_seconds > 0
     match = compare_stats(stats, model)
     assert match["exact"], match["problems"][:3]
     # A second call finds the build and says nothing.

@@ -843,26 +843,30 @@ REPEATS = 2
 
 
 def run_plain(cfg: FabricConfig, settings, exe: Path, work: Path):
-    """Run the plain harness ``exe`` on ``settings``; returns its statistics and run seconds."""
+    """Run the plain harness ``exe`` on ``settings``; returns its statistics, its run seconds
+    and its read-back seconds. It reads every statistics word and histogram bucket, a block
+    of words per cycle."""
     from ..sim.stimulus.top import StimulusStats
-    from ..formats.stimulus import RegisterMap
+    from ..formats.stimulus import PAGE_WORDS, RegisterMap, readout_blocks, readout_values
     regmap = RegisterMap(cfg)
-    names, reads = [], []
-    for name, _, words in regmap.stats:
-        names += [name] * words
-        reads += [regmap.address(name, k) for k in range(words)]
+    buckets = range(cfg.stimulus.hist_buckets)
+    names, reads = map(list, zip(*regmap.stat_words()))
     for port in range(cfg.endpoints):
-        names += ["histogram"] * cfg.stimulus.hist_buckets
-        reads += [regmap.hist_address(port, b) for b in range(cfg.stimulus.hist_buckets)]
+        names += ["histogram"] * len(buckets)
+        reads += [regmap.hist_address(port, b) for b in buckets]
+    # The stimulus top (hdl/verilog.py) returns a page per cycle.
+    pages = readout_blocks(reads, PAGE_WORDS)
     (work / "writes.txt").write_text("".join(f"{a} {v}\n" for a, v in regmap.writes(settings)))
-    (work / "reads.txt").write_text("".join(f"{a}\n" for a in reads))
+    (work / "reads.txt").write_text("".join(f"{a}\n" for a in pages))
     out = subprocess.run([str(exe), str(work / "writes.txt"), str(work / "reads.txt")],
                          capture_output=True, text=True, check=True)
     result = json.loads(out.stdout)
+    if result["readout_words"] != PAGE_WORDS:
+        raise RuntimeError(f"{exe} reads {result['readout_words']} words per cycle, not a page")
     words = {}
-    for name, value in zip(names, result["words"]):
+    for name, value in zip(names, readout_values(reads, pages, result["words"], PAGE_WORDS)):
         words.setdefault(name, []).append(value)
-    return StimulusStats.from_words(cfg, words), result["run_seconds"]
+    return StimulusStats.from_words(cfg, words), result["run_seconds"], result["readout_seconds"]
 
 
 def stimulus_table(cycles: int) -> ResultsPage:
@@ -894,7 +898,7 @@ def stimulus_table(cycles: int) -> ResultsPage:
         for who in ("plain Verilator", "Verilator + cocotb"):
             with tempfile.TemporaryDirectory() as work:
                 if who == "plain Verilator":
-                    stats, seconds = run_plain(cfg, settings, exe, Path(work))
+                    stats, seconds, _ = run_plain(cfg, settings, exe, Path(work))
                 else:
                     stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator",
                                                      out_dir=work)
@@ -925,7 +929,8 @@ def fabric_stimulus_table() -> ResultsPage:
         "The stimulus top around the 4x4x4 torus (`dor`, 2 VCs, load 0.6, 200,000-cycle "
         "window) and the 384-endpoint 8x8x6 torus (loads 0.2, 0.4, 0.6, 20,000-cycle window): "
         "uniform traffic, 1-flit packets, one traffic class, on the model, a plain Verilator "
-        "harness and Verilator + cocotb, each run's statistics held against the model's.")
+        "harness and Verilator + cocotb, each run's statistics held against the model's, and "
+        "the wall time of reading them back (64 words a cycle).")
     for name, overrides, loads, cycles in FABRIC_STIMULUS:
         cfg = FabricConfig.load(overrides=overrides)
         builds = []
@@ -936,7 +941,7 @@ def fabric_stimulus_table() -> ResultsPage:
             make()
             builds.append(f"{who} {time.perf_counter() - t0:,.0f} s")
         page.table(Column("load", 5), Column("runner", 20, right=False), Column("cycles", 8),
-                   Column("cycles/s", 9), Column("accepted", 8),
+                   Column("cycles/s", 9), Column("accepted", 8), Column("read-back s", 11),
                    Column("statistics", 10, right=False),
                    caption=f"{name}: Verilator builds (0 when cached): {', '.join(builds)}")
         exe = build_harness(cfg, top="stimulus", harness=HARNESS)
@@ -944,14 +949,14 @@ def fabric_stimulus_table() -> ResultsPage:
             settings = stimulus_settings(cfg, "uniform", load=load, cycles=cycles, seed=1)
             t0 = time.perf_counter()
             model = StimulusModel(cfg).run(settings)
-            rows = [("golden model", model, time.perf_counter() - t0)]
+            rows = [("golden model", model, time.perf_counter() - t0, None)]
             with tempfile.TemporaryDirectory() as work:
-                stats, seconds = run_plain(cfg, settings, exe, Path(work))
-                rows.append(("plain Verilator", stats, seconds))
+                rows.append(("plain Verilator", *run_plain(cfg, settings, exe, Path(work))))
             with tempfile.TemporaryDirectory() as work:
                 stats, timing = run_stimulus_rtl(cfg, settings, sim="verilator", out_dir=work)
-                rows.append(("Verilator + cocotb", stats, timing["run_seconds"]))
-            for who, stats, seconds in rows:
+                rows.append(("Verilator + cocotb", stats, timing["run_seconds"],
+                             timing["readout_seconds"]))
+            for who, stats, seconds, readout in rows:
                 accepted = stats["window_flits"].sum() / cycles / cfg.endpoints
                 if stats is model:
                     verdict = "-"
@@ -959,7 +964,7 @@ def fabric_stimulus_table() -> ResultsPage:
                     match = compare_stats(stats, model)
                     verdict = "= model" if match["exact"] else f"MISMATCH ({match['problems'][0]})"
                 page.row(load, who, f"{stats.cycles:,}", f"{stats.cycles / seconds:,.0f}",
-                         f"{accepted:.3f}", verdict)
+                         f"{accepted:.3f}", "-" if readout is None else f"{readout:.1f}", verdict)
     return page
 
 

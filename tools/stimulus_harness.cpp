@@ -4,10 +4,12 @@
 //
 // usage: harness WRITES READS
 //   WRITES  lines "address value": the configuration writes of the run, in order
-//   READS   lines "address": the statistics words to read back after the run
+//   READS   lines "address": the first addresses of the blocks to read back after the run
 // Resets for three cycles, writes the configuration one word per cycle, arms the run,
-// clocks until `done`, reads every word back, and prints one JSON object:
-//   {"cycles": C, "run_seconds": S, "words": [w0, w1, ...]}
+// clocks until `done`, reads the blocks back, one per cycle, and prints one JSON object:
+//   {"cycles": C, "run_seconds": S, "readout_seconds": R, "readout_words": B,
+//    "words": [w0, w1, ...]}
+// with the B words of every block (the top's readout_words, from csr_rdata's width) in turn.
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -30,6 +32,14 @@ static std::vector<std::vector<uint64_t>> read_rows(const char *path, int column
         rows.push_back(columns == 2 ? std::vector<uint64_t>{a, b} : std::vector<uint64_t>{a});
     std::fclose(f);
     return rows;
+}
+
+// Word j of csr_rdata: Verilator holds a port of 33 to 64 bits as one 64-bit integer, a wider
+// one as 32-bit words.
+static uint64_t word(QData data, size_t) { return data; }
+template <std::size_t N>
+static uint64_t word(const VlWide<N> &data, size_t j) {
+    return data[2 * j] | static_cast<uint64_t>(data[2 * j + 1]) << 32;
 }
 
 int main(int argc, char **argv) {
@@ -63,18 +73,31 @@ int main(int argc, char **argv) {
     tick();
     top->csr_we = 0;
 
-    const auto t0 = std::chrono::steady_clock::now();
+    using clock = std::chrono::steady_clock;
+    auto since = [](clock::time_point t) {
+        return std::chrono::duration<double>(clock::now() - t).count();
+    };
+    const auto t0 = clock::now();
     while (!top->done) tick();
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double seconds = since(t0);
 
-    std::printf("{\"cycles\": %" PRIu64 ", \"run_seconds\": %.6f, \"words\": [",
-                static_cast<uint64_t>(top->cycle), seconds);
-    for (size_t k = 0; k < reads.size(); k++) {
-        top->csr_addr = reads[k][0];  // registered, then read: two cycles
+    // The address is registered at one edge, its block at the next: a block per cycle.
+    const size_t size = sizeof(top->csr_rdata) / sizeof(uint64_t);
+    std::vector<uint64_t> words;
+    const auto t1 = clock::now();
+    for (size_t k = 0; k <= reads.size(); k++) {
+        if (k < reads.size()) top->csr_addr = reads[k][0];
         tick();
-        tick();
-        std::printf("%s%" PRIu64, k ? ", " : "", static_cast<uint64_t>(top->csr_rdata));
+        if (k)
+            for (size_t j = 0; j < size; j++) words.push_back(word(top->csr_rdata, j));
     }
+    const double readout = since(t1);
+
+    std::printf("{\"cycles\": %" PRIu64 ", \"run_seconds\": %.6f, \"readout_seconds\": %.6f, "
+                "\"readout_words\": %zu, \"words\": [",
+                static_cast<uint64_t>(top->cycle), seconds, readout, size);
+    for (size_t k = 0; k < words.size(); k++)
+        std::printf("%s%" PRIu64, k ? ", " : "", words[k]);
     std::printf("]}\n");
     top->final();
     return 0;

@@ -26,7 +26,7 @@ __all__ = ["MODES", "INJECT_BITS", "DRAW_BITS", "TIMESTAMP_BITS", "CSR_DATA_BITS
            "GENERATED_ECN", "GENERATOR_KEY", "SINK_KEY", "StimulusSettings", "RegisterMap",
            "check_stimulus", "port_key", "port_seed", "xorshift64", "latency_bucket",
            "bucket_bounds", "port_bytes", "record_bits", "delivery_record", "crc32_update",
-           "CRC32_POLY", "ENABLE_BITS"]
+           "CRC32_POLY", "ENABLE_BITS", "PAGE_WORDS", "readout_blocks", "readout_values"]
 
 #: Destination modes of the generators, by register code (the index).
 MODES = ("uniform", "fixed", "hotspot", "rotate", "bursty")
@@ -41,6 +41,9 @@ TIMESTAMP_BITS = 32
 CSR_DATA_BITS = 64
 #: Inputs per word of the ``enable`` register (one word per 64 inputs).
 ENABLE_BITS = CSR_DATA_BITS
+#: Words of a page of the configuration port's read side: the most words it returns in one
+#: cycle, so the histograms' sink stride is at least this (a page holds one bucket).
+PAGE_WORDS = 64
 #: The codepoint of ECN-capable generated packets: ECT(0) (RFC 3168).
 GENERATED_ECN = ECT0
 
@@ -208,8 +211,10 @@ class RegisterMap:
     word each, in the order of :attr:`settings` (written and read back at
     the same address), from 1. The statistics follow from :attr:`stats_base`
     in the order of :attr:`stats`; the histograms from :attr:`hist_base`,
-    sink ``o`` bucket ``b`` at ``hist_base + o * hist_stride + b``. Every
-    word is :data:`CSR_DATA_BITS` wide, values zero-extended.
+    bucket ``b`` of sink ``o`` at ``hist_base + b * sink_stride + o``: bucket-major, so an
+    aligned page of :data:`PAGE_WORDS` words is one bucket of consecutive sinks, which
+    every sink's memory gives in the same cycle. Every word is
+    :data:`CSR_DATA_BITS` wide, values zero-extended.
     """
 
     CONTROL = 0
@@ -270,10 +275,13 @@ class RegisterMap:
         for name, _, words in self.stats:
             self._address[name] = address
             address += words
-        self.hist_stride = 1 << _bits(st.hist_buckets)
-        self.hist_base = 1 << _bits(max(address, n * self.hist_stride))
+        #: Addresses from one histogram bucket to the next: a power of two, at least the
+        #: sinks and a page.
+        self.sink_stride = max(PAGE_WORDS, 1 << _bits(n))
+        size = st.hist_buckets * self.sink_stride
+        self.hist_base = 1 << _bits(max(address, size))
         #: Width of ``csr_addr``.
-        self.address_bits = _bits(self.hist_base + n * self.hist_stride)
+        self.address_bits = _bits(self.hist_base + size)
 
     def address(self, name: str, index: int = 0) -> int:
         """The address of word ``index`` of register or statistic ``name``."""
@@ -281,7 +289,12 @@ class RegisterMap:
 
     def hist_address(self, port: int, bucket: int) -> int:
         """The address of bucket ``bucket`` of sink ``port``'s histogram."""
-        return self.hist_base + port * self.hist_stride + bucket
+        return self.hist_base + bucket * self.sink_stride + port
+
+    def stat_words(self) -> list[tuple[str, int]]:
+        """``(name, address)`` of every statistics word, in readout order."""
+        return [(name, self.address(name, k)) for name, _, words in self.stats
+                for k in range(words)]
 
     def writes(self, settings: StimulusSettings) -> list[tuple[int, int]]:
         """The ``(address, value)`` writes that load ``settings``, in address order."""
@@ -296,3 +309,21 @@ class RegisterMap:
             values = value if isinstance(value, tuple) else (value,)
             out.extend((self.address(name, k), int(v)) for k, v in enumerate(values))
         return out
+
+
+# -- reading back a block of words per cycle ----------------------------------------------
+
+
+def readout_blocks(addresses, words: int) -> list[int]:
+    """The first addresses of the aligned blocks of ``words`` words (the stimulus top's
+    ``readout_words``) that hold ``addresses``, each once, in address order: what a host
+    reads, one block per cycle, to get the words at ``addresses``."""
+    return sorted({address - address % words for address in addresses})
+
+
+def readout_values(addresses, blocks: list[int], data: list[int], words: int) -> list[int]:
+    """The words at ``addresses``, out of ``data``: the words of ``blocks``
+    (:func:`readout_blocks`) one after the other, ``words`` per block."""
+    index = {block: k for k, block in enumerate(blocks)}
+    return [data[index[address - address % words] * words + address % words]
+            for address in addresses]

@@ -45,7 +45,9 @@ class BoardRun(wiring.Component):
     def __init__(self, cfg: FabricConfig, settings: StimulusSettings, *, expected_hash: int,
                  clocks_per_bit: int):
         self._cfg = cfg
-        self._stimulus = Stimulus(cfg)
+        # A word per read: the report sends a word at a time, and a page would be 4,096
+        # flip-flops on the FPGA.
+        self._stimulus = Stimulus(cfg, readout_words=1)
         #: The modules the stimulus top instances, each written once.
         self.modules = self._stimulus.modules
         regmap = RegisterMap(cfg)

@@ -10,14 +10,14 @@ simulator build, or one FPGA bitstream, serves every point of a sweep. The
 model is ``sim/stimulus/top.py``; ``docs/architecture.md`` section 12.
 """
 
-from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, DomainRenamer, Module, Mux,
-                          ResetSignal, Signal)
+from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module,
+                          Mux, ResetSignal, Signal, Value)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
-from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, SINK_KEY, TIMESTAMP_BITS,
-                        RegisterMap, check_stimulus, port_key)
+from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, PAGE_WORDS, SINK_KEY,
+                                 TIMESTAMP_BITS, RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
 from ..ports import SharedModule, add_instance
@@ -29,9 +29,9 @@ from ..checks import check_config
 __all__ = ["Stimulus"]
 
 _GENERATOR_STATS = ("generated", "generated_flits", "refused")
-#: The configuration port's read side selects a word among the 2**_PAGE_BITS of its page
-#: (fewer below a small register map's histograms), then the page.
-_PAGE_BITS = 6
+#: The configuration port's read side selects a page of 2**_PAGE_BITS words, then the
+#: ``readout_words`` of it that it returns.
+_PAGE_BITS = PAGE_WORDS.bit_length() - 1
 _SINK_STATS = ("window_flits", "latency_sum", "latency_min", "latency_max", "hash",
                "order_errors", "frame_errors", "ce_packets")
 
@@ -48,6 +48,22 @@ def _total(values, width: int):
     return values[0]
 
 
+def _select(values, index):
+    """``values[index]``, or 0 past the end of ``values`` (where an ``Array`` would give its
+    last value)."""
+    if not values:
+        return Const(0)
+    if len(values) == 1 << len(index):
+        return Array(values)[index] if len(index) else values[0]
+    return Mux(index < len(values), Array(values)[index], 0)
+
+
+def _words(values):
+    """``values`` side by side, each zero-extended to a configuration port word."""
+    return Cat(*(Cat(value, Const(0, CSR_DATA_BITS - len(value)))
+                 for value in map(Value.cast, values)))
+
+
 def _seeded(seed, key: int):
     """``superfabric.formats.stimulus.port_seed`` as logic."""
     mixed = seed ^ key
@@ -55,7 +71,8 @@ def _seeded(seed, key: int):
 
 
 class Stimulus(wiring.Component):
-    """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them).
+    """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them), read
+    back ``readout_words`` words per cycle.
 
     With ``fabric.topology`` a torus or a fat tree the core is the fabric top
     (:class:`~.fabric.Fabric`, its routers instances of their tiers' modules),
@@ -63,6 +80,15 @@ class Stimulus(wiring.Component):
     instances of one module, ``traffic_gen``, and the sinks of another,
     ``traffic_sink`` (sink 0 of ``traffic_sink_fault`` when a fault is planted):
     :attr:`modules` lists every module the top's file holds once.
+
+    Parameters
+    ----------
+    cfg : FabricConfig
+    readout_words : int
+        Words ``csr_rdata`` returns per cycle: a power of two from 1 to
+        :data:`~superfabric.formats.stimulus.PAGE_WORDS`. A host that reads a word at a
+        time (the board's UART) takes 1; a simulator's, which pays a clock cycle of the
+        whole fabric per read, the most.
 
     Ports
     -----
@@ -73,8 +99,10 @@ class Stimulus(wiring.Component):
         cycle after that in which the sinks have cleared their memories
         after reset. One run per reset: the switch's buffers start from
         their initial contents.
-    csr_rdata : the word addressed two cycles before; ``control`` reads as
-        bit 0 done, bit 1 running, bit 2 armed.
+    csr_rdata : ``readout_words`` words: the aligned block of them that holds the
+        address presented two cycles before, word ``j`` at bits ``[64 j, 64 j + 64)``,
+        0 for an unused address; ``control`` reads as bit 0 done, bit 1 running, bit 2
+        armed.
     done : the run is over: past its generation window, and every packet
         generated was delivered or dropped. ``cycle`` then stays put.
     running, cycle : started; the cycle of the run.
@@ -82,10 +110,15 @@ class Stimulus(wiring.Component):
         ports (the progress a host or testbench watches).
     """
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, readout_words: int = 1):
+        if (not isinstance(readout_words, int) or not 1 <= readout_words <= PAGE_WORDS
+                or readout_words & (readout_words - 1)):
+            raise ValueError(f"readout_words must be a power of two from 1 to {PAGE_WORDS}, "
+                             f"not {readout_words!r}")
         check_config(cfg)
         check_stimulus(cfg)
         self._cfg = cfg
+        self._readout_words = readout_words
         self._map = RegisterMap(cfg)
         self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
         layout, n, np_, st = packet_layout(cfg), cfg.endpoints, cfg.switch.priorities, cfg.stimulus
@@ -109,7 +142,7 @@ class Stimulus(wiring.Component):
             "csr_addr": In(self._map.address_bits),
             "csr_we": In(1),
             "csr_wdata": In(CSR_DATA_BITS),
-            "csr_rdata": Out(CSR_DATA_BITS),
+            "csr_rdata": Out(CSR_DATA_BITS * readout_words),
             "done": Out(1),
             "running": Out(1),
             "cycle": Out(width),
@@ -202,7 +235,7 @@ class Stimulus(wiring.Component):
                 sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
                 sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
                 sink.timestamp.eq(timestamp), sink.window.eq(window),
-                sink.hist_addr.eq(addr[:(regmap.hist_stride - 1).bit_length()]),
+                sink.hist_addr.eq(addr[(regmap.sink_stride - 1).bit_length():]),
             ]
             sinks.append(sink)
         m.d.comb += cleared.eq(Cat(s.cleared for s in sinks).all())
@@ -223,7 +256,8 @@ class Stimulus(wiring.Component):
         return m
 
     def _readout(self, m, addr, armed, regs, gens, sinks):
-        """``csr_rdata``: the word addressed two cycles before (``addr`` is one behind)."""
+        """``csr_rdata``: the block of words that holds the address presented two cycles
+        before (``addr`` is one behind)."""
         regmap, np_ = self._map, self._cfg.switch.priorities
         words = {"cycle": [self.cycle]}
         for name in _GENERATOR_STATS:
@@ -237,17 +271,6 @@ class Stimulus(wiring.Component):
                      "router_peak"):
             if hasattr(self._core, name):
                 words[name] = list(getattr(self._core, name))
-        # The histograms: hist_base is a power of two above every other
-        # address, so its bit marks the region; below it, sink and bucket.
-        hist_bits = (regmap.hist_stride - 1).bit_length()
-        region_bit = regmap.hist_base.bit_length() - 1
-        index = addr[hist_bits:region_bit]
-        valid = addr[region_bit]
-        if len(sinks) < 1 << len(index):
-            valid &= index < len(sinks)
-        if regmap.hist_buckets < regmap.hist_stride:
-            valid &= addr[:hist_bits] < regmap.hist_buckets
-        hist = Array(s.hist_data for s in sinks)
         register = {regmap.CONTROL: Cat(self.done, self.running, armed)}
         for name, _, count in regmap.settings:
             for k in range(count):
@@ -256,23 +279,40 @@ class Stimulus(wiring.Component):
             assert len(words[name]) == count, name
             for k, value in enumerate(words[name]):
                 register[regmap.address(name, k)] = value
-        # Two levels of selection, a page of _PAGE words by the low address bits and
-        # the page by the rest, rather than one case per word: a multiplexer of n
-        # cases is a priority chain whose size (and Amaranth's check of it) grows
-        # as n**2, and a fabric of hundreds of endpoints has tens of thousands of words.
-        # A page never reaches into the histograms' region (hist_base, a power of two).
-        page_bits = min(_PAGE_BITS, region_bit)
+        # Two levels of selection, the page by the high address bits and the block of
+        # readout_words in it by the low ones, rather than one case per block: a
+        # multiplexer of n cases is a priority chain whose size (and Amaranth's check of
+        # it) grows as n**2, and a fabric of hundreds of endpoints has tens of thousands
+        # of words. A page never reaches into the histograms' region (hist_base, a power
+        # of two, is a multiple of a page).
+        size = self._readout_words
+        block_bits = size.bit_length() - 1
         pages = {}
         for address, value in register.items():
-            pages.setdefault(address >> page_bits, {})[address & ((1 << page_bits) - 1)] = value
-        offset = addr[:page_bits]
-        with m.Switch(addr[page_bits:]):
-            for page, entries in sorted(pages.items()):
+            blocks = pages.setdefault(address >> _PAGE_BITS, {})
+            blocks.setdefault(address % PAGE_WORDS >> block_bits, {})[address % size] = value
+        block = addr[block_bits:_PAGE_BITS]
+        with m.Switch(addr[_PAGE_BITS:]):
+            for page, blocks in sorted(pages.items()):
                 with m.Case(page):
-                    used = [entries.get(k, 0) for k in range(max(entries) + 1)]
-                    in_page = Array(used)[offset]
-                    m.d.sync += self.csr_rdata.eq(
-                        in_page if len(used) == 1 << page_bits else
-                        Mux(offset < len(used), in_page, 0))
+                    used = [_words(blocks.get(k, {}).get(j, 0) for j in range(size))
+                            for k in range(max(blocks) + 1)]
+                    m.d.sync += self.csr_rdata.eq(_select(used, block))
             with m.Default():
-                m.d.sync += self.csr_rdata.eq(Mux(valid, hist[index], 0))
+                m.d.sync += self.csr_rdata.eq(self._histograms(addr, sinks))
+
+    def _histograms(self, addr, sinks):
+        """The block of histogram words at ``addr``, 0 outside the histograms' region. Every
+        sink's memory reads the bucket addressed (``hist_addr``); word ``j`` of the block
+        is the bucket of the sink ``j`` modulo ``readout_words`` the address picks."""
+        regmap, size = self._map, self._readout_words
+        block_bits = size.bit_length() - 1
+        sink_bits = (regmap.sink_stride - 1).bit_length()
+        region_bit = regmap.hist_base.bit_length() - 1
+        valid = addr[region_bit]
+        if regmap.hist_buckets < 1 << (region_bit - sink_bits):
+            valid &= addr[sink_bits:region_bit] < regmap.hist_buckets
+        group = addr[block_bits:sink_bits]
+        block = _words(_select([s.hist_data for s in sinks[j::size]], group)
+                       for j in range(size))
+        return Mux(valid, block, 0)

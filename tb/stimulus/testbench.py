@@ -9,8 +9,9 @@ whichever comes first. Between chunks it reads the progress ports
 (``cycle``, ``generated``, ``delivered``, ``dropped``): they feed the
 progress file and the stall detector. The clock is cocotb's C++ (GPI)
 clock: its Python implementation would also wake Python at every edge.
-At the end it reads every statistic back through the configuration port.
-The comparison with the model happens in the parent process.
+At the end it reads every statistic back through the configuration port, a
+block of words (the top's ``readout_words``, ``csr_rdata``'s width over 64)
+per cycle. The comparison with the model happens in the parent process.
 
 Parameters (``superfabric.tb.params``): ``settings`` (a
 ``StimulusSettings.to_dict()``), ``rtl_stats`` (where the statistics go),
@@ -28,10 +29,11 @@ from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 
 from ...sim.stimulus.top import StimulusStats
 from ...sim.fabric.top import DEFAULT_STALL_LIMIT
-from ...formats.stimulus import RegisterMap, StimulusSettings, latency_bucket
+from ...formats.stimulus import (CSR_DATA_BITS, RegisterMap, StimulusSettings, latency_bucket,
+                                 readout_blocks, readout_values)
 from .. import params as tb_params
 
-__all__ = ["StimulusTB", "PERIOD_NS"]
+__all__ = ["StimulusTB", "PERIOD_NS", "run_settings"]
 
 #: Clock period, in ns.
 PERIOD_NS = 10
@@ -123,43 +125,47 @@ class StimulusTB:
                 log.close()
 
     async def read(self, addresses):
-        """The words at ``addresses``, one per cycle (``csr_rdata`` lags its address by two)."""
+        """The words at ``addresses``: every block that holds one is read, one per cycle
+        (``csr_rdata`` lags its address by two)."""
         dut = self.dut
-        out = []
+        size = len(dut.csr_rdata) // CSR_DATA_BITS
+        mask = (1 << CSR_DATA_BITS) - 1
+        blocks = readout_blocks(addresses, size)
+        data = []
         await FallingEdge(dut.clk)
-        for k, address in enumerate([*addresses, 0]):
+        for k, address in enumerate([*blocks, 0]):
             dut.csr_addr.value = address
             await FallingEdge(dut.clk)
             if k:
-                out.append(int(dut.csr_rdata.value))
-        return out
+                value = dut.csr_rdata.value.to_unsigned()
+                data += [value >> (CSR_DATA_BITS * j) & mask for j in range(size)]
+        return readout_values(addresses, blocks, data, size)
 
     async def read_stats(self, stalled: bool) -> StimulusStats:
-        """Every statistic; histogram buckets above the one of the largest latency are zero
-        by construction (a bucket counts only latencies it holds) and not read."""
+        """Every statistic. A sink's histogram buckets above the one of its largest latency
+        are zero by construction (a bucket counts only latencies it holds) and not read;
+        so are the blocks that hold none of the other buckets."""
         regmap, st = self.regmap, self.cfg.stimulus
-        addresses, names = [], []
-        for name, _, words in regmap.stats:
-            addresses += [regmap.address(name, k) for k in range(words)]
-            names += [name] * words
-        values = await self.read(addresses)
+        names, addresses = zip(*regmap.stat_words())
         words = {}
-        for name, value in zip(names, values):
+        for name, value in zip(names, await self.read(addresses)):
             words.setdefault(name, []).append(value)
-        histogram = []
         np_ = self.cfg.switch.priorities
-        for port, top in enumerate(words["latency_max"]):
-            delivered = any(words["packets"][port * np_:(port + 1) * np_])
-            used = latency_bucket(top, st.hist_sub_bits, st.hist_buckets) + 1 if delivered else 0
-            row = await self.read([regmap.hist_address(port, b) for b in range(used)])
-            histogram += row + [0] * (st.hist_buckets - used)
+        used = [latency_bucket(top, st.hist_sub_bits, st.hist_buckets) + 1
+                if any(words["packets"][port * np_:(port + 1) * np_]) else 0
+                for port, top in enumerate(words["latency_max"])]
+        wanted = [(port, b) for port, n in enumerate(used) for b in range(n)]
+        values = await self.read([regmap.hist_address(port, b) for port, b in wanted])
+        histogram = [0] * (self.cfg.endpoints * st.hist_buckets)
+        for (port, b), value in zip(wanted, values):
+            histogram[port * st.hist_buckets + b] = value
         words["histogram"] = histogram
         return StimulusStats.from_words(self.cfg, words, stalled=stalled)
 
 
-@cocotb.test()
-async def stimulus_run(dut):
-    """Configure, start and run the stimulus top; save its statistics and timing."""
+async def run_settings(dut):
+    """Reset, configure and run the stimulus top with the parameters' settings; returns the
+    testbench, the parameters, whether the run stalled, its chunks and its wall time."""
     cfg, p = tb_params.read()
     settings = StimulusSettings.from_dict(p["settings"])
     tb = StimulusTB(dut, cfg)
@@ -168,7 +174,13 @@ async def stimulus_run(dut):
     t0 = time.perf_counter()
     stalled, chunks = await tb.run(settings, stall_limit=p.get("stall_limit", DEFAULT_STALL_LIMIT),
                                    progress_path=p.get("progress"))
-    run_seconds = time.perf_counter() - t0
+    return tb, p, stalled, chunks, time.perf_counter() - t0
+
+
+@cocotb.test()
+async def stimulus_run(dut):
+    """Configure, start and run the stimulus top; save its statistics and timing."""
+    tb, p, stalled, chunks, run_seconds = await run_settings(dut)
     t1 = time.perf_counter()
     stats = await tb.read_stats(stalled)
     stats.save(p["rtl_stats"])
@@ -177,3 +189,4 @@ async def stimulus_run(dut):
         "cycles": stats.cycles, "chunks": chunks}) + "\n")
     dut._log.info(f"{stats.cycles} cycles in {run_seconds:.2f} s "
                   f"({stats.cycles / max(run_seconds, 1e-9):,.0f} cycles/s), {chunks} chunks")
+

@@ -1,6 +1,6 @@
 """The stimulus top: its model's figures, percentiles from buckets, and the RTL held against
 the model by hashes, counters and histograms on both simulators; a planted fault is caught;
-a hardware sweep builds once."""
+a page read returns the words of single-word reads; a hardware sweep builds once."""
 
 import json
 
@@ -11,12 +11,14 @@ from superfabric.config import ConfigError, FabricConfig
 from superfabric.sim.stimulus.top import StimulusModel, StimulusStats, compare_stats
 from superfabric.sim.stimulus.metrics import percentile, stimulus_summary
 from superfabric.sim.stimulus.traffic_gen import stimulus_settings
-from superfabric.formats.stimulus import latency_bucket
+from superfabric.formats.stimulus import PAGE_WORDS, RegisterMap, latency_bucket
+from superfabric.hdl.stimulus.top import Stimulus
 from superfabric.network.topology import Topology
+from superfabric.tb.runner import run_cocotb
 from superfabric.tools.run import run_point
 from superfabric.tools.sweep import plan_sweep, run_sweep
 
-from conftest import require_simulator
+from conftest import refusal, require_simulator
 
 TINY = FabricConfig.load(preset="tiny")
 #: 5 ports, 3 classes, head-of-line FIFO, drop when full, ECN marking, 8-bit tags.
@@ -147,6 +149,46 @@ def test_rtl_matches_model_with_drops_and_ecn(tmp_path, build_root):
                     build_root=build_root)
     assert res["match"]["exact"], json.dumps(res["match"])
     assert res["packets"]["dropped"] > 0 and sum(res["stimulus"]["ce_packets"]) > 0
+
+
+def test_a_page_read_returns_the_words_of_single_word_reads(tmp_path, build_root):
+    """Every address of the tiny stimulus top after a run, read a word per cycle and a page
+    per cycle (the simulation top's), against what the register map and the model say is
+    there: a word out of place in a page, or a histogram bucket of the wrong sink, fails."""
+    require_simulator("verilator")
+    settings, stats, _ = model_run(TINY, "uniform", 0.6, 300, "bimodal:1,8,0.5", seed=4)
+    regmap = RegisterMap(TINY)
+    expected = [0] * (1 << regmap.address_bits)
+    expected[regmap.CONTROL] = 0b111                    # done, running, armed
+    for address, value in regmap.writes(settings):
+        expected[address] = value
+    values = (int(v) for name, _, _ in regmap.stats for v in stats[name].ravel())
+    for (_, address), value in zip(regmap.stat_words(), values, strict=True):
+        expected[address] = value
+    for (port, bucket), value in np.ndenumerate(stats["histogram"]):
+        expected[regmap.hist_address(port, bucket)] = int(value)
+    assert len(set(stats["histogram"].sum(axis=1))) > 1     # the sinks' buckets differ
+    for words in (1, PAGE_WORDS):
+        dump = tmp_path / f"words{words}.json"
+        # The generated stimulus top reads a page; one reading a word is built apart.
+        component = None if words == PAGE_WORDS else (
+            f"readout{words}", lambda: Stimulus(TINY, readout_words=words))
+        res = run_cocotb(TINY, "superfabric.tb.stimulus.dump", sim="verilator",
+                         test_dir=tmp_path / f"sim{words}", top="stimulus",
+                         params={"settings": settings.to_dict(), "dump": str(dump),
+                                 "addresses": list(range(len(expected)))},
+                         build_root=build_root, component=component)
+        assert res.passed
+        got = json.loads(dump.read_text())
+        wrong = [a for a, (g, e) in enumerate(zip(got, expected)) if g != e]
+        assert not wrong, (words, [(a, got[a], expected[a]) for a in wrong[:5]])
+
+
+@pytest.mark.parametrize("words", [0, 3, 2 * PAGE_WORDS, 4.0])
+def test_the_read_side_takes_a_power_of_two_up_to_a_page(words):
+    message = refusal(lambda: Stimulus(TINY, readout_words=words), ValueError)
+    assert message == (f"readout_words must be a power of two from 1 to {PAGE_WORDS}, "
+                       f"not {words!r}")
 
 
 def test_a_planted_fault_is_caught_by_the_hash(tmp_path, build_root):

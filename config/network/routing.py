@@ -95,7 +95,8 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
     """Output port and VC at torus router ``r`` for a packet from endpoint ``src`` to ``dst``.
 
     Under ``adaptive`` a VC ``>= ESCAPE_VCS`` is an adaptive choice: the
-    router reserves the packet's room in it at once (section 11.4).
+    router reserves the packet's room in it at once (section 11.4), if the
+    room is still there after the choices of lower inputs in the same cycle.
     """
     t = dst // m
     if r == t:
@@ -104,8 +105,10 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
         # Every minimal direction of every unfinished dimension, on the
         # adaptive VCs: the dimension-order hop's, while it has room for the
         # longest packet and no other has more than dor_margin credits more;
-        # else the one with the most credits, if it has room for the longest
-        # packet; else the escape (dimension order, dateline).
+        # else the escape, if it has that room (the packet can start at once
+        # on the hop dimension order takes); else the direction with the most
+        # credits, if it has that room; else the escape (dimension order,
+        # dateline).
         dor_port, _ = torus_dor_hop(dims, m, r, src // m, t)
         dor_vc, dor_most = best_vc(credits, dor_port, prio, ESCAPE_VCS, vcs)
         best_port, best_vc_, most = -1, 0, -1
@@ -126,6 +129,9 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
                         best_port, best_vc_, most = cand, vc, c
         if dor_most >= max_packet and dor_most + dor_margin(max_packet) >= most:
             return dor_port, dor_vc
+        port, vc = torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
+        if credits[port, prio, vc] >= max_packet:
+            return port, vc
         if most >= max_packet:
             return best_port, best_vc_
     return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)

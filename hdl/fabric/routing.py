@@ -49,8 +49,11 @@ class Routing(wiring.Component):
         at the start of the cycle.
     out, vc : Out, the output port and the VC (0 toward an endpoint).
     escape_out, escape_vc : Out, on a torus, the dimension-order hop and its
-        VC: the route an adaptive decision falls back to when another input
-        booked its (output, VC) in the same cycle (section 11.4).
+        VC: the route an adaptive decision falls back to when lower inputs
+        booked its (output, VC) in the same cycle so far that the room for the
+        longest packet is gone (section 11.4).
+    room : Out, on a torus, the credits of ``(out, prio, vc)``: under adaptive
+        routing, what an adaptive choice (``vc >= ESCAPE_VCS``) may book from.
     """
 
     def __init__(self, cfg: FabricConfig, kind: str):
@@ -67,8 +70,8 @@ class Routing(wiring.Component):
         self._ports = topo.ports(r)
         self._m = topo.endpoint_ports(r)
         sw, f = cfg.switch, cfg.fabric
-        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs))} \
-            if kind == TORUS_ROUTER else {}
+        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs)),
+                  "room": Out(credit_bits(cfg))} if kind == TORUS_ROUTER else {}
         super().__init__({
             **escape,
             "router_id": In(range(topo.routers)),
@@ -171,10 +174,16 @@ class Routing(wiring.Component):
             m.d.comb += [dor_most.eq(Array(link_most)[dor_link]),
                          keep_dor.eq((dor_most >= max_packet)
                                      & (dor_most + dor_margin(max_packet) >= most))]
+            # Else the escape (out and vc's default) when it can start at once;
+            # else the best other direction.
+            escape_room = Signal.like(dor_most, name="escape_room")
+            m.d.comb += escape_room.eq(Mux(upper, Array(c[1] for c in credits)[dor_link],
+                                           Array(c[0] for c in credits)[dor_link]))
             with m.If(keep_dor):
-                m.d.comb += [out.eq(self._m + dor_link), vc.eq(Array(link_vc)[dor_link])]
-            with m.Elif(found & (most >= max_packet)):
-                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc)]
+                m.d.comb += [out.eq(self._m + dor_link), vc.eq(Array(link_vc)[dor_link]),
+                             self.room.eq(dor_most)]
+            with m.Elif((escape_room < max_packet) & found & (most >= max_packet)):
+                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc), self.room.eq(most)]
 
         with m.If(_all_equal(here, there)):
             m.d.comb += [self.out.eq(_mod(self.dst, per)), self.vc.eq(0)]

@@ -35,6 +35,9 @@ CASES = {
                                 TORUS_ROUTER),
     "torus-4x2x2-adaptive-4vc": (TORUS + ["fabric.dims=[4, 2, 2]", "fabric.routing=adaptive",
                                           "fabric.vcs=4"], TORUS_ROUTER),
+    # The longest remaining dimension is often not dimension order's (dimension 1).
+    "torus-2x5-adaptive-3vc": (TORUS + ["fabric.dims=[2, 5]", "fabric.routing=adaptive",
+                                        "fabric.vcs=3"], TORUS_ROUTER),
     # Room for another direction to lead dimension order by more than dor_margin.
     "torus-3x3-adaptive-deep": (TORUS + ["fabric.dims=[3, 3]", "fabric.routing=adaptive",
                                          "fabric.vcs=3", "fabric.vc_buffer_flits=12"],

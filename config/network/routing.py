@@ -79,13 +79,13 @@ def torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits):
 
 def dor_margin(max_packet):
     """The credits by which another minimal direction must lead to take an adaptive
-    packet off its dimension-order hop: three quarters of the longest packet.
+    packet off its first choice, the longest remaining dimension's hop: three
+    quarters of the longest packet.
 
-    Choosing by credits alone moves packets off dimension order whenever the
-    dimension-order port's credits dip by the packets under way on its link,
-    and gathers traffic that dimension order spreads one input to one output
-    (tornado) onto shared outputs (section 11.4). The margin must exceed
-    those dips: with 16-flit packets, 12 keeps tornado traffic on the 4x4x4
+    Choosing by credits alone moves packets off that hop whenever its port's
+    credits dip by the packets under way on its link, and gathers traffic that
+    dimension order spreads one input to one output (tornado) onto shared
+    outputs (section 11.4). The margin must exceed those dips: with 16-flit packets, 12 keeps tornado traffic on the 4x4x4
     torus on dimension order up to load 1.0, where 8 did not quite.
     """
     return 3 * max_packet // 4
@@ -95,37 +95,50 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
     """Output port and VC at torus router ``r`` for a packet from endpoint ``src`` to ``dst``.
 
     Under ``adaptive`` a VC ``>= ESCAPE_VCS`` is an adaptive choice: the
-    router reserves the packet's room in it at once (section 11.4).
+    router reserves the packet's room in it at once (section 11.4), if the
+    room is still there after the choices of lower inputs in the same cycle.
     """
     t = dst // m
     if r == t:
         return dst % m, 0
     if adaptive:
-        # Every minimal direction of every unfinished dimension, on the
-        # adaptive VCs: the dimension-order hop's, while it has room for the
-        # longest packet and no other has more than dor_margin credits more;
-        # else the one with the most credits, if it has room for the longest
-        # packet; else the escape (dimension order, dateline).
-        dor_port, _ = torus_dor_hop(dims, m, r, src // m, t)
-        dor_vc, dor_most = best_vc(credits, dor_port, prio, ESCAPE_VCS, vcs)
+        # The longest remaining dimension first (the lowest of equals), on its
+        # adaptive VCs, while they have room for the longest packet and no
+        # other candidate has more than dor_margin credits more: a
+        # candidate is a minimal direction of a dimension with as many hops
+        # left. Else the escape, if it has that room (the packet can start at
+        # once on the hop dimension order takes); else the candidate with
+        # the most credits, if it has that room; else the escape (dimension
+        # order, dateline).
+        longest, first_port = -1, -1
+        stride = 1
+        for d in range(len(dims)):
+            k = dims[d]
+            delta = (t // stride % k - r // stride % k) % k
+            stride *= k
+            if delta and min(delta, k - delta) > longest:
+                longest = min(delta, k - delta)
+                first_port = m + 2 * d + (0 if delta <= k - delta else 1)
+        first_vc, first_most = best_vc(credits, first_port, prio, ESCAPE_VCS, vcs)
         best_port, best_vc_, most = -1, 0, -1
         stride = 1
         for d in range(len(dims)):
             k = dims[d]
-            x = r // stride % k
-            xt = t // stride % k
+            delta = (t // stride % k - r // stride % k) % k
             stride *= k
-            if x == xt:
+            if delta == 0 or min(delta, k - delta) < longest:
                 continue
-            delta = (xt - x) % k
             for minus in range(2):
                 if (minus == 0 and delta <= k - delta) or (minus == 1 and delta >= k - delta):
                     cand = m + 2 * d + minus
                     vc, c = best_vc(credits, cand, prio, ESCAPE_VCS, vcs)
                     if c > most:
                         best_port, best_vc_, most = cand, vc, c
-        if dor_most >= max_packet and dor_most + dor_margin(max_packet) >= most:
-            return dor_port, dor_vc
+        if first_most >= max_packet and first_most + dor_margin(max_packet) >= most:
+            return first_port, first_vc
+        port, vc = torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
+        if credits[port, prio, vc] >= max_packet:
+            return port, vc
         if most >= max_packet:
             return best_port, best_vc_
     return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)

@@ -235,8 +235,10 @@ class Router(wiring.Component):
     def _routing(self, m, bufs, credits, bookings):
         """The routing decision for each input's head flit (section 11.4), into its input
         buffer's ``route_out``/``route_vc``; the switch routes by ``dst``. An adaptive
-        choice books its (output, VC) for the cycle, the lowest input first, and drives
-        ``bookings``; a later input with the same choice takes its escape."""
+        choice books its packet's length in its (output, class, VC), the lowest input
+        first, if the room it was chosen by, less what lower inputs booked there, still
+        holds it; else the packet takes its escape. The lengths booked drive
+        ``bookings``."""
         cfg, np_, nvc = self._cfg, self._cfg.switch.priorities, self._vcs
         booking = []            # (books, out, vc, prio, length) per input
         for k in range(self._n):
@@ -251,14 +253,21 @@ class Router(wiring.Component):
             if self._adaptive:
                 wants = Signal(name=f"wants{k}")
                 m.d.comb += wants.eq(bufs[k].rx_packet & (route.vc >= ESCAPE_VCS))
-                booked = Cat(b & (o == route.out) & (v == route.vc)
-                             for b, o, v, _, _ in booking).any()
+                # What lower inputs booked in the same (output, class, VC); the
+                # bookings of a cycle never pass the credits, so this width holds it.
+                booked = Signal(credit_bits(cfg), name=f"booked_before{k}")
+                m.d.comb += booked.eq(sum(
+                    (Mux(b & (o == route.out) & (v == route.vc) & (p == head.prio), size, 0)
+                     for b, o, v, p, size in booking), 0))
+                length = Signal(range(cfg.switch.max_packet_flits + 1), name=f"length{k}")
+                escapes = Signal(name=f"escapes{k}")
                 books = Signal(name=f"books{k}")
-                m.d.comb += [books.eq(wants & ~booked),
-                             bufs[k].route_out.eq(Mux(booked, route.escape_out, route.out)),
-                             bufs[k].route_vc.eq(Mux(booked, route.escape_vc, route.vc))]
-                booking.append((books, route.out, route.vc, head.prio,
-                                Mux(head.length == 0, 1, head.length)))
+                m.d.comb += [length.eq(Mux(head.length == 0, 1, head.length)),
+                             escapes.eq(wants & (route.room < booked + length)),
+                             books.eq(wants & ~escapes),
+                             bufs[k].route_out.eq(Mux(escapes, route.escape_out, route.out)),
+                             bufs[k].route_vc.eq(Mux(escapes, route.escape_vc, route.vc))]
+                booking.append((books, route.out, route.vc, head.prio, length))
             else:
                 m.d.comb += [bufs[k].route_out.eq(route.out), bufs[k].route_vc.eq(route.vc)]
             for j, per_prio in enumerate(credits):
@@ -266,10 +275,8 @@ class Router(wiring.Component):
                     for v in range(nvc):
                         m.d.comb += route.credits[j][p][v].eq(per_prio[p][v])
         for (o, p, v), room in bookings.items():
-            length = 0
-            for books, out, vc, prio, size in booking:
-                length = Mux(books & (out == o) & (vc == v) & (prio == p), size, length)
-            m.d.comb += room.eq(length)
+            m.d.comb += room.eq(sum((Mux(books & (out == o) & (vc == v) & (prio == p), size, 0)
+                                     for books, out, vc, prio, size in booking), 0))
 
     def _pfc_egress(self, m):
         """The pause mask of the endpoint outputs (sections 4.8, 4.11): the ``pause``
@@ -474,7 +481,7 @@ class Router(wiring.Component):
                     shown = Signal(credit_bits(cfg), name=f"credits_now{o}_{p}_{v}")
                     returned = back.valid & (back.pool == p * nvc + v)
                     if self._reserved(v):
-                        room = Signal(range(sw.max_packet_flits + 1), name=f"booked{o}_{p}_{v}")
+                        room = Signal(credit_bits(cfg), name=f"booked{o}_{p}_{v}")
                         bookings[o, p, v] = room
                         m.d.comb += shown.eq(counter)
                         m.d.sync += counter.eq(counter + returned - room)

@@ -49,8 +49,11 @@ class Routing(wiring.Component):
         at the start of the cycle.
     out, vc : Out, the output port and the VC (0 toward an endpoint).
     escape_out, escape_vc : Out, on a torus, the dimension-order hop and its
-        VC: the route an adaptive decision falls back to when another input
-        booked its (output, VC) in the same cycle (section 11.4).
+        VC: the route an adaptive decision falls back to when lower inputs
+        booked its (output, VC) in the same cycle so far that the room for the
+        longest packet is gone (section 11.4).
+    room : Out, on a torus, the credits of ``(out, prio, vc)``: under adaptive
+        routing, what an adaptive choice (``vc >= ESCAPE_VCS``) may book from.
     """
 
     def __init__(self, cfg: FabricConfig, kind: str):
@@ -67,8 +70,8 @@ class Routing(wiring.Component):
         self._ports = topo.ports(r)
         self._m = topo.endpoint_ports(r)
         sw, f = cfg.switch, cfg.fabric
-        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs))} \
-            if kind == TORUS_ROUTER else {}
+        escape = {"escape_out": Out(range(self._ports)), "escape_vc": Out(vc_bits(f.vcs)),
+                  "room": Out(credit_bits(cfg))} if kind == TORUS_ROUTER else {}
         super().__init__({
             **escape,
             "router_id": In(range(topo.routers)),
@@ -109,16 +112,19 @@ class Routing(wiring.Component):
 
         # Per dimension: unfinished, the minimal directions, and the VC class
         # of a path each way (its dateline, superfabric.network.routing.torus_dor_hop).
-        differs, plus_ok, minus_ok, upper_plus, upper_minus = [], [], [], [], []
+        differs, plus_ok, minus_ok, upper_plus, upper_minus, hops = [], [], [], [], [], []
         for d, k in enumerate(dims):
             x, t, s = here[d], there[d], source[d]
             delta = Signal(range(k), name=f"delta{d}")
-            m.d.comb += delta.eq(Mux(t >= x, t - x, t + k - x))
+            left = Signal(range(k), name=f"hops{d}")    # hops left in the dimension
+            m.d.comb += [delta.eq(Mux(t >= x, t - x, t + k - x)),
+                         left.eq(Mux(delta * 2 <= k, delta, k - delta))]
             differs.append(x != t)
             plus_ok.append(delta * 2 <= k)
             minus_ok.append(delta * 2 >= k)
             upper_plus.append(s > t)
             upper_minus.append(s < t)
+            hops.append(left)
 
         # Dimension order: the lowest unfinished dimension, plus on a tie.
         dor_link = Signal(range(2 * len(dims)))
@@ -146,14 +152,27 @@ class Routing(wiring.Component):
                      self.escape_out.eq(self._m + dor_link), self.escape_vc.eq(escape_vc)]
 
         if adaptive:
-            # Every minimal direction of every unfinished dimension on the
-            # adaptive VCs: the most credits, the lowest port on a tie.
+            # The longest remaining dimension (the lowest of equals) and its
+            # first minimal direction: the first choice.
+            longest = Signal(range(max(dims)), name="longest")
+            first_link = Signal(range(2 * len(dims)), name="first_link")
+            longest_expr, link_expr = Const(0, range(max(dims))), Const(0, range(2 * len(dims)))
+            for d in reversed(range(len(dims))):
+                # Scanning down, a lower dimension takes over on equal hops.
+                take = differs[d] & (hops[d] >= longest_expr)
+                longest_expr = Mux(take, hops[d], longest_expr)
+                link_expr = Mux(take, Mux(plus_ok[d], 2 * d, 2 * d + 1), link_expr)
+            m.d.comb += [longest.eq(longest_expr), first_link.eq(link_expr)]
+            # Candidates: every minimal direction of every dimension with as
+            # many hops left, on the adaptive VCs: the most credits, the
+            # lowest port on a tie.
             found = Const(0, 1)
             best_link, best_vc, most = Const(0, range(len(credits))), Const(0, vc_bits(vcs)), 0
             link_vc, link_most = [], []
             for j, c in enumerate(credits):
                 d, minus = divmod(j, 2)
-                candidate = differs[d] & (minus_ok[d] if minus else plus_ok[d])
+                candidate = (differs[d] & (minus_ok[d] if minus else plus_ok[d])
+                             & (hops[d] >= longest))
                 cand_vc, cand_most = _best_vc(m, c, ESCAPE_VCS, vcs, f"adaptive{j}")
                 link_vc.append(cand_vc)
                 link_most.append(cand_most)
@@ -164,17 +183,23 @@ class Routing(wiring.Component):
                 best_vc = Mux(take, cand_vc, best_vc)
                 most = Mux(take, cand_most, most)
             max_packet = self._cfg.switch.max_packet_flits
-            # The dimension-order hop's adaptive VC comes first while it has
-            # room and no other leads it by more than dor_margin credits.
-            dor_most = Signal.like(link_most[0], name="dor_most")
-            keep_dor = Signal()
-            m.d.comb += [dor_most.eq(Array(link_most)[dor_link]),
-                         keep_dor.eq((dor_most >= max_packet)
-                                     & (dor_most + dor_margin(max_packet) >= most))]
-            with m.If(keep_dor):
-                m.d.comb += [out.eq(self._m + dor_link), vc.eq(Array(link_vc)[dor_link])]
-            with m.Elif(found & (most >= max_packet)):
-                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc)]
+            # The first choice's adaptive VC while it has room and no other
+            # candidate leads it by more than dor_margin credits.
+            first_most = Signal.like(link_most[0], name="first_most")
+            keep_first = Signal()
+            m.d.comb += [first_most.eq(Array(link_most)[first_link]),
+                         keep_first.eq((first_most >= max_packet)
+                                       & (first_most + dor_margin(max_packet) >= most))]
+            # Else the escape (out and vc's default) when it can start at once;
+            # else the best candidate.
+            escape_room = Signal.like(first_most, name="escape_room")
+            m.d.comb += escape_room.eq(Mux(upper, Array(c[1] for c in credits)[dor_link],
+                                           Array(c[0] for c in credits)[dor_link]))
+            with m.If(keep_first):
+                m.d.comb += [out.eq(self._m + first_link), vc.eq(Array(link_vc)[first_link]),
+                             self.room.eq(first_most)]
+            with m.Elif((escape_room < max_packet) & found & (most >= max_packet)):
+                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc), self.room.eq(most)]
 
         with m.If(_all_equal(here, there)):
             m.d.comb += [self.out.eq(_mod(self.dst, per)), self.vc.eq(0)]

@@ -116,7 +116,7 @@ RouterState = namedtuple("RouterState", [
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
     "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
-    "credit_ok", "taken", "book_port", "book_vc", "book_prio", "book_len"])
+    "credit_ok", "booked", "book_port", "book_vc", "book_prio", "book_len"])
 
 
 def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -> RouterParams:
@@ -238,7 +238,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
         finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
-        paused_classes=ints(ports), credit_ok=ints(ports, v), taken=flags(ports, v),
+        paused_classes=ints(ports), credit_ok=ints(ports, v), booked=ints(ports, p, v),
         book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
         book_len=ints(ports))
 
@@ -303,9 +303,10 @@ def _reserved(prm, v):
 def _route(st, prm, r, base, n, pkt):
     """Output port and VC of a packet whose head enters router ``r`` (section 11.4).
 
-    An adaptive choice books its (output, VC) for the cycle; a second input
-    choosing the same one in the same cycle takes its escape instead, so a
-    reservation never overdraws the credits.
+    An adaptive choice books the packet's length in its (output, class, VC)
+    if the credits at the start of the cycle, less what lower inputs booked
+    there in this cycle, still hold it; else the packet takes its escape. So
+    the bookings of a cycle never overdraw the credits.
     """
     if prm.topology == SWITCH:
         return int(st.p_dst[pkt]), 0
@@ -315,10 +316,10 @@ def _route(st, prm, r, base, n, pkt):
         out, vc = routing.torus_route(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
                                       prm.adaptive, credits, prm.max_packet)
         if _reserved(prm, vc):
-            if st.taken[base + out, vc]:
+            if credits[out, prio, vc] - st.booked[base + out, prio, vc] < st.p_length[pkt]:
                 return routing.torus_escape(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
                                             prm.adaptive, credits)
-            st.taken[base + out, vc] = True
+            st.booked[base + out, prio, vc] += st.p_length[pkt]
         return out, vc
     return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, src, dst, prio,
                                   prm.vcs, prm.adaptive, credits)
@@ -361,8 +362,8 @@ def output_status(st, prm, base, n):
             for p in range(npr):
                 if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
+                st.booked[g, p, v] = 0
             st.credit_ok[g, v] = ok
-            st.taken[g, v] = False
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
             st.out_free[base + st.cur_out[g]] = False

@@ -4,7 +4,8 @@ Every router of the tier, every source and every destination endpoint, under
 Amaranth's simulator, with random classes and credit counters drawn around
 the virtual cut-through threshold (so the adaptive choices, the escape and
 the ties between VCs and ports all happen): the RTL's output port and VC
-must be the routing function's.
+must be the routing function's, and an adaptive choice's ``room`` the
+credits of its (output, class, VC).
 """
 
 import numpy as np
@@ -34,6 +35,9 @@ CASES = {
                                 TORUS_ROUTER),
     "torus-4x2x2-adaptive-4vc": (TORUS + ["fabric.dims=[4, 2, 2]", "fabric.routing=adaptive",
                                           "fabric.vcs=4"], TORUS_ROUTER),
+    # The longest remaining dimension is often not dimension order's (dimension 1).
+    "torus-2x5-adaptive-3vc": (TORUS + ["fabric.dims=[2, 5]", "fabric.routing=adaptive",
+                                        "fabric.vcs=3"], TORUS_ROUTER),
     # Room for another direction to lead dimension order by more than dor_margin.
     "torus-3x3-adaptive-deep": (TORUS + ["fabric.dims=[3, 3]", "fabric.routing=adaptive",
                                          "fabric.vcs=3", "fabric.vc_buffer_flits=12"],
@@ -89,8 +93,14 @@ def test_routing_logic_is_the_routing_function(name):
                     want = _expected(cfg, topo, r, src, dst, prio, credits)
                     got = (ctx.get(dut.out), ctx.get(dut.vc))
                     assert got == tuple(int(x) for x in want), (r, src, dst, prio, credits[m:])
+                    adaptive = int(want[1]) >= routing.ESCAPE_VCS
+                    if adaptive and kind == TORUS_ROUTER and cfg.fabric.routing == "adaptive":
+                        # The room an adaptive choice books from (the router's check
+                        # against the lower inputs' bookings).
+                        assert ctx.get(dut.room) == credits[want[0], prio, want[1]], \
+                            (r, src, dst, prio, credits[m:])
                     counted["cases"] += 1
-                    counted["adaptive"] += int(want[1]) >= routing.ESCAPE_VCS
+                    counted["adaptive"] += adaptive
 
     sim = Simulator(dut)
     sim.add_testbench(bench)

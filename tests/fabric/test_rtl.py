@@ -66,11 +66,11 @@ CASES = [
     ("torus-dor", "tornado", 0.5, 120, "fixed:2", ICARUS),
     ("torus-2x2-dor", "uniform", 0.5, 300, "bimodal:1,4,0.5", BOTH),
     ("torus-2x2-dor", "neighbour", 0.8, 300, "fixed:2", BOTH),
-    # Two inputs of a router choosing the same adaptive (output, VC) in a cycle.
+    # Inputs of a router booking the same adaptive (output, VC) in a cycle.
     ("torus-3x3-adaptive", "uniform", 0.4, 150, "bimodal:1,4,0.5", BOTH),
-    # Long packets at full load: dimension order's adaptive VC, another minimal
-    # direction (it lacks room, or another leads it), and the escape when no
-    # adaptive VC has room.
+    # Long packets at full load: the first choice's adaptive VC, the escape, another
+    # minimal direction (the first lacks room, or another leads it, and the escape
+    # cannot start), and the escape when no adaptive VC has room.
     ("torus-3x3-adaptive", "uniform", 1.0, 150, "bimodal:2,16,0.5", BOTH),
     ("leaf-spine-4x2-ecmp", "uniform", 0.6, 300, "bimodal:1,4,0.5", BOTH),
     ("leaf-spine-4x2-adaptive", "uniform", 0.6, 300, "bimodal:1,4,0.5", BOTH),

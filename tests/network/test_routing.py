@@ -64,23 +64,44 @@ def test_dor_class_is_the_paths():
     assert [torus_dor_hop((8,), 1, x, 5, 2) for x in (5, 4, 3)] == [(2, False)] * 3
 
 
-def test_adaptive_keeps_dimension_order_unless_it_lacks_room_or_another_direction_leads():
+def test_adaptive_keeps_its_first_choice_then_the_escape_then_another_direction():
     topo = Topology("torus", dims=(4, 4), endpoints_per_router=1)
     m, vcs = 1, 3
     src, dst = topo.router_at((0, 0)), topo.router_at((1, 1))
     credits = np.full((5, 1, vcs), 32)
-    # Both dimensions are productive (plus in each); dimension order's port is plus in
-    # dimension 0, its adaptive VC has room: that one.
+    # Both dimensions are productive (plus in each), one hop each: the first choice is
+    # the lower, plus in dimension 0, and its adaptive VC has room: that one.
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
     credits[3, 0, 2] = 44          # plus in dimension 1 leads by dor_margin(16) = 12: still it
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
-    credits[3, 0, 2] = 45          # by more: the most credited direction
+    credits[3, 0, 2] = 45          # by more: the escape (VC 0), which has room to start now
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
+    credits[1, 0, 0] = 15          # the escape lacks it: the most credited direction
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
     credits[3, 0, 2] = 40
-    credits[1, 0, 2] = 15          # dimension order's adaptive VC lacks room for 16 flits
+    credits[1, 0, 2] = 15          # the first choice's adaptive VC lacks room for 16 flits
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
+    credits[1, 0, 0] = 16          # unless the escape has it
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
     credits[:, 0, 2] = 8           # no adaptive VC has room for a 16-flit packet
     assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
+
+
+def test_adaptive_takes_the_longest_remaining_dimension_first():
+    topo = Topology("torus", dims=(4, 6), endpoints_per_router=1)
+    m, vcs = 1, 3
+    src, dst = topo.router_at((0, 0)), topo.router_at((1, 2))
+    credits = np.full((5, 1, vcs), 32)
+    # Two hops left in dimension 1 (plus only), one in dimension 0: dimension 1 first ...
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
+    # ... and dimension 0 is no candidate: without room there, the escape (dimension
+    # order: dimension 0), then, without room on the escape, still dimension 1.
+    credits[3, 0, 2] = 15
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
+    credits[1, 0, 0] = 15
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
+    credits[3, 0, 2] = 16
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
 
 
 def test_adaptive_paths_are_minimal():

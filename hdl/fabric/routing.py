@@ -156,9 +156,12 @@ class Routing(wiring.Component):
             # first minimal direction: the first choice.
             longest = Signal(range(max(dims)), name="longest")
             first_link = Signal(range(2 * len(dims)), name="first_link")
-            longest_expr, link_expr = Const(0, range(max(dims))), Const(0, range(2 * len(dims)))
-            for d in reversed(range(len(dims))):
-                # Scanning down, a lower dimension takes over on equal hops.
+            # Scanning down, a lower dimension takes over on equal hops (the
+            # highest needs no comparison: against 0 it would be constant).
+            top = len(dims) - 1
+            longest_expr = Mux(differs[top], hops[top], 0)
+            link_expr = Mux(plus_ok[top], 2 * top, 2 * top + 1)
+            for d in reversed(range(top)):
                 take = differs[d] & (hops[d] >= longest_expr)
                 longest_expr = Mux(take, hops[d], longest_expr)
                 link_expr = Mux(take, Mux(plus_ok[d], 2 * d, 2 * d + 1), link_expr)

@@ -8,7 +8,7 @@ from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["module_ports", "SharedModule", "instance", "add_instance"]
+__all__ = ["module_ports", "SharedModule", "instance", "add_instance", "stream_wires"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -69,19 +69,42 @@ class SharedModule:
     hierarchical: bool = False
 
 
-def instance(module: str, signature: wiring.Signature, ports) -> Instance:
+def instance(module: str, signature: wiring.Signature, ports, wires=None) -> Instance:
     """An instance of the generated module ``module``, its ports bound to the interface
-    ``ports`` (of ``signature``) by the names the Verilog generator gives them."""
+    ``ports`` (of ``signature``) by the names the Verilog generator gives them.
+
+    ``wires`` maps some of those names to wires of the top that the ports drive, or
+    read, themselves, in place of the interface's signals: a port assigned to a wire
+    of the same width would be a second copy of it, and in a fabric of hundreds of
+    routers such copies are a third of the top that the generator has to build.
+    """
+    wires = {} if wires is None else wires
     bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
     for name, flow, value in module_ports(signature, ports):
-        bound.append(("i" if flow == In else "o", name, value))
+        wire = Value.cast(wires.get(name, value))
+        if len(wire) != len(value):
+            raise ValueError(f"wires[{name!r}] is {len(wire)} bits wide, not {len(value)} like "
+                             f"the port of module {module!r}")
+        bound.append(("i" if flow == In else "o", name, wire))
+    unknown = set(wires) - {name for _, name, _ in bound}
+    if unknown:
+        raise ValueError(f"wires = {sorted(unknown)!r}: not ports of module {module!r}")
     return Instance(module, *bound)
 
 
-def add_instance(m, modules: dict[str, SharedModule], module: str, name: str):
+def add_instance(m, modules: dict[str, SharedModule], module: str, name: str, wires=None):
     """Add to ``m`` an instance ``name`` of the shared module ``module`` (one of the top's
-    ``modules``); returns its interface, for the top to wire."""
+    ``modules``), the ports named in ``wires`` bound to its wires (as :func:`instance`);
+    returns its interface, for the top to wire the others."""
     signature = modules[module].signature
     ports = signature.create(path=(name,))
-    m.submodules[name] = instance(module, signature, ports)
+    m.submodules[name] = instance(module, signature, ports, wires)
     return ports
+
+
+def stream_wires(port: str, interface) -> dict[str, Value]:
+    """The signals of the stream ``interface`` by the names of a module's stream port
+    ``port`` (``payload``, ``valid`` and ``ready`` after it): :func:`instance`'s ``wires``
+    for a port that drives, or reads, a stream of the top."""
+    return {f"{port}__{name}": Value.cast(getattr(interface, name))
+            for name in ("payload", "valid", "ready")}

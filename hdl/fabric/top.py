@@ -11,7 +11,7 @@ from ...formats.counters import COUNTER_WIDTH
 from ...network.topology import Topology
 from ..packet import packet_layout
 from ..pfc import frame_signature
-from ..ports import SharedModule, instance
+from ..ports import SharedModule, instance, module_ports, stream_wires
 from .router import Router, router_capacity, router_signature
 from .routing import credit_bits, tier_router
 from ..checks import check_config
@@ -113,6 +113,22 @@ class Fabric(wiring.Component):
         m = Module()
         cfg, topo = self._cfg, self._topo
         np_ = cfg.switch.priorities
+        # The ports of each router that meet a wire of this top, by name, bound to it when
+        # the router's instance is made; a submodule's port is assigned to it.
+        wires = [{} for _ in self._routers]
+        ports = [] if self._instances else [
+            {name: (flow, value) for name, flow, value in module_ports(router.signature, router)}
+            for router in self._routers]
+
+        def join(r, port, wire):
+            """Router ``r``'s port named ``port`` onto ``wire``, of the same width: the
+            instance's port is the wire itself (:func:`~..ports.instance` says why)."""
+            if self._instances:
+                wires[r][port] = wire
+                return
+            flow, value = ports[r][port]
+            m.d.comb += value.eq(wire) if flow == In else wire.eq(value)
+
         for r, router in enumerate(self._routers):
             m.d.comb += router.router_id.eq(r)
             base, n = self._base[r], topo.ports(r)
@@ -122,29 +138,32 @@ class Fabric(wiring.Component):
                 for q in range(n * np_):
                     m.d.comb += self.ecn_marks[base * np_ + q].eq(router.ecn_marks[q])
             for p in range(n):
-                m.d.comb += [self.rx_packets[base + p].eq(router.rx_packets[p]),
-                             self.tx_packets[base + p].eq(router.tx_packets[p]),
-                             self.drops[base + p].eq(router.drops[p])]
+                for name in ("rx_packets", "tx_packets", "drops"):
+                    join(r, f"{name}__{p}", getattr(self, name)[base + p])
             m.d.comb += self.router_peak[r].eq(router.router_peak)
+        for e in range(topo.endpoints):
+            self._endpoint(m, e, join)
+        for k, link in enumerate(topo.links):
+            self._link(m, k, *link, join)
+        for r, router in enumerate(self._routers):
             if self._instances:
                 kind = self._kinds[r]
-                m.submodules[f"router{r}"] = instance(kind, self.modules[kind].signature, router)
+                m.submodules[f"router{r}"] = instance(kind, self.modules[kind].signature, router,
+                                                      wires[r])
             else:
                 m.submodules[f"router{r}"] = router
-        for e in range(topo.endpoints):
-            self._endpoint(m, e)
-        for k, link in enumerate(topo.links):
-            self._link(m, k, *link)
         m.d.comb += self.moved.eq(Cat(router.moved for router in self._routers).any())
         return m
 
-    def _endpoint(self, m, e):
+    def _endpoint(self, m, e, join):
         """Endpoint ``e``'s ports onto its router's."""
         cfg, topo = self._cfg, self._topo
         np_ = cfg.switch.priorities
-        router, p = self._routers[topo.endpoint_router(e)], topo.endpoint_port(e)
-        wiring.connect(m, wiring.flipped(self.i[e]), router.i[p])
-        wiring.connect(m, router.o[p], wiring.flipped(self.o[e]))
+        r, p = topo.endpoint_router(e), topo.endpoint_port(e)
+        router = self._routers[r]
+        for port, wire in {**stream_wires(f"i__{p}", self.i[e]),
+                           **stream_wires(f"o__{p}", self.o[e])}.items():
+            join(r, port, wire)
         classes = slice(e * np_, (e + 1) * np_)
         local = slice(p * np_, (p + 1) * np_)
         m.d.comb += router.pause[local].eq(self.pause[classes])
@@ -160,16 +179,16 @@ class Fabric(wiring.Component):
             m.d.comb += [self.ecn_decided[e].eq(router.ecn_decided[p]),
                          self.ecn_backlog[e].eq(router.ecn_backlog[p])]
 
-    def _link(self, m, k, r, port, peer, peer_port):
+    def _link(self, m, k, r, port, peer, peer_port, join):
         """Link ``k`` from output ``port`` of router ``r`` to input ``peer_port`` of ``peer``:
         the flits forward, the credits back, ``link_latency`` cycles each way."""
         topo, latency = self._topo, self._cfg.fabric.link_latency
         j, jp = port - topo.endpoint_ports(r), peer_port - topo.endpoint_ports(peer)
         sender, receiver = self._routers[r], self._routers[peer]
-        m.d.comb += self.link_flits[k].eq(sender.link_flits[j])
+        join(r, f"link_flits__{j}", self.link_flits[k])
         pools = self._cfg.switch.priorities * self._cfg.fabric.vcs
         for pool in range(pools):
-            m.d.comb += self.link_credits[k * pools + pool].eq(sender.link_credits[j * pools + pool])
+            join(r, f"link_credits__{j * pools + pool}", self.link_credits[k * pools + pool])
         valid, flit = sender.link_o[j].valid, Value.cast(sender.link_o[j].payload)
         for s in range(latency):
             # The flit registers need no reset: they are ignored while valid is low. They
@@ -179,12 +198,13 @@ class Fabric(wiring.Component):
             stage_flit = Signal(len(flit), name=f"link{k}_flit{s}", reset_less=True)
             m.d.sync += [stage_valid.eq(valid), stage_flit.eq(flit)]
             valid, flit = stage_valid, stage_flit
-        m.d.comb += [receiver.link_i[jp].valid.eq(valid), receiver.link_i[jp].payload.eq(flit)]
+        join(peer, f"link_i__{jp}__valid", valid)
+        join(peer, f"link_i__{jp}__payload", flit)
         back, pool = receiver.credit_o[jp].valid, receiver.credit_o[jp].pool
         for s in range(latency - 1):
             stage_back = Signal(name=f"link{k}_credit{s}")
             stage_pool = Signal.like(pool, name=f"link{k}_pool{s}", reset_less=True)
             m.d.sync += [stage_back.eq(back), stage_pool.eq(pool)]
             back, pool = stage_back, stage_pool
-        m.d.comb += [sender.credit_i[j].valid.eq(back), sender.credit_i[j].pool.eq(pool)]
-
+        join(r, f"credit_i__{j}__valid", back)
+        join(r, f"credit_i__{j}__pool", pool)

@@ -20,7 +20,7 @@ from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, PAGE
                                  TIMESTAMP_BITS, RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
-from ..ports import SharedModule, add_instance
+from ..ports import SharedModule, add_instance, stream_wires
 from ..switch import Switch
 from .traffic_gen import TrafficGenerator, generator_signature
 from .traffic_sink import TrafficSink, sink_signature
@@ -209,32 +209,37 @@ class Stimulus(wiring.Component):
         core = self._core
         m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = core
         m.d.comb += core.pause.eq(0)
+        # The generators' and sinks' ports are bound to the wires they drive or read (the
+        # core's streams, the shared settings and run state) rather than assigned to
+        # copies of them: in a fabric of hundreds of endpoints the copies would be a large
+        # part of what the Verilog generator has to build.
+        settings = Signal(self.modules["traffic_gen"].signature.members["settings"].shape)
+        for name, _ in settings.shape():
+            if name == "prio_thresholds":
+                for j, threshold in enumerate(regs[name]):
+                    m.d.comb += settings.prio_thresholds[j].eq(threshold)
+            else:
+                m.d.comb += getattr(settings, name).eq(regs[name][0])
         gens, sinks = [], []
         for k in range(n):
-            gen = add_instance(m, self.modules, "traffic_gen", f"gen{k}")
-            wiring.connect(m, gen.o, core.i[k])
-            for name, _ in gen.settings.shape():
-                if name == "prio_thresholds":
-                    for j, threshold in enumerate(regs[name]):
-                        m.d.comb += gen.settings.prio_thresholds[j].eq(threshold)
-                else:
-                    m.d.comb += getattr(gen.settings, name).eq(regs[name][0])
+            gen = add_instance(m, self.modules, "traffic_gen", f"gen{k}", {
+                **stream_wires("o", core.i[k]), "settings": settings, "start": start,
+                "stepping": window, "timestamp": timestamp})
             m.d.comb += [
                 gen.port.eq(k), gen.fixed_dst.eq(regs["fixed_dst"][k]),
                 gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
-                gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))), gen.start.eq(start),
-                gen.stepping.eq(window), gen.timestamp.eq(timestamp),
+                gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))),
             ]
             gens.append(gen)
 
             faulty = k == 0 and "traffic_sink_fault" in self.modules
-            sink = add_instance(m, self.modules, "traffic_sink_fault" if faulty else "traffic_sink",
-                                f"sink{k}")
-            wiring.connect(m, core.o[k], sink.i)
+            sink = add_instance(
+                m, self.modules, "traffic_sink_fault" if faulty else "traffic_sink", f"sink{k}", {
+                    **stream_wires("i", core.o[k]), "start": start, "running": self.running,
+                    "timestamp": timestamp, "window": window})
             m.d.comb += [
-                sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))), sink.start.eq(start),
-                sink.running.eq(self.running), sink.stall_threshold.eq(regs["sink_stall"][0]),
-                sink.timestamp.eq(timestamp), sink.window.eq(window),
+                sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))),
+                sink.stall_threshold.eq(regs["sink_stall"][0]),
                 sink.hist_addr.eq(addr[(regmap.sink_stride - 1).bit_length():]),
             ]
             sinks.append(sink)

@@ -4,11 +4,13 @@ modules a top writes once and instances many times."""
 from dataclasses import dataclass
 from typing import Callable
 
-from amaranth.hdl import ClockSignal, Const, Instance, ResetSignal, Value
+from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Instance, Module, ResetSignal,
+                          Signal, Value)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["module_ports", "SharedModule", "instance", "add_instance", "stream_wires"]
+__all__ = ["module_ports", "packed_ports", "Packed", "SharedModule", "instance", "add_instance",
+           "stream_wires"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -25,13 +27,63 @@ def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiri
     and an instance of a generated module (the fabric's routers) leave it out
     here, so that their port lists agree.
     """
-    ports = []
+    return [("__".join(str(part) for part in path), flow, value)
+            for path, flow, value in _leaves(signature, interface)]
+
+
+def _leaves(signature: wiring.Signature, interface):
+    """(path, flow, value) of each port of :func:`module_ports`."""
+    leaves = []
     for path, member, value in signature.flatten(interface):
         value = Value.cast(value)
-        if isinstance(value, Const):
-            continue
-        ports.append(("__".join(str(part) for part in path), member.flow, value))
-    return ports
+        if not isinstance(value, Const):
+            leaves.append((path, member.flow, value))
+    return leaves
+
+
+def _pack(leaves):
+    """``leaves`` ((path, flow, value)) grouped into packed ports: (name, flow, values)
+    with the path's indices left out of the name, the values in index order (index 0
+    at the low bits of the port)."""
+    groups = {}
+    for path, flow, value in leaves:
+        name = "__".join(str(part) for part in path if not isinstance(part, int))
+        group = groups.setdefault(name, (flow, []))
+        assert group[0] == flow, name
+        group[1].append(value)
+    return [(name, flow, values) for name, (flow, values) in groups.items()]
+
+
+def packed_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, list]]:
+    """The ports of a module written with :class:`Packed`: (name, flow, values), one port
+    for each member of ``signature`` and each signal of a stream or interface member,
+    concatenating an array's elements (``link_i__payload`` holds every ``link_i[k].payload``,
+    element 0 at the low bits); ``values`` are the elements of ``interface`` it packs."""
+    return _pack(_leaves(signature, interface))
+
+
+class Packed(Elaboratable):
+    """``component`` behind packed ports (:func:`packed_ports`), as the module that a
+    Verilator hierarchical block is written as.
+
+    Verilator builds a hierarchical block apart and calls it from its parent through a
+    generated function of one argument per port, with a temporary and copies per port,
+    for every instance; a fabric's router has about a hundred ports, and with a port per
+    element the 8x8x6 torus's stimulus top's own C++ was 168 MB (128 MB packed). Packed,
+    an array of ports is one argument. The component is the submodule ``core``.
+    """
+
+    def __init__(self, component: wiring.Component):
+        self.core = component
+        self.ports = [(Signal(len(Cat(*values)), name=name), flow, values)
+                      for name, flow, values in packed_ports(component.signature, component)]
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.core = self.core
+        for port, flow, values in self.ports:
+            m.d.comb += Cat(*values).eq(port) if flow == In else port.eq(Cat(*values))
+        return m
 
 
 @dataclass(frozen=True)
@@ -54,7 +106,8 @@ class SharedModule:
         (called once per file).
     hierarchical : bool
         Verilator builds the module as a hierarchical block of its own
-        (``--hierarchical``), compiled apart from the top; else as a module it
+        (``--hierarchical``), compiled apart from the top, written and instanced with
+        packed ports (:class:`Packed` says why); else as a module it
         must not inline, whose code its instances share. Hierarchical only for a
         block whose instances meet no combinational path through another such
         block: Verilator cannot see inside a hierarchical block, so it takes every
@@ -69,7 +122,8 @@ class SharedModule:
     hierarchical: bool = False
 
 
-def instance(module: str, signature: wiring.Signature, ports, wires=None) -> Instance:
+def instance(module: str, signature: wiring.Signature, ports, wires=None, *,
+             packed: bool = False) -> Instance:
     """An instance of the generated module ``module``, its ports bound to the interface
     ``ports`` (of ``signature``) by the names the Verilog generator gives them.
 
@@ -77,19 +131,27 @@ def instance(module: str, signature: wiring.Signature, ports, wires=None) -> Ins
     read, themselves, in place of the interface's signals: a port assigned to a wire
     of the same width would be a second copy of it, and in a fabric of hundreds of
     routers such copies are a third of the top that the generator has to build.
+
+    ``packed``: the module was written with :class:`Packed`; ``wires`` still names the
+    ports as :func:`module_ports` does, and each packed port is bound to the
+    concatenation of its elements' wires.
     """
     wires = {} if wires is None else wires
-    bound = [("i", "clk", ClockSignal()), ("i", "rst", ResetSignal())]
-    for name, flow, value in module_ports(signature, ports):
+    leaves = []
+    for path, flow, value in _leaves(signature, ports):
+        name = "__".join(str(part) for part in path)
         wire = Value.cast(wires.get(name, value))
         if len(wire) != len(value):
             raise ValueError(f"wires[{name!r}] is {len(wire)} bits wide, not {len(value)} like "
                              f"the port of module {module!r}")
-        bound.append(("i" if flow == In else "o", name, wire))
-    unknown = set(wires) - {name for _, name, _ in bound}
+        leaves.append((path, flow, wire))
+    unknown = set(wires) - {"__".join(str(part) for part in path) for path, _, _ in leaves}
     if unknown:
         raise ValueError(f"wires = {sorted(unknown)!r}: not ports of module {module!r}")
-    return Instance(module, *bound)
+    bound = [(name, flow, Cat(*values)) for name, flow, values in _pack(leaves)] if packed else [
+        ("__".join(str(part) for part in path), flow, wire) for path, flow, wire in leaves]
+    return Instance(module, ("i", "clk", ClockSignal()), ("i", "rst", ResetSignal()),
+                    *(("i" if flow == In else "o", name, value) for name, flow, value in bound))
 
 
 def add_instance(m, modules: dict[str, SharedModule], module: str, name: str, wires=None):
@@ -98,7 +160,8 @@ def add_instance(m, modules: dict[str, SharedModule], module: str, name: str, wi
     returns its interface, for the top to wire the others."""
     signature = modules[module].signature
     ports = signature.create(path=(name,))
-    m.submodules[name] = instance(module, signature, ports, wires)
+    m.submodules[name] = instance(module, signature, ports, wires,
+                                  packed=modules[module].hierarchical)
     return ports
 
 

@@ -12,7 +12,7 @@ from ..network.topology import LEAF, SPINE, TORUS_ROUTER
 from .compression import CompressionUnit
 from .fabric.top import Fabric
 from .packet import packet_layout
-from .ports import module_ports
+from .ports import Packed, module_ports
 from .rdma.engine import RdmaEngine
 from .rdma.fabric import RdmaFabric
 from .fabric.router import Router
@@ -164,16 +164,22 @@ def _mark(text: str, module: str, hierarchical: bool) -> str:
     return header.sub(lambda m: m[0] + f"  /* verilator {mark} */\n", text, count=1)
 
 
-def convert(component: wiring.Component, name: str, *, src: bool = False) -> str:
+def convert(component: wiring.Component, name: str, *, src: bool = False,
+            packed: bool = False) -> str:
     """The Verilog of ``component`` as a module named ``name``, one port per member
     of its signature that is a signal; with ``src``, Amaranth's ``src``
-    attributes (the Python file and line of each signal and statement).
+    attributes (the Python file and line of each signal and statement); with
+    ``packed``, behind packed ports (:class:`~superfabric.hdl.ports.Packed`).
 
     Amaranth derives a top's ports from its signature itself, but stops at a
     member that is a constant (the ``ready`` of an ``always_ready`` stream);
     :func:`~superfabric.hdl.ports.module_ports` says why such a member needs
     no port, and leaves it out.
     """
+    if packed:
+        wrapper = Packed(component)
+        return verilog.convert(wrapper, name=name, ports=[port for port, _, _ in wrapper.ports],
+                               emit_src=src)
     # Given as signals, the ports keep the names and directions Amaranth gives them.
     ports = [value for _, _, value in module_ports(component.signature, component)]
     return verilog.convert(component, name=name, ports=ports, emit_src=src)
@@ -209,7 +215,9 @@ def write_verilog(cfg: FabricConfig, out_dir: str | Path, *, top: str | None = N
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     modules = _modules(cfg, top, component)
-    text = "".join(convert(component, name, src=src) for name, component, _ in modules)
+    # A hierarchical block is written with packed ports, as its instances bind them.
+    text = "".join(convert(component, name, src=src, packed=hierarchical)
+                   for name, component, hierarchical in modules)
     for name, _, hierarchical in modules[:-1]:
         text = _mark(text, name, hierarchical)
     path = out / f"{top}.v"

@@ -131,6 +131,11 @@ def test_generate_fabric_lint_clean(name, tmp_path):
     kinds = sorted({topo.router_kind(r) for r in range(topo.routers)})
     for kind in kinds:
         assert text.count(f"\nmodule {kind}(") == 1
+        # Written with packed ports, as Verilator's hierarchical build calls it: one port
+        # per member, an array's elements side by side.
+        header = text.split(f"\nmodule {kind}(", 1)[1].split(");", 1)[0]
+        assert "link_i__payload" in header and "link_i__0__" not in header, header
+        assert "rx_packets," in header and "rx_packets__0" not in header, header
     assert text.count("/* verilator hier_block */") == len(kinds)
     assert "module fabric(" in text
     for r in range(topo.routers):

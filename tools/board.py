@@ -119,7 +119,7 @@ def build_board(cfg: FabricConfig, settings: StimulusSettings, out_dir: str | Pa
     run = BoardRun(cfg, settings, expected_hash=expected,
                    clocks_per_bit=round(clock_hz / baud))
     for name, module in run.modules.items():
-        platform.add_file(f"{name}.v", convert(module.build(), name))
+        platform.add_file(f"{name}.v", convert(module.build(), name, packed=module.hierarchical))
     result = {
         "board": board, "fpga": fpga or spec.default_size, "device": platform.device,
         "package": platform.package, "speed": platform.speed,

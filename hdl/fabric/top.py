@@ -148,8 +148,9 @@ class Fabric(wiring.Component):
         for r, router in enumerate(self._routers):
             if self._instances:
                 kind = self._kinds[r]
-                m.submodules[f"router{r}"] = instance(kind, self.modules[kind].signature, router,
-                                                      wires[r])
+                module = self.modules[kind]
+                m.submodules[f"router{r}"] = instance(kind, module.signature, router, wires[r],
+                                                      packed=module.hierarchical)
             else:
                 m.submodules[f"router{r}"] = router
         m.d.comb += self.moved.eq(Cat(router.moved for router in self._routers).any())

@@ -64,12 +64,6 @@ def _words(values):
                  for value in map(Value.cast, values)))
 
 
-def _seeded(seed, key: int):
-    """``superfabric.formats.stimulus.port_seed`` as logic."""
-    mixed = seed ^ key
-    return Mux(mixed == 0, key, mixed)
-
-
 class Stimulus(wiring.Component):
     """Generators, switch or fabric, and sinks for ``cfg`` (``[stimulus]`` sizes them), read
     back ``readout_words`` words per cycle.
@@ -220,28 +214,27 @@ class Stimulus(wiring.Component):
                     m.d.comb += settings.prio_thresholds[j].eq(threshold)
             else:
                 m.d.comb += getattr(settings, name).eq(regs[name][0])
+        hist_addr = addr[(regmap.sink_stride - 1).bit_length():]
         gens, sinks = [], []
         for k in range(n):
             gen = add_instance(m, self.modules, "traffic_gen", f"gen{k}", {
-                **stream_wires("o", core.i[k]), "settings": settings, "start": start,
-                "stepping": window, "timestamp": timestamp})
+                **stream_wires("o", core.i[k]), "settings": settings, "seed": seed,
+                "start": start, "stepping": window, "timestamp": timestamp,
+                "fixed_dst": regs["fixed_dst"][k]})
             m.d.comb += [
-                gen.port.eq(k), gen.fixed_dst.eq(regs["fixed_dst"][k]),
+                gen.port.eq(k), gen.key.eq(port_key(GENERATOR_KEY, k)),
                 gen.enable.eq(regs["enable"][k // ENABLE_BITS][k % ENABLE_BITS]),
-                gen.seed.eq(_seeded(seed, port_key(GENERATOR_KEY, k))),
             ]
             gens.append(gen)
 
             faulty = k == 0 and "traffic_sink_fault" in self.modules
             sink = add_instance(
                 m, self.modules, "traffic_sink_fault" if faulty else "traffic_sink", f"sink{k}", {
-                    **stream_wires("i", core.o[k]), "start": start, "running": self.running,
-                    "timestamp": timestamp, "window": window})
-            m.d.comb += [
-                sink.port.eq(k), sink.seed.eq(_seeded(seed, port_key(SINK_KEY, k))),
-                sink.stall_threshold.eq(regs["sink_stall"][0]),
-                sink.hist_addr.eq(addr[(regmap.sink_stride - 1).bit_length():]),
-            ]
+                    **stream_wires("i", core.o[k]), "seed": seed, "start": start,
+                    "running": self.running, "timestamp": timestamp, "window": window,
+                    "stall_threshold": regs["sink_stall"][0]})
+            m.d.comb += [sink.port.eq(k), sink.key.eq(port_key(SINK_KEY, k)),
+                         sink.hist_addr.eq(hist_addr)]
             sinks.append(sink)
         m.d.comb += cleared.eq(Cat(s.cleared for s in sinks).all())
 

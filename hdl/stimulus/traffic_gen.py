@@ -55,6 +55,19 @@ def xorshift64(x):
     return x ^ (x << 17)[:64]
 
 
+def port_seed(seed, key):
+    """``superfabric.formats.stimulus.port_seed`` as logic: a port's start state from the
+    run's ``seed`` and the port's ``key``.
+
+    A generator and a sink compute their own from ``key``, a port tied to a constant at
+    the instance, rather than taking the result from the top: XOR with a constant is a
+    different pattern of inverted bits for each port, which the Verilog generator and
+    Verilator assemble bit range by bit range, and at the 8x8x6 torus the top's 768 of
+    them were about 50,000 statements of its C++, in the code run at every clock edge."""
+    mixed = seed ^ key
+    return Mux(mixed == 0, key, mixed)
+
+
 def generator_signature(*, layout: data.StructLayout, ports: int, priorities: int,
                         counter_width: int) -> wiring.Signature:
     """The ports of a :class:`TrafficGenerator` (the stimulus top instances its module)."""
@@ -75,6 +88,7 @@ def generator_signature(*, layout: data.StructLayout, ports: int, priorities: in
         "fixed_dst": In(port_bits(ports)),
         "enable": In(1),
         "seed": In(64),
+        "key": In(64),
         "start": In(1),
         "stepping": In(1),
         "timestamp": In(TIMESTAMP_BITS),
@@ -109,7 +123,8 @@ class TrafficGenerator(wiring.Component):
     settings : the run settings (:func:`settings_layout`).
     port : the input this generator serves (its packets' ``src``).
     fixed_dst, enable : this input's output in mode FIXED; whether it generates.
-    seed, start : ``start`` loads the xorshift state with ``seed`` (non-zero).
+    seed, key, start : ``start`` loads the xorshift state with the port's seed
+        (:func:`port_seed`) from the run's ``seed`` and the port's ``key``.
     stepping : draw in this cycle (the run is on and inside its generation window).
     timestamp : the cycle number, carried by each packet generated in it.
     generated, generated_flits, refused : packets (and their flits) generated
@@ -139,7 +154,7 @@ class TrafficGenerator(wiring.Component):
         b = Signal(64)
         m.d.comb += [a.eq(xorshift64(state)), b.eq(xorshift64(a))]
         with m.If(self.start):
-            m.d.sync += state.eq(self.seed)
+            m.d.sync += state.eq(port_seed(self.seed, self.key))
         with m.Elif(self.stepping):
             m.d.sync += state.eq(b)
         d_inject, d_dst, d_hot = a[:24], a[24:40], a[40:56]

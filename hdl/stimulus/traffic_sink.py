@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...formats.packet import port_bits
 from ...formats.stimulus import DRAW_BITS, TIMESTAMP_BITS, crc32_update, port_bytes, record_bits
-from .traffic_gen import xorshift64
+from .traffic_gen import port_seed, xorshift64
 
 __all__ = ["TrafficSink", "sink_signature", "crc32_network"]
 
@@ -81,7 +81,7 @@ def sink_signature(*, layout: data.StructLayout, ports: int, priorities: int,
     return wiring.Signature({
         "i": In(stream.Signature(layout)),
         "port": In(port_bits(ports)),
-        "seed": In(64), "start": In(1), "running": In(1),
+        "seed": In(64), "key": In(64), "start": In(1), "running": In(1),
         "stall_threshold": In(DRAW_BITS + 1),
         "timestamp": In(TIMESTAMP_BITS),
         "window": In(1),
@@ -126,7 +126,8 @@ class TrafficSink(wiring.Component):
     -----
     i : packet stream from the switch output.
     port : the output this sink serves (its packets' ``dst``).
-    seed, start : ``start`` loads the ready draw's state with ``seed``.
+    seed, key, start : ``start`` loads the ready draw's state with the port's seed
+        (:func:`~.traffic_gen.port_seed`) from the run's ``seed`` and the port's ``key``.
     running : step the ready draw in this cycle.
     stall_threshold : not ready when the 16-bit draw is below it (0: always ready).
     timestamp : the cycle number (low 32 bits); latency = timestamp - data.
@@ -173,7 +174,7 @@ class TrafficSink(wiring.Component):
         draw = Signal(64)
         m.d.comb += draw.eq(xorshift64(state))
         with m.If(self.start):
-            m.d.sync += state.eq(self.seed)
+            m.d.sync += state.eq(port_seed(self.seed, self.key))
         with m.Elif(self.running):
             m.d.sync += state.eq(draw)
         ready = draw[:DRAW_BITS] >= self.stall_threshold

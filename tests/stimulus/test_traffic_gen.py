@@ -5,12 +5,13 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Value
+from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
 from superfabric.config import FabricConfig
 from superfabric.hdl.packet import packet_layout
 from superfabric.hdl.stimulus.traffic_gen import TrafficGenerator
+from superfabric.hdl.stimulus import traffic_gen
 from superfabric.sim.traffic import TrafficError, generate
 from superfabric.sim.stimulus.traffic_gen import Generators, stimulus_settings, xorshift_u64
 from superfabric.formats.stimulus import (GENERATOR_KEY, MODES, StimulusSettings, port_key, port_seed,
@@ -28,6 +29,29 @@ class PacketTable:
                                  (dst, prio, length, ecn)):
             column.append(value)
         return len(self.length) - 1
+
+
+def test_port_seed_logic_is_the_formats_port_seed():
+    """A generator and a sink compute their start state from the run's seed and their key,
+    as the model does, including the seed equal to the key (XOR 0: the key itself)."""
+    seed, key = Signal(64), Signal(64)
+    m = Module()
+    out = Signal(64)
+    m.d.comb += out.eq(traffic_gen.port_seed(seed, key))
+    cases = [(5, 5), (0, 7), (1 << 63, port_key(GENERATOR_KEY, 383)), ((1 << 64) - 1, 1)]
+    rng = random.Random(4)
+    cases += [(rng.getrandbits(64), port_key(GENERATOR_KEY, rng.randrange(1024)))
+              for _ in range(20)]
+    sim = Simulator(m)
+
+    async def bench(ctx):
+        for s, k in cases:
+            ctx.set(seed, s)
+            ctx.set(key, k)
+            assert ctx.get(out) == port_seed(s, k), (s, k)
+
+    sim.add_testbench(bench)
+    sim.run()
 
 
 def random_settings(cfg, rng, port):
@@ -75,7 +99,8 @@ def simulate(cfg, settings, port, *, ready_stall, seed, extra=300):
         ctx.set(dut.port, port)
         ctx.set(dut.fixed_dst, settings.fixed_dst[port])
         ctx.set(dut.enable, settings.enable >> port & 1)
-        ctx.set(dut.seed, port_seed(settings.seed, port_key(GENERATOR_KEY, port)))
+        ctx.set(dut.seed, settings.seed)
+        ctx.set(dut.key, port_key(GENERATOR_KEY, port))
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)

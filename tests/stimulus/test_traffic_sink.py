@@ -16,7 +16,7 @@ from superfabric.hdl.stimulus.traffic_sink import TrafficSink
 from superfabric.sim.stimulus.traffic_gen import stimulus_settings
 from superfabric.sim.stimulus.traffic_sink import CRC32_TABLE, Sinks, sink_flit
 from superfabric.formats.stimulus import (SINK_KEY, bucket_bounds, crc32_update, delivery_record,
-                                  latency_bucket, port_bytes, port_key, port_seed, record_bits)
+                                  latency_bucket, port_bytes, port_key, record_bits)
 
 #: A fabric above 256 endpoints (the 8x8x6 torus, one class): 2-byte source and output fields.
 WIDE = ["switch.priorities=1", "fabric.topology=torus", "fabric.dims=[8, 8, 6]",
@@ -141,7 +141,8 @@ def simulate(cfg, port, seed, *, stall, packets=400):
     async def testbench(ctx):
         nonlocal expected_frame_errors
         ctx.set(dut.port, port)
-        ctx.set(dut.seed, port_seed(settings.seed, port_key(SINK_KEY, port)))
+        ctx.set(dut.seed, settings.seed)
+        ctx.set(dut.key, port_key(SINK_KEY, port))
         ctx.set(dut.stall_threshold, settings.sink_stall)
         clearing = 0
         while not ctx.get(dut.cleared):

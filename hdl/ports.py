@@ -9,8 +9,7 @@ from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Instance, Modul
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["module_ports", "packed_ports", "Packed", "SharedModule", "instance", "add_instance",
-           "stream_wires"]
+__all__ = ["module_ports", "Packed", "SharedModule", "instance", "add_instance", "stream_wires"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -27,8 +26,13 @@ def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiri
     and an instance of a generated module (the fabric's routers) leave it out
     here, so that their port lists agree.
     """
-    return [("__".join(str(part) for part in path), flow, value)
-            for path, flow, value in _leaves(signature, interface)]
+    return [(_name(path), flow, value) for path, flow, value in _leaves(signature, interface)]
+
+
+def _name(path, *, indices: bool = True) -> str:
+    """A port's name from its member path, as Amaranth's Verilog generator joins it;
+    without ``indices``, the name of the packed port that holds it (:class:`Packed`)."""
+    return "__".join(str(part) for part in path if indices or not isinstance(part, int))
 
 
 def _leaves(signature: wiring.Signature, interface):
@@ -42,28 +46,21 @@ def _leaves(signature: wiring.Signature, interface):
 
 
 def _pack(leaves):
-    """``leaves`` ((path, flow, value)) grouped into packed ports: (name, flow, values)
-    with the path's indices left out of the name, the values in index order (index 0
-    at the low bits of the port)."""
+    """The packed ports (:class:`Packed`) of ``leaves`` ((path, flow, value)): (name, flow,
+    values), one port for each member and each signal of a stream or interface member,
+    an array's elements side by side in index order (element 0 at the low bits:
+    ``link_i__payload`` holds every ``link_i[k].payload``)."""
     groups = {}
     for path, flow, value in leaves:
-        name = "__".join(str(part) for part in path if not isinstance(part, int))
+        name = _name(path, indices=False)
         group = groups.setdefault(name, (flow, []))
         assert group[0] == flow, name
         group[1].append(value)
     return [(name, flow, values) for name, (flow, values) in groups.items()]
 
 
-def packed_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, list]]:
-    """The ports of a module written with :class:`Packed`: (name, flow, values), one port
-    for each member of ``signature`` and each signal of a stream or interface member,
-    concatenating an array's elements (``link_i__payload`` holds every ``link_i[k].payload``,
-    element 0 at the low bits); ``values`` are the elements of ``interface`` it packs."""
-    return _pack(_leaves(signature, interface))
-
-
 class Packed(Elaboratable):
-    """``component`` behind packed ports (:func:`packed_ports`), as the module that a
+    """``component`` behind packed ports (:func:`_pack`), as the module that a
     Verilator hierarchical block is written as.
 
     Verilator builds a hierarchical block apart and calls it from its parent through a
@@ -76,7 +73,7 @@ class Packed(Elaboratable):
     def __init__(self, component: wiring.Component):
         self.core = component
         self.ports = [(Signal(len(Cat(*values)), name=name), flow, values)
-                      for name, flow, values in packed_ports(component.signature, component)]
+                      for name, flow, values in _pack(_leaves(component.signature, component))]
 
     def elaborate(self, platform):
         m = Module()
@@ -137,19 +134,20 @@ def instance(module: str, signature: wiring.Signature, ports, wires=None, *,
     concatenation of its elements' wires.
     """
     wires = {} if wires is None else wires
-    leaves = []
+    leaves, names = [], set()
     for path, flow, value in _leaves(signature, ports):
-        name = "__".join(str(part) for part in path)
+        name = _name(path)
         wire = Value.cast(wires.get(name, value))
         if len(wire) != len(value):
             raise ValueError(f"wires[{name!r}] is {len(wire)} bits wide, not {len(value)} like "
                              f"the port of module {module!r}")
         leaves.append((path, flow, wire))
-    unknown = set(wires) - {"__".join(str(part) for part in path) for path, _, _ in leaves}
+        names.add(name)
+    unknown = set(wires) - names
     if unknown:
         raise ValueError(f"wires = {sorted(unknown)!r}: not ports of module {module!r}")
-    bound = [(name, flow, Cat(*values)) for name, flow, values in _pack(leaves)] if packed else [
-        ("__".join(str(part) for part in path), flow, wire) for path, flow, wire in leaves]
+    bound = ([(name, flow, Cat(*values)) for name, flow, values in _pack(leaves)] if packed
+             else [(_name(path), flow, wire) for path, flow, wire in leaves])
     return Instance(module, ("i", "clk", ClockSignal()), ("i", "rst", ResetSignal()),
                     *(("i" if flow == In else "o", name, value) for name, flow, value in bound))
 

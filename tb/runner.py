@@ -10,7 +10,9 @@ parameters reach the testbench as JSON files named by environment variables
 With ``SUPERFABRIC_COVERAGE=DIR`` in the environment, Verilator builds carry line and
 toggle coverage (a build of their own, next to the plain one in the cache) and every
 Verilator run writes its coverage data into ``DIR`` (``superfabric.tools.coverage``
-merges and reports it); Icarus runs are unchanged.
+merges and reports it); Icarus runs are unchanged. With ``SUPERFABRIC_VERILATOR_THREADS=N``
+(``superfabric run --threads N``), Verilator builds are multithreaded (``--threads N``),
+each in a build of its own.
 
 The simulators are found by the project, not by the user's shell: Verilator
 is taken from the newest ``$SUPERFABRIC_PREFIX/verilator-*`` built by
@@ -41,7 +43,7 @@ from . import params as tb_params
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves",
            "coverage_dir", "build", "build_harness", "write_port_access", "run_cocotb",
-           "COVERAGE_ENV", "VERILATOR_FAST"]
+           "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "VERILATOR_FAST"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)
@@ -53,6 +55,10 @@ DEFAULT_BUILD_ROOT = Path("build")
 HEARTBEAT_SECONDS = 15.0
 #: Environment variable naming the directory that collects Verilator coverage data.
 COVERAGE_ENV = "SUPERFABRIC_COVERAGE"
+#: Environment variable giving the threads of a Verilator model (default 1).
+THREADS_ENV = "SUPERFABRIC_VERILATOR_THREADS"
+#: The most threads a Verilator build may be asked for.
+MAX_THREADS = 64
 #: Verilator's options of a coverage build.
 COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
 #: Verilator's flags for speed. The stimulus top is built with them, and the plain
@@ -262,6 +268,15 @@ def coverage_dir() -> Path | None:
     return Path(value).resolve() if value else None
 
 
+def verilator_threads() -> int:
+    """The threads of a Verilator model, from ``SUPERFABRIC_VERILATOR_THREADS`` (default 1);
+    a value that is not a whole number in 1..:data:`MAX_THREADS` is a ValueError."""
+    value = os.environ.get(THREADS_ENV, "").strip() or "1"
+    if not value.isdigit() or not 1 <= int(value) <= MAX_THREADS:
+        raise ValueError(f"{THREADS_ENV} = {value!r}: must be a whole number in 1..{MAX_THREADS}")
+    return int(value)
+
+
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
           build_root: str | Path = DEFAULT_BUILD_ROOT, log=None,
           heartbeat: float = HEARTBEAT_SECONDS, coverage: bool | None = None,
@@ -285,9 +300,10 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     log = sys.stderr if log is None else log
     _point_at(sim)
     coverage = sim == "verilator" and (coverage_dir() is not None if coverage is None else coverage)
+    threads = verilator_threads() if sim == "verilator" else 1
     key = f"-{component[0]}" if component is not None else ""
     name = (f"{top}-{cfg.build_key}{key}-{_hdl_digest()}" + ("-waves" if waves else "")
-            + ("-coverage" if coverage else ""))
+            + ("-coverage" if coverage else "") + (f"-threads{threads}" if threads > 1 else ""))
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
     waiting = f"superfabric: waiting for another process building {top} on {sim} in {build_dir}"
@@ -310,13 +326,18 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                               + verilator_build_args(cfg, top))
                 if top in FAST:
                     build_args += list(VERILATOR_FAST)
+                if threads > 1:
+                    # The model's evaluation split over threads: worth it on a large top
+                    # with cores to spare (docs/spec/stimulus.md 12.9).
+                    build_args += ["--threads", str(threads)]
                 if top in PORTS_ONLY:
                     build_args += ["--no-public-flat-rw"]
                     sources.insert(0, write_port_access(rtl, top))
             runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
-                                     "waves": waves, "coverage": coverage}, indent=2))
+                                     "waves": waves, "coverage": coverage, "threads": threads},
+                                    indent=2))
     return build_dir
 
 

@@ -115,6 +115,10 @@ BAD_INPUT = [
     (["run", "--preset", "tiny", "--priority-weights=0,0", "-o", "OUT"], "priority_weights"),
     (["run", "--preset", "tiny", "--sim", "questa", "-o", "OUT"], "--sim"),
     (["run", "--preset", "tiny", "--stimulus", "magic", "-o", "OUT"], "--stimulus"),
+    (["run", "--preset", "tiny", "--sim", "verilator", "--threads", "0", "-o", "OUT"],
+     "--threads = 0: must be in 1..64"),
+    (["run", "--preset", "tiny", "--sim", "icarus", "--threads", "2", "-o", "OUT"],
+     "--threads = 2: only Verilator runs have threads"),
     (["run", "--preset", "tiny", "--bad-fraction", "0.1", "-o", "OUT"], "traffic.bad_fraction"),
     (["run", "--preset", "tiny", "--traffic", "rdma-uniform", "-o", "OUT"], "rdma.enabled"),
     (["run", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform", "--bad-fraction", "2",
@@ -240,6 +244,19 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, word, tmp_path, m
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("superfabric: error: ") and word in lines[0], lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ["0", "two", "65"])
+def test_a_bad_threads_variable_is_one_line_exit_2(value, tmp_path, monkeypatch, capsys):
+    """SUPERFABRIC_VERILATOR_THREADS, which --threads stands for, is checked as it is."""
+    from superfabric.tools.cli import main
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SUPERFABRIC_VERILATOR_THREADS", value)
+    assert main(["run", "--preset", "tiny", "--sim", "verilator", "-o", "out"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"superfabric: error: SUPERFABRIC_VERILATOR_THREADS = {value!r}: must be a "
+                   f"whole number in 1..64\n")
     assert list(tmp_path.iterdir()) == []
 
 

@@ -159,6 +159,9 @@ def _run_parser(sub) -> None:
                         "hardware: the RTL's own generators and sinks, checked by hashes, "
                         "counters and histograms")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
+    r.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="Verilator runs: threads of the Verilator model, a build of its own "
+                        "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1)")
     r.add_argument("--pcap", default=None, metavar="FILE",
                    help="also write the run's packets as a pcap file, as superfabric pcap does "
                         "(default: none)")
@@ -628,6 +631,7 @@ def _run(args) -> int:
                              "--stimulus trace)")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
+    _set_threads(args.threads, args.sim)
     cfg = _config(args)
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
@@ -675,6 +679,25 @@ def _run(args) -> int:
         print(f"pcap: {frames:,} frames, {args.pcap}")
     exact = res["match"] is None or res["match"]["exact"]
     return 0 if exact and not failure else 1
+
+
+def _set_threads(threads: int | None, sim: str) -> None:
+    """``--threads``: the Verilator builds of this process (and of any it starts) get
+    ``threads`` threads, through the environment variable the runner reads; without it,
+    that variable is checked before the run starts."""
+    from ..tb.runner import MAX_THREADS, THREADS_ENV, verilator_threads
+    if threads is None:
+        try:
+            verilator_threads()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return
+    if not 1 <= threads <= MAX_THREADS:
+        raise UsageError(f"--threads = {threads}: must be in 1..{MAX_THREADS}")
+    if threads > 1 and sim != "verilator":
+        raise UsageError(f"--threads = {threads}: only Verilator runs have threads "
+                         f"(--sim {sim} runs on one)")
+    os.environ[THREADS_ENV] = str(threads)
 
 
 def _print_rdma(sim: str, res: dict) -> None:

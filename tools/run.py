@@ -407,6 +407,9 @@ def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, mo
                "traffic": traffic,
                "model": {**model_summary, "wall_seconds": model_seconds, "cycles_per_second": rate},
                "compile_seconds": compile_seconds}
+    if sim == "verilator":
+        from ..tb.runner import verilator_threads
+        results["threads"] = verilator_threads()
     if sim == "model":
         if section is None:
             results.update(model_summary)

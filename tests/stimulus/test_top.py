@@ -191,6 +191,21 @@ def test_the_read_side_takes_a_power_of_two_up_to_a_page(words):
                        f"not {words!r}")
 
 
+def test_a_two_thread_verilator_model_is_exact(tmp_path, build_root, monkeypatch):
+    """--threads 2 (through the variable it sets): a build of its own, on two threads, whose
+    run matches the model statistic by statistic, as the one-thread build's does."""
+    require_simulator("verilator")
+    monkeypatch.setenv("SUPERFABRIC_VERILATOR_THREADS", "2")
+    res = run_point(TINY, traffic="uniform", load=0.6, cycles=2000, seed=3, sim="verilator",
+                    out_dir=tmp_path, stimulus="hardware", build_root=build_root)
+    assert res["threads"] == 2
+    assert res["match"]["exact"], json.dumps(res["match"])
+    assert res["packets"]["delivered"] > 0
+    built = json.loads(next((build_root / "sim" / "verilator").glob(
+        "stimulus-*-threads2/built.json")).read_text())
+    assert built["threads"] == 2
+
+
 def test_a_planted_fault_is_caught_by_the_hash(tmp_path, build_root):
     # Output 0's sink withholds ready for one cycle at its 20th packet: that packet, and
     # maybe some after it, leave a cycle late, which only the RTL does.

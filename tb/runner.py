@@ -328,7 +328,7 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                     build_args += list(VERILATOR_FAST)
                 if threads > 1:
                     # The model's evaluation split over threads: worth it on a large top
-                    # with cores to spare (docs/spec/stimulus.md 12.9).
+                    # with cores to spare (docs/spec/stimulus.md 12.7).
                     build_args += ["--threads", str(threads)]
                 if top in PORTS_ONLY:
                     build_args += ["--no-public-flat-rw"]

@@ -163,7 +163,7 @@ def fabric_table() -> ResultsPage:
 
 #: Tornado on tori of several shapes (issue 21): adaptive routing against dimension order
 #: at every offered load of ``make demo``'s torus sweep, for 5,000 cycles as there.
-TORNADO_DIMS = ((4, 4, 4), (4, 4), (8, 8), (6, 6, 2), (8, 4, 2), (4, 8))
+TORNADO_DIMS = ((4, 4, 4), (4, 4), (8, 8), (6, 6, 2), (8, 4, 2), (4, 8), (4, 4, 8))
 TORNADO_VCS = (3, 4)
 TORNADO_LOADS = tuple(round(0.1 * k, 1) for k in range(1, 11))
 

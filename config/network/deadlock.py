@@ -34,7 +34,7 @@ def escape_dependencies(topo: Topology, routing: str, vcs: int) -> set:
             for t in range(topo.routers):
                 x, held = s, None
                 while x != t:
-                    port, upper = torus_dor_hop(dims, m, x, s, t)
+                    port, upper = torus_dor_hop(dims, m, x, s, t, adaptive)
                     lo, hi = classes[upper]
                     base = link_id[(x, port)] * vcs
                     if held is not None:

@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
 from ...formats.packet import port_bits, prio_bits, vc_bits
-from ...network.routing import ESCAPE_VCS, dor_margin
+from ...network.routing import ESCAPE_VCS, dimension_rank, dor_margin
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..checks import check_config
 
@@ -126,14 +126,13 @@ class Routing(wiring.Component):
             upper_minus.append(s < t)
             hops.append(left)
 
-        # Dimension order: the lowest unfinished dimension, plus on a tie.
+        # Dimension order: the first unfinished dimension in dimension_rank's
+        # order (the escape of adaptive: the longest ring first), plus on a tie.
         dor_link = Signal(range(2 * len(dims)))
         upper = Signal()
-        with m.If(differs[0]):
-            m.d.comb += [dor_link.eq(Mux(plus_ok[0], 0, 1)),
-                         upper.eq(Mux(plus_ok[0], upper_plus[0], upper_minus[0]))]
-        for d in range(1, len(dims)):
-            with m.Elif(differs[d]):
+        order = sorted(range(len(dims)), key=lambda d: dimension_rank(dims, d, adaptive))
+        for i, d in enumerate(order):
+            with (m.If if i == 0 else m.Elif)(differs[d]):
                 m.d.comb += [dor_link.eq(Mux(plus_ok[d], 2 * d, 2 * d + 1)),
                              upper.eq(Mux(plus_ok[d], upper_plus[d], upper_minus[d]))]
 

@@ -3,7 +3,7 @@
 The switch testbench drives the fabric's endpoints through the runner that
 ``superfabric run`` uses. Each configuration is one build per simulator
 (cached under build/test) and runs several short traces. Every routing runs
-on both simulators on a small fabric (a 2x2 and a 3x3 torus, leaf-spines of
+on both simulators on a small fabric (a 2x2 and a 3x4 torus, leaf-spines of
 4 leaves of 2 hosts), and the 4x4x4 ``dor`` torus of issue 12 on Icarus, on
 short windows: Icarus simulates every router instance separately (about 3
 cycles/s). The issue's sizes on Verilator (the 4x4x4 torus, ``dor`` and
@@ -37,7 +37,8 @@ CONFIGS = {
     "leaf-spine-adaptive": LEAF_SPINE + ["fabric.routing=adaptive"],
     "torus-2x2-dor": ["fabric.topology=torus", "fabric.dims=[2,2]", "fabric.routing=dor",
                       "fabric.vcs=2"],
-    "torus-3x3-adaptive": ["fabric.topology=torus", "fabric.dims=[3,3]",
+    # Rings of unequal length: the escape takes the longest first, not dimension order.
+    "torus-3x4-adaptive": ["fabric.topology=torus", "fabric.dims=[3,4]",
                            "fabric.routing=adaptive", "fabric.vcs=3"],
     "leaf-spine-4x2-ecmp": ["fabric.topology=fat_tree", "fabric.leaves=4",
                             "fabric.hosts_per_leaf=2", "fabric.spines=2", "fabric.routing=ecmp"],
@@ -67,11 +68,11 @@ CASES = [
     ("torus-2x2-dor", "uniform", 0.5, 300, "bimodal:1,4,0.5", BOTH),
     ("torus-2x2-dor", "neighbour", 0.8, 300, "fixed:2", BOTH),
     # Inputs of a router booking the same adaptive (output, VC) in a cycle.
-    ("torus-3x3-adaptive", "uniform", 0.4, 150, "bimodal:1,4,0.5", BOTH),
+    ("torus-3x4-adaptive", "uniform", 0.4, 150, "bimodal:1,4,0.5", BOTH),
     # Long packets at full load: the first choice's adaptive VC, the escape, another
     # minimal direction (the first lacks room, or another leads it, and the escape
     # cannot start), and the escape when no adaptive VC has room.
-    ("torus-3x3-adaptive", "uniform", 1.0, 150, "bimodal:2,16,0.5", BOTH),
+    ("torus-3x4-adaptive", "uniform", 1.0, 150, "bimodal:2,16,0.5", BOTH),
     ("leaf-spine-4x2-ecmp", "uniform", 0.6, 300, "bimodal:1,4,0.5", BOTH),
     ("leaf-spine-4x2-adaptive", "uniform", 0.6, 300, "bimodal:1,4,0.5", BOTH),
     ("leaf-spine-4x2-adaptive", "permutation", 0.8, 300, "fixed:3", BOTH),

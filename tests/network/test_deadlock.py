@@ -17,10 +17,22 @@ def test_one_vc_ring_has_the_cycle_around_the_ring():
 
 @pytest.mark.parametrize("dims, routing, vcs", [((4, 4, 4), "dor", 2), ((5, 3), "dor", 4),
                                                 ((4, 4, 4), "adaptive", 3), ((8, 8), "dor", 2),
-                                                ((3, 3, 3), "adaptive", 5)])
+                                                ((3, 3, 3), "adaptive", 5),
+                                                ((4, 8, 6), "adaptive", 3)])
 def test_dateline_and_escape_vcs_are_acyclic(dims, routing, vcs):
     topo = Topology("torus", dims=dims, endpoints_per_router=1)
     assert dependency_cycle(topo, routing, vcs) is None
+
+
+def test_the_adaptive_escape_graph_turns_from_the_long_ring_to_the_short_one():
+    # The escape of adaptive routing takes the longest ring first (section 11.4): on
+    # the 4x8 its channels wait from dimension 1 on dimension 0, never the other way.
+    topo = Topology("torus", dims=(4, 8), endpoints_per_router=1)
+    dim = {k: (port - 1) // 2 for k, (_, port, _, _) in enumerate(topo.links)}
+    turns = {(dim[a], dim[b]) for (a, _), (b, _) in escape_dependencies(topo, "adaptive", 3)}
+    assert turns == {(1, 1), (0, 0), (1, 0)}
+    turns = {(dim[a], dim[b]) for (a, _), (b, _) in escape_dependencies(topo, "dor", 2)}
+    assert turns == {(1, 1), (0, 0), (0, 1)}
 
 
 def test_rings_of_two_cannot_deadlock_even_with_one_vc():

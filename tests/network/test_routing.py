@@ -5,7 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from superfabric.network.routing import ecmp_hash, fat_tree_route, torus_dor_hop, torus_route
+from superfabric.network.routing import (dimension_rank, ecmp_hash, fat_tree_route, torus_dor_hop,
+                                        torus_route)
 from superfabric.network.topology import Topology
 
 
@@ -88,20 +89,33 @@ def test_adaptive_keeps_its_first_choice_then_the_escape_then_another_direction(
 
 
 def test_adaptive_takes_the_longest_remaining_dimension_first():
-    topo = Topology("torus", dims=(4, 6), endpoints_per_router=1)
+    topo = Topology("torus", dims=(5, 6), endpoints_per_router=1)
     m, vcs = 1, 3
-    src, dst = topo.router_at((0, 0)), topo.router_at((1, 2))
+    src, dst = topo.router_at((0, 0)), topo.router_at((2, 1))
     credits = np.full((5, 1, vcs), 32)
-    # Two hops left in dimension 1 (plus only), one in dimension 0: dimension 1 first ...
-    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
-    # ... and dimension 0 is no candidate: without room there, the escape (dimension
-    # order: dimension 0), then, without room on the escape, still dimension 1.
-    credits[3, 0, 2] = 15
-    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
-    credits[1, 0, 0] = 15
-    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 0)
-    credits[3, 0, 2] = 16
-    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 2)
+    # Two hops left in dimension 0 (plus only), one in dimension 1: dimension 0 first ...
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
+    # ... and dimension 1 is no candidate: without room there, the escape (the longest
+    # ring first: dimension 1), then, without room on the escape, still dimension 0.
+    credits[1, 0, 2] = 15
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 0)
+    credits[3, 0, 0] = 15
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (3, 0)
+    credits[1, 0, 2] = 16
+    assert torus_route(topo.dims, m, src, src, dst, 0, vcs, True, credits, 16) == (1, 2)
+
+
+def test_the_adaptive_escape_takes_the_longest_ring_first_and_dor_the_lowest_dimension():
+    dims = (4, 8, 8)
+    assert [dimension_rank(dims, d, False) for d in range(3)] == [0, 1, 2]
+    assert [dimension_rank(dims, d, True) for d in range(3)] == [2, 0, 1]
+    topo = Topology("torus", dims=dims, endpoints_per_router=1)
+    src, dst = topo.router_at((0, 0, 0)), topo.router_at((1, 1, 1))
+    assert torus_dor_hop(dims, 1, src, src, dst) == (1, False)
+    assert torus_dor_hop(dims, 1, src, src, dst, True) == (3, False)
+    # A finished dimension is skipped in either order.
+    dst = topo.router_at((1, 0, 0))
+    assert torus_dor_hop(dims, 1, src, src, dst, True) == (1, False)
 
 
 def test_adaptive_paths_are_minimal():

@@ -53,12 +53,15 @@ def torus_dor_hop(dims, m, r, s, t, longest_first=False):
     stride = 1
     for d in range(len(dims)):
         k = dims[d]
-        x = r // stride % k
-        xt = t // stride % k
-        xs = s // stride % k
+        here = stride
         stride *= k
         rank = dimension_rank(dims, d, longest_first)
-        if x == xt or rank > first:
+        if rank > first:
+            continue
+        x = r // here % k
+        xt = t // here % k
+        xs = s // here % k
+        if x == xt:
             continue
         first = rank
         delta = (xt - x) % k

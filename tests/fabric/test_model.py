@@ -129,18 +129,24 @@ def test_a_packet_is_marked_and_counted_once_along_its_path():
     assert sum(rec.counters["ecn_marks"]) == marked
 
 
+def _tornado(overrides, load, cycles):
+    """The throughput of ``dor`` and ``adaptive`` under tornado, one traffic class."""
+    accepted = {}
+    for routing in ("dor", "adaptive"):
+        cfg = FabricConfig.load(overrides=["fabric.topology=torus", "switch.priorities=1",
+                                           f"fabric.routing={routing}"] + overrides)
+        trace = generate(cfg, "tornado", load=load, cycles=cycles, seed=1)
+        accepted[routing] = summarize(trace, FabricModel(cfg).run(trace),
+                                      cfg.endpoints)["throughput"]
+    return accepted
+
+
 @pytest.mark.parametrize("vcs", [3, 4])
 def test_adaptive_accepts_what_dor_does_on_tornado(vcs):
     # Under tornado, dimension order feeds each output of a router from one
     # input. Choosing by credits alone took other minimal directions onto
     # shared outputs and accepted 0.81 of an offered 0.9 (section 11.4).
-    accepted = {}
-    for routing in ("dor", "adaptive"):
-        cfg = FabricConfig.load(overrides=["fabric.topology=torus", "switch.priorities=1",
-                                           f"fabric.vcs={vcs}", f"fabric.routing={routing}"])
-        trace = generate(cfg, "tornado", load=0.9, cycles=3000, seed=1)
-        accepted[routing] = summarize(trace, FabricModel(cfg).run(trace),
-                                      cfg.endpoints)["throughput"]
+    accepted = _tornado([f"fabric.vcs={vcs}"], 0.9, 3000)
     assert accepted["adaptive"] >= accepted["dor"] >= 0.88, accepted
 
 
@@ -148,14 +154,7 @@ def test_adaptive_accepts_what_dor_does_on_the_4x8_tornado_past_saturation():
     # Dimension order takes the 4-ring first; an escape in that order turned every
     # packet that left its first choice (the 8-ring, the longest remaining) into the
     # short ring early, and adaptive accepted 0.017 less than dor here (section 11.4).
-    accepted = {}
-    for routing in ("dor", "adaptive"):
-        cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[4, 8]",
-                                           "switch.priorities=1", "fabric.vcs=4",
-                                           f"fabric.routing={routing}"])
-        trace = generate(cfg, "tornado", load=0.4, cycles=10_000, seed=1)
-        accepted[routing] = summarize(trace, FabricModel(cfg).run(trace),
-                                      cfg.endpoints)["throughput"]
+    accepted = _tornado(["fabric.dims=[4, 8]", "fabric.vcs=4"], 0.4, 10_000)
     assert accepted["adaptive"] >= accepted["dor"], accepted
 
 
@@ -164,14 +163,7 @@ def test_adaptive_beats_dor_on_the_8x8_torus_past_saturation():
     # 1/8; adaptive routing can balance the two. With one booking per (output, VC)
     # and cycle, and another direction preferred to the escape, it accepted 0.114
     # against 0.126 at 4 VCs (section 11.4).
-    accepted = {}
-    for routing in ("dor", "adaptive"):
-        cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[8, 8]",
-                                           "switch.priorities=1", "fabric.vcs=4",
-                                           f"fabric.routing={routing}"])
-        trace = generate(cfg, "tornado", load=0.6, cycles=5000, seed=1)
-        accepted[routing] = summarize(trace, FabricModel(cfg).run(trace),
-                                      cfg.endpoints)["throughput"]
+    accepted = _tornado(["fabric.dims=[8, 8]", "fabric.vcs=4"], 0.6, 5000)
     assert accepted["adaptive"] >= accepted["dor"] + 0.02, accepted
 
 

@@ -12,7 +12,8 @@ toggle coverage (a build of their own, next to the plain one in the cache) and e
 Verilator run writes its coverage data into ``DIR`` (``superfabric.tools.coverage``
 merges and reports it); Icarus runs are unchanged. With ``SUPERFABRIC_VERILATOR_THREADS=N``
 (``superfabric run --threads N``), Verilator builds are multithreaded (``--threads N``),
-each in a build of its own.
+and with ``SUPERFABRIC_VERILATOR_CXX_OPT=L`` (``--cxx-opt L``) the top's own C++ is
+compiled at ``-OL``; each in a build of its own.
 
 The simulators are found by the project, not by the user's shell: Verilator
 is taken from the newest ``$SUPERFABRIC_PREFIX/verilator-*`` built by
@@ -43,7 +44,8 @@ from . import params as tb_params
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves",
            "coverage_dir", "build", "build_harness", "write_port_access", "run_cocotb",
-           "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "VERILATOR_FAST"]
+           "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "CXX_OPT_ENV", "CXX_OPTS", "verilator_cxx_opt",
+           "VERILATOR_FAST"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)
@@ -59,6 +61,10 @@ COVERAGE_ENV = "SUPERFABRIC_COVERAGE"
 THREADS_ENV = "SUPERFABRIC_VERILATOR_THREADS"
 #: The most threads a Verilator build may be asked for.
 MAX_THREADS = 64
+#: Environment variable giving the C++ optimisation of a Verilator top's own code.
+CXX_OPT_ENV = "SUPERFABRIC_VERILATOR_CXX_OPT"
+#: The levels it may name (gcc's ``-O<level>``); ``s`` is Verilator's own default.
+CXX_OPTS = ("0", "1", "2", "3", "s")
 #: Verilator's options of a coverage build.
 COVERAGE_ARGS = ("--coverage-line", "--coverage-toggle")
 #: Verilator's flags for speed. The stimulus top is built with them, and the plain
@@ -277,6 +283,16 @@ def verilator_threads() -> int:
     return int(value)
 
 
+def verilator_cxx_opt() -> str:
+    """The C++ optimisation level of a Verilator top's own code, from
+    ``SUPERFABRIC_VERILATOR_CXX_OPT`` (default ``s``, Verilator's); a value not in
+    :data:`CXX_OPTS` is a ValueError."""
+    value = os.environ.get(CXX_OPT_ENV, "").strip() or "s"
+    if value not in CXX_OPTS:
+        raise ValueError(f"{CXX_OPT_ENV} = {value!r}: must be one of {', '.join(CXX_OPTS)}")
+    return value
+
+
 def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = False,
           build_root: str | Path = DEFAULT_BUILD_ROOT, log=None,
           heartbeat: float = HEARTBEAT_SECONDS, coverage: bool | None = None,
@@ -301,9 +317,11 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
     _point_at(sim)
     coverage = sim == "verilator" and (coverage_dir() is not None if coverage is None else coverage)
     threads = verilator_threads() if sim == "verilator" else 1
+    cxx_opt = verilator_cxx_opt() if sim == "verilator" else "s"
     key = f"-{component[0]}" if component is not None else ""
     name = (f"{top}-{cfg.build_key}{key}-{_hdl_digest()}" + ("-waves" if waves else "")
-            + ("-coverage" if coverage else "") + (f"-threads{threads}" if threads > 1 else ""))
+            + ("-coverage" if coverage else "") + (f"-threads{threads}" if threads > 1 else "")
+            + (f"-O{cxx_opt}" if cxx_opt != "s" else ""))
     build_dir = Path(build_root).resolve() / "sim" / sim / name
     stamp = build_dir / "built.json"
     waiting = f"superfabric: waiting for another process building {top} on {sim} in {build_dir}"
@@ -330,13 +348,22 @@ def build(cfg: FabricConfig, *, sim: str, top: str = "switch", waves: bool = Fal
                     # The model's evaluation split over threads: worth it on a large top
                     # with cores to spare (docs/spec/stimulus.md 12.7).
                     build_args += ["--threads", str(threads)]
+                if cxx_opt != "s":
+                    # The top's own C++ only (its VM_PREFIX is Vtop; a hierarchical
+                    # block's makefile has its own prefix and keeps -Os): a large
+                    # fabric's top is tens of MB of a few huge functions, which g++ -Os
+                    # takes most of the build on (docs/spec/stimulus.md 12.7). The
+                    # flag comes after Verilator's OPT_FAST, so it is the one in force.
+                    build_args += ["-CFLAGS",
+                                   f"$(if $(filter Vtop,$(VM_PREFIX)),-O{cxx_opt})"]
                 if top in PORTS_ONLY:
                     build_args += ["--no-public-flat-rw"]
                     sources.insert(0, write_port_access(rtl, top))
             runner.build(sources=sources, hdl_toplevel=top, build_dir=build_dir / "obj",
                          timescale=TIMESCALE, waves=waves, build_args=build_args, log_file=blog)
         stamp.write_text(json.dumps({"sim": sim, "top": top, "config": cfg.to_dict(),
-                                     "waves": waves, "coverage": coverage, "threads": threads},
+                                     "waves": waves, "coverage": coverage, "threads": threads,
+                                     "cxx_opt": cxx_opt},
                                     indent=2))
     return build_dir
 

@@ -119,6 +119,10 @@ BAD_INPUT = [
      "--threads = 0: must be in 1..64"),
     (["run", "--preset", "tiny", "--sim", "icarus", "--threads", "2", "-o", "OUT"],
      "--threads = 2: only Verilator runs have threads"),
+    (["run", "--preset", "tiny", "--sim", "verilator", "--cxx-opt", "O1", "-o", "OUT"],
+     "--cxx-opt = 'O1': must be one of 0, 1, 2, 3, s"),
+    (["run", "--preset", "tiny", "--sim", "icarus", "--cxx-opt", "1", "-o", "OUT"],
+     "--cxx-opt = '1': only Verilator runs are compiled from C++"),
     (["run", "--preset", "tiny", "--bad-fraction", "0.1", "-o", "OUT"], "traffic.bad_fraction"),
     (["run", "--preset", "tiny", "--traffic", "rdma-uniform", "-o", "OUT"], "rdma.enabled"),
     (["run", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform", "--bad-fraction", "2",
@@ -247,16 +251,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(argv, word, tmp_path, m
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("value", ["0", "two", "65"])
-def test_a_bad_threads_variable_is_one_line_exit_2(value, tmp_path, monkeypatch, capsys):
-    """SUPERFABRIC_VERILATOR_THREADS, which --threads stands for, is checked as it is."""
+@pytest.mark.parametrize("variable, value, allowed", [
+    ("SUPERFABRIC_VERILATOR_THREADS", "0", "a whole number in 1..64"),
+    ("SUPERFABRIC_VERILATOR_THREADS", "two", "a whole number in 1..64"),
+    ("SUPERFABRIC_VERILATOR_THREADS", "65", "a whole number in 1..64"),
+    ("SUPERFABRIC_VERILATOR_CXX_OPT", "O2", "one of 0, 1, 2, 3, s"),
+    ("SUPERFABRIC_VERILATOR_CXX_OPT", "fast", "one of 0, 1, 2, 3, s")])
+def test_a_bad_verilator_variable_is_one_line_exit_2(variable, value, allowed, tmp_path,
+                                                     monkeypatch, capsys):
+    """The variables --threads and --cxx-opt stand for are checked as they are."""
     from superfabric.tools.cli import main
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("SUPERFABRIC_VERILATOR_THREADS", value)
+    monkeypatch.setenv(variable, value)
     assert main(["run", "--preset", "tiny", "--sim", "verilator", "-o", "out"]) == 2
     err = capsys.readouterr().err
-    assert err == (f"superfabric: error: SUPERFABRIC_VERILATOR_THREADS = {value!r}: must be a "
-                   f"whole number in 1..64\n")
+    assert err == f"superfabric: error: {variable} = {value!r}: must be {allowed}\n"
     assert list(tmp_path.iterdir()) == []
 
 

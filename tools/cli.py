@@ -162,6 +162,10 @@ def _run_parser(sub) -> None:
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="Verilator runs: threads of the Verilator model, a build of its own "
                         "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1)")
+    r.add_argument("--cxx-opt", default=None, metavar="0|1|2|3|s",
+                   help="Verilator runs: the C++ optimisation (-O) of the top's own code, a "
+                        "build of its own; the router blocks keep -Os "
+                        "(default: $SUPERFABRIC_VERILATOR_CXX_OPT, else s)")
     r.add_argument("--pcap", default=None, metavar="FILE",
                    help="also write the run's packets as a pcap file, as superfabric pcap does "
                         "(default: none)")
@@ -632,6 +636,7 @@ def _run(args) -> int:
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
     _set_threads(args.threads, args.sim)
+    _set_cxx_opt(args.cxx_opt, args.sim)
     cfg = _config(args)
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
@@ -698,6 +703,23 @@ def _set_threads(threads: int | None, sim: str) -> None:
         raise UsageError(f"--threads = {threads}: only Verilator runs have threads "
                          f"(--sim {sim} runs on one)")
     os.environ[THREADS_ENV] = str(threads)
+
+
+def _set_cxx_opt(level: str | None, sim: str) -> None:
+    """``--cxx-opt``: as ``--threads``, through the variable the runner reads."""
+    from ..tb.runner import CXX_OPT_ENV, CXX_OPTS, verilator_cxx_opt
+    if level is None:
+        try:
+            verilator_cxx_opt()
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        return
+    if level not in CXX_OPTS:
+        raise UsageError(f"--cxx-opt = {level!r}: must be one of {', '.join(CXX_OPTS)}")
+    if level != "s" and sim != "verilator":
+        raise UsageError(f"--cxx-opt = {level!r}: only Verilator runs are compiled from C++ "
+                         f"(--sim {sim})")
+    os.environ[CXX_OPT_ENV] = level
 
 
 def _print_rdma(sim: str, res: dict) -> None:

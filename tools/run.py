@@ -408,8 +408,9 @@ def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, mo
                "model": {**model_summary, "wall_seconds": model_seconds, "cycles_per_second": rate},
                "compile_seconds": compile_seconds}
     if sim == "verilator":
-        from ..tb.runner import verilator_threads
+        from ..tb.runner import verilator_cxx_opt, verilator_threads
         results["threads"] = verilator_threads()
+        results["cxx_opt"] = verilator_cxx_opt()
     if sim == "model":
         if section is None:
             results.update(model_summary)

@@ -44,8 +44,8 @@ from . import params as tb_params
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves",
            "coverage_dir", "build", "build_harness", "write_port_access", "run_cocotb",
-           "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "CXX_OPT_ENV", "CXX_OPTS", "verilator_cxx_opt",
-           "VERILATOR_FAST"]
+           "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "CXX_OPT_ENV",
+           "CXX_OPTS", "verilator_cxx_opt", "VERILATOR_FAST"]
 
 SIMULATORS = ("icarus", "verilator")
 VERILATOR_MIN = (5, 36)

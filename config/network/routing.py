@@ -12,8 +12,8 @@ the RTL's routing logic is held against them block by block.
 (endpoint ports' entries are never read).
 """
 
-__all__ = ["dimension_rank", "torus_dor_hop", "class_vcs", "best_vc", "torus_escape", "dor_margin", "torus_route",
-           "ecmp_hash", "fat_tree_route", "ESCAPE_VCS"]
+__all__ = ["dimension_rank", "torus_dor_hop", "class_vcs", "best_vc", "torus_escape",
+           "dor_margin", "torus_route", "ecmp_hash", "fat_tree_route", "ESCAPE_VCS"]
 
 #: Under adaptive torus routing, VCs 0 (lower) and 1 (upper) form the escape network.
 ESCAPE_VCS = 2

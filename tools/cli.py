@@ -686,17 +686,22 @@ def _run(args) -> int:
     return 0 if exact and not failure else 1
 
 
+def _check_variable(read) -> None:
+    """The environment variable a Verilator option stands for, read by ``read`` before the
+    run starts: a bad value is a one-line usage error."""
+    try:
+        read()
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
 def _set_threads(threads: int | None, sim: str) -> None:
     """``--threads``: the Verilator builds of this process (and of any it starts) get
     ``threads`` threads, through the environment variable the runner reads; without it,
     that variable is checked before the run starts."""
     from ..tb.runner import MAX_THREADS, THREADS_ENV, verilator_threads
     if threads is None:
-        try:
-            verilator_threads()
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        return
+        return _check_variable(verilator_threads)
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads = {threads}: must be in 1..{MAX_THREADS}")
     if threads > 1 and sim != "verilator":
@@ -709,11 +714,7 @@ def _set_cxx_opt(level: str | None, sim: str) -> None:
     """``--cxx-opt``: as ``--threads``, through the variable the runner reads."""
     from ..tb.runner import CXX_OPT_ENV, CXX_OPTS, verilator_cxx_opt
     if level is None:
-        try:
-            verilator_cxx_opt()
-        except ValueError as e:
-            raise UsageError(str(e)) from None
-        return
+        return _check_variable(verilator_cxx_opt)
     if level not in CXX_OPTS:
         raise UsageError(f"--cxx-opt = {level!r}: must be one of {', '.join(CXX_OPTS)}")
     if level != "s" and sim != "verilator":

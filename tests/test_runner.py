@@ -1,6 +1,7 @@
 """The runner's build cache: a long build says what it does and how long it has taken."""
 
 import io
+import json
 import threading
 
 import cocotb_tools.runner
@@ -79,3 +80,34 @@ def test_plain_harness_builds_and_its_run_equals_the_model(build_root, tmp_path)
     assert runner.build_harness(cfg, top="stimulus", harness=HARNESS, build_root=build_root,
                                 log=again) == exe
     assert again.getvalue() == ""
+
+
+def test_plain_harness_builds_its_top_at_the_optimisation_asked(build_root, tmp_path,
+                                                                 monkeypatch):
+    """The plain harness follows ``SUPERFABRIC_VERILATOR_CXX_OPT`` as the cocotb build does
+    (so ``make bench``'s two builds of one top differ only in their harness): a build of
+    its own, the top's C++ compiled at that level, the same statistics as the model."""
+    require_simulator("verilator")
+    from superfabric.sim.stimulus.top import StimulusModel, compare_stats
+    from superfabric.sim.stimulus.traffic_gen import stimulus_settings
+    from superfabric.tools.bench import HARNESS, run_plain
+
+    monkeypatch.setenv(runner.CXX_OPT_ENV, "0")
+    cfg = FabricConfig.load(preset="tiny")
+    exe = runner.build_harness(cfg, top="stimulus", harness=HARNESS, build_root=build_root,
+                               log=io.StringIO())
+    built = exe.parent.parent
+    assert built.name.endswith("-O0")
+    assert json.loads((built / "built.json").read_text())["cxx_opt"] == "0"
+    # The last -O of a compile is the one in force.
+    last = {}
+    for line in (built / "build.log").read_text().splitlines():
+        words = line.split()
+        if "-c" in words and words[-1].endswith(".cpp"):
+            last[words[-1].rsplit("/", 1)[-1]] = [w for w in words if w.startswith("-O")][-1:]
+    top = {tuple(opt) for name, opt in last.items() if name.startswith("Vstimulus")}
+    assert top == {("-O0",)}, last
+    settings = stimulus_settings(cfg, "uniform", load=0.5, cycles=1000, seed=4)
+    stats, _, _ = run_plain(cfg, settings, exe, tmp_path)
+    match = compare_stats(stats, StimulusModel(cfg).run(settings))
+    assert match["exact"], match["problems"][:3]

@@ -920,9 +920,10 @@ def fabric_stimulus_table() -> ResultsPage:
     Verilator + cocotb, each run's statistics held against the model's."""
     from ..sim.stimulus.top import StimulusModel, compare_stats
     from ..sim.stimulus.traffic_gen import stimulus_settings
-    from ..tb.runner import build, build_harness
+    from ..tb.runner import CXX_OPT_ENV, build, build_harness, verilator_cxx_opt
     from ..tb.stimulus.runner import run_stimulus_rtl
 
+    cxx_opt = verilator_cxx_opt()
     page = ResultsPage(
         "fabric-stimulus", "Hardware stimulus around a fabric",
         "make bench TABLES=fabric-stimulus",
@@ -930,7 +931,9 @@ def fabric_stimulus_table() -> ResultsPage:
         "window) and the 384-endpoint 8x8x6 torus (loads 0.2, 0.4, 0.6, 20,000-cycle window): "
         "uniform traffic, 1-flit packets, one traffic class, on the model, a plain Verilator "
         "harness and Verilator + cocotb, each run's statistics held against the model's, and "
-        "the wall time of reading them back (64 words a cycle).")
+        "the wall time of reading them back (64 words a cycle). Both Verilator builds "
+        f"compile the top's own C++ at -O{cxx_opt} (`{CXX_OPT_ENV}`, `superfabric run "
+        "--cxx-opt`; docs/spec/stimulus.md 12.7).")
     for name, overrides, loads, cycles in FABRIC_STIMULUS:
         cfg = FabricConfig.load(overrides=overrides)
         builds = []

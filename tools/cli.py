@@ -165,7 +165,7 @@ def _run_parser(sub) -> None:
     r.add_argument("--cxx-opt", default=None, metavar="0|1|2|3|s",
                    help="Verilator runs: the C++ optimisation (-O) of the top's own code, a "
                         "build of its own; the router blocks keep -Os "
-                        "(default: $SUPERFABRIC_VERILATOR_CXX_OPT, else s)")
+                        "(default: $SUPERFABRIC_VERILATOR_CXX_OPT, else 1)")
     r.add_argument("--pcap", default=None, metavar="FILE",
                    help="also write the run's packets as a pcap file, as superfabric pcap does "
                         "(default: none)")
@@ -712,12 +712,12 @@ def _set_threads(threads: int | None, sim: str) -> None:
 
 def _set_cxx_opt(level: str | None, sim: str) -> None:
     """``--cxx-opt``: as ``--threads``, through the variable the runner reads."""
-    from ..tb.runner import CXX_OPT_ENV, CXX_OPTS, verilator_cxx_opt
+    from ..tb.runner import CXX_OPT_ENV, CXX_OPTS, DEFAULT_CXX_OPT, verilator_cxx_opt
     if level is None:
         return _check_variable(verilator_cxx_opt)
     if level not in CXX_OPTS:
         raise UsageError(f"--cxx-opt = {level!r}: must be one of {', '.join(CXX_OPTS)}")
-    if level != "s" and sim != "verilator":
+    if level != DEFAULT_CXX_OPT and sim != "verilator":
         raise UsageError(f"--cxx-opt = {level!r}: only Verilator runs are compiled from C++ "
                          f"(--sim {sim})")
     os.environ[CXX_OPT_ENV] = level

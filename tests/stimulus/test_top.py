@@ -202,8 +202,8 @@ def test_a_two_thread_verilator_model_is_exact(tmp_path, build_root, monkeypatch
     assert res["match"]["exact"], json.dumps(res["match"])
     assert res["packets"]["delivered"] > 0
     built = json.loads(next((build_root / "sim" / "verilator").glob(
-        "stimulus-*-threads2/built.json")).read_text())
-    assert built["threads"] == 2
+        "stimulus-*-threads2-O1/built.json")).read_text())
+    assert built["threads"] == 2 and built["cxx_opt"] == "1"
 
 
 def test_a_planted_fault_is_caught_by_the_hash(tmp_path, build_root):

@@ -298,16 +298,20 @@ def verilator_cxx_opt() -> str:
 
 
 def cxx_opt_args(prefix: str, cxx_opt: str) -> list[str]:
-    """Verilator's arguments that compile the top's own C++ (its ``VM_PREFIX`` is
+    """Verilator's arguments that compile the top's own fast C++ (its ``VM_PREFIX`` is
     ``prefix``) at ``-O<cxx_opt>``; none for ``s``, Verilator's own level.
 
     The top's own code only: a hierarchical block's makefile has its own prefix and
     keeps -Os. A large fabric's top is tens of MB of a few huge functions, which g++ -Os
     takes most of the build on (docs/spec/stimulus.md 12.7). The flag comes after
-    Verilator's OPT_FAST, so it is the one in force."""
+    Verilator's OPT_FAST, so it is the one in force. Its fast code only: the slow code
+    (``*__Slow.cpp`` and its precompiled header) runs once and Verilator compiles it
+    unoptimised; at -O1, g++ spent over five minutes on the VPI table of a switch that
+    cocotb sees whole, and the project's CI ran out of time on it."""
     if cxx_opt == "s":
         return []
-    return ["-CFLAGS", f"$(if $(filter {prefix},$(VM_PREFIX)),-O{cxx_opt})"]
+    return ["-CFLAGS", f"$(if $(filter {prefix},$(VM_PREFIX)),"
+                       f"$(if $(filter %__Slow.o %.slow.gch,$@),,-O{cxx_opt}))"]
 
 
 def _cxx_opt_suffix(cxx_opt: str | None) -> str:

@@ -3,6 +3,7 @@
 import io
 import json
 import threading
+from pathlib import Path
 
 import cocotb_tools.runner
 
@@ -82,11 +83,39 @@ def test_plain_harness_builds_and_its_run_equals_the_model(build_root, tmp_path)
     assert again.getvalue() == ""
 
 
+def _opt_in_force(build_log: Path) -> dict[str, list[str]]:
+    """The -O in force (the last one) for each C++ file a build log compiles."""
+    last = {}
+    for line in build_log.read_text().splitlines():
+        words = line.split()
+        if "-c" in words and words[-1].endswith(".cpp"):
+            last[words[-1].rsplit("/", 1)[-1]] = [w for w in words if w.startswith("-O")][-1:]
+    return last
+
+
+def test_a_verilator_top_compiles_its_fast_code_at_the_level_and_its_slow_code_unoptimised(
+        build_root, monkeypatch):
+    """The default level (-O1) reaches the top's fast code only: its slow code, run once
+    (the VPI table that cocotb reads among it), stays unoptimised as Verilator compiles it,
+    since g++ -O1 took more than five minutes on one such table."""
+    require_simulator("verilator")
+    monkeypatch.delenv(runner.CXX_OPT_ENV, raising=False)
+    cfg = FabricConfig.load(preset="tiny")
+    built = runner.build(cfg, sim="verilator", top="switch", build_root=build_root,
+                         log=io.StringIO())
+    last = _opt_in_force(built / "build.log")
+    fast = {tuple(opt) for name, opt in last.items()
+            if name.startswith("Vtop") and not name.endswith("__Slow.cpp")}
+    slow = {tuple(opt) for name, opt in last.items() if name.endswith("__Slow.cpp")}
+    assert fast == {(f"-O{runner.DEFAULT_CXX_OPT}",)}, last
+    assert slow == {()}, last
+
+
 def test_plain_harness_builds_its_top_at_the_optimisation_asked(build_root, tmp_path,
                                                                  monkeypatch):
     """The plain harness follows ``SUPERFABRIC_VERILATOR_CXX_OPT`` as the cocotb build does
     (so ``make bench``'s two builds of one top differ only in their harness): a build of
-    its own, the top's C++ compiled at that level, the same statistics as the model."""
+    its own, the top's fast C++ compiled at that level, the same statistics as the model."""
     require_simulator("verilator")
     from superfabric.sim.stimulus.top import StimulusModel, compare_stats
     from superfabric.sim.stimulus.traffic_gen import stimulus_settings
@@ -99,12 +128,7 @@ def test_plain_harness_builds_its_top_at_the_optimisation_asked(build_root, tmp_
     built = exe.parent.parent
     assert built.name.endswith("-O0")
     assert json.loads((built / "built.json").read_text())["cxx_opt"] == "0"
-    # The last -O of a compile is the one in force.
-    last = {}
-    for line in (built / "build.log").read_text().splitlines():
-        words = line.split()
-        if "-c" in words and words[-1].endswith(".cpp"):
-            last[words[-1].rsplit("/", 1)[-1]] = [w for w in words if w.startswith("-O")][-1:]
+    last = _opt_in_force(built / "build.log")
     top = {tuple(opt) for name, opt in last.items() if name.startswith("Vstimulus")}
     assert top == {("-O0",)}, last
     settings = stimulus_settings(cfg, "uniform", load=0.5, cycles=1000, seed=4)

@@ -4,7 +4,7 @@ data named after it, and the report merges, annotates and counts it per block.""
 import json
 
 from superfabric.config import FabricConfig
-from superfabric.tb.runner import COVERAGE_ENV, build, run_cocotb
+from superfabric.tb.runner import COVERAGE_ENV, build, run_cocotb, verilator_cxx_opt
 from superfabric.tools.coverage import (block_of, merge, read_data, read_points, report,
                                        summarise, write_data)
 
@@ -40,9 +40,12 @@ def test_coverage_build_runs_and_report(tmp_path, monkeypatch, build_root):
                         test_dir=tmp_path / "cocotb", build_root=build_root, seed=3,
                         params={"flits": 200, "valid_stall": 0.3, "ready_stall": 0.3})
     assert result.passed
-    # Its own build, beside the plain one, which it leaves as it was.
+    # Its own build, beside the plain one, which it leaves as it was; the C++ level
+    # marks both names last.
     covered = build(cfg, sim="verilator", top="skid_buffer", build_root=build_root)
-    assert covered.name == plain.name + "-coverage"
+    level = f"-O{verilator_cxx_opt()}"
+    assert plain.name.endswith(level)
+    assert covered.name == plain.name.removesuffix(level) + "-coverage" + level
     assert not json.loads((plain / "built.json").read_text()).get("coverage")
     files = list((tmp_path / "data").glob(f"{covered.name}.*.dat"))
     assert len(files) == 1

@@ -932,8 +932,8 @@ def fabric_stimulus_table() -> ResultsPage:
         "uniform traffic, 1-flit packets, one traffic class, on the model, a plain Verilator "
         "harness and Verilator + cocotb, each run's statistics held against the model's, and "
         "the wall time of reading them back (64 words a cycle). Both Verilator builds "
-        f"compile the top's own C++ at -O{cxx_opt} (`{CXX_OPT_ENV}`, `superfabric run "
-        "--cxx-opt`; docs/spec/stimulus.md 12.7).")
+        f"compile the top's own fast C++ at -O{cxx_opt} (`{CXX_OPT_ENV}`, `superfabric run "
+        "--cxx-opt L`; docs/spec/stimulus.md 12.7).")
     for name, overrides, loads, cycles in FABRIC_STIMULUS:
         cfg = FabricConfig.load(overrides=overrides)
         builds = []

@@ -163,7 +163,7 @@ def _run_parser(sub) -> None:
                    help="Verilator runs: threads of the Verilator model, a build of its own "
                         "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1)")
     r.add_argument("--cxx-opt", default=None, metavar="0|1|2|3|s",
-                   help="Verilator runs: the C++ optimisation (-O) of the top's own code, a "
+                   help="Verilator runs: the C++ optimisation (-O) of the top's own fast code, a "
                         "build of its own; the router blocks keep -Os "
                         "(default: $SUPERFABRIC_VERILATOR_CXX_OPT, else 1)")
     r.add_argument("--pcap", default=None, metavar="FILE",

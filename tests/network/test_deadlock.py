@@ -4,7 +4,37 @@ import pytest
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.network.deadlock import dependency_cycle, escape_dependencies
+from superfabric.network.routing import class_vcs, torus_dor_hop
 from superfabric.network.topology import Topology
+
+
+def every_path_dependencies(topo: Topology, routing: str, vcs: int) -> set:
+    """The escape graph by its definition: every consecutive pair of hops of the
+    dimension-order path between every two routers, walked hop by hop."""
+    adaptive = routing == "adaptive"
+    edges = set()
+    for s in range(topo.routers):
+        for t in range(topo.routers):
+            x, held = s, ()
+            while x != t:
+                port, upper = torus_dor_hop(topo.dims, topo.endpoints_per_router, x, s, t,
+                                            adaptive)
+                link = topo.link_id[(x, port)]
+                now = [(link, vc) for vc in range(*class_vcs(upper, vcs, adaptive))]
+                edges.update((a, b) for a in held for b in now)
+                held, x = now, topo.links[link][2]
+    return edges
+
+
+@pytest.mark.parametrize("dims, m, routing, vcs", [
+    ((6,), 1, "dor", 1), ((5,), 2, "dor", 2), ((2, 2), 1, "dor", 1), ((5, 3), 1, "dor", 4),
+    ((4, 8), 1, "adaptive", 3), ((3, 4, 2), 2, "dor", 2), ((4, 3, 5), 1, "adaptive", 4),
+    ((3, 5, 4), 1, "dor", 3), ((2, 3, 2, 3), 1, "adaptive", 3)])
+def test_the_torus_graph_is_every_path_s_consecutive_hops(dims, m, routing, vcs):
+    # The check enumerates paths along one dimension and their turns (section 11.6);
+    # it must find exactly the dependencies of every path walked hop by hop.
+    topo = Topology("torus", dims=dims, endpoints_per_router=m)
+    assert escape_dependencies(topo, routing, vcs) == every_path_dependencies(topo, routing, vcs)
 
 
 def test_one_vc_ring_has_the_cycle_around_the_ring():

@@ -310,3 +310,25 @@ def test_run_that_fails_exits_1(tmp_path):
     assert "FAILED: " in res.stdout and "requests not completed" in res.stdout
     assert "stalled at cycle" in res.stdout
     assert (tmp_path / "r" / "results.json").is_file()
+
+
+def test_every_one_line_error_names_an_exception_class():
+    """main() looks the errors up by module and name (it imports none of them): a rename
+    must not turn a one-line error into a traceback."""
+    import importlib
+    from superfabric.tools.cli import _ONE_LINE_ERRORS
+    for status, where in _ONE_LINE_ERRORS:
+        assert status in (1, 2)
+        for module, name in where:
+            assert issubclass(getattr(importlib.import_module(f"superfabric.{module}"), name),
+                              Exception)
+
+
+def test_a_model_run_imports_neither_scapy_nor_the_report(tmp_path):
+    code = ("import sys; from superfabric.tools.cli import main; "
+            f"main({COMMANDS['run'] + ['-o', str(tmp_path)]!r}); "
+            "print(sorted(m for m in ('scapy', 'superfabric.tools.report.build') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -752,16 +752,37 @@ def _print_rdma(sim: str, res: dict) -> None:
         print(f"stuck: {rd['stuck']}")
 
 
+#: The errors that end a command with one line on stderr, by the module (in this package)
+#: that defines them, and the exit status: 2 for input the user can correct, 1 for a tool
+#: that is missing or failed.
+_ONE_LINE_ERRORS = ((2, (("config", "ConfigError"), ("sim.traffic", "TrafficError"),
+                         ("tools.sweep", "SweepError"), ("tools.report.source", "ReportError"),
+                         ("tools.synth.flow", "SynthError"), ("tools.synth.eda_tool", "ToolMissing"),
+                         ("tools.pcap", "PcapError"), ("tools.board", "BoardError"))),
+                    (1, (("tools.synth.eda_tool", "ToolFailed"),
+                         ("tb.runner", "SimulatorMissing"))))
+
+
+def _exit_status(error: Exception) -> int | None:
+    """The exit status of a command that raised ``error``, if it is one of
+    :data:`_ONE_LINE_ERRORS`. Only the modules imported so far are looked in: an error
+    whose module no step of the command imported cannot have been raised, and importing
+    them all to name their errors would cost every command scapy and the report's
+    renderers. This module's own :class:`UsageError` is 2 (named directly: run as
+    ``python -m``, this module is ``__main__``, not the package's)."""
+    if isinstance(error, UsageError):
+        return 2
+    root = __package__.rpartition(".")[0]       # superfabric
+    for status, where in _ONE_LINE_ERRORS:
+        for module, name in where:
+            defined = sys.modules.get(f"{root}.{module}")
+            if defined is not None and isinstance(error, getattr(defined, name)):
+                return status
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``superfabric`` console script."""
-    from ..sim.traffic import TrafficError
-    from ..tb.runner import SimulatorMissing
-    from .board import BoardError
-    from .pcap import PcapError
-    from .report.build import ReportError
-    from .sweep import SweepError
-    from .synth.eda_tool import ToolFailed, ToolMissing
-    from .synth.flow import SynthError
     try:
         args = _parser().parse_args(argv)
         if args.command != "pcap":      # pcap's -o is a file
@@ -771,17 +792,13 @@ def main(argv: list[str] | None = None) -> int:
                    "pcap": _pcap, "collective-plan": _collective_plan,
                    "train": _train, "board": _board}[args.command]
         return handler(args)
-    except (ConfigError, TrafficError, UsageError, SweepError, ReportError, SynthError,
-            ToolMissing, PcapError, BoardError) as e:
-        print(f"superfabric: error: {e}", file=sys.stderr)
-        return 2
-    except ToolFailed as e:
-        print(f"superfabric: error: {e}", file=sys.stderr)
-        return 1
-    except SimulatorMissing as e:
-        print(f"superfabric: error: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
+    except Exception as e:
+        status = _exit_status(e)
+        if status is not None:
+            print(f"superfabric: error: {e}", file=sys.stderr)
+            return status
+        if not isinstance(e, OSError):
+            raise
         # A file or directory the command could not write after all (a full disk, a directory
         # removed under it): one line, not a traceback.
         where = f"{e.filename}: " if e.filename else ""

@@ -74,9 +74,11 @@ def test_bench_scale_table_options(tmp_path):
 
 
 def test_bench_scale_rows_are_the_issues_sizes():
-    assert sorted({bench.dims_name(dims) for dims, _, _ in bench.SCALE}) == \
+    assert sorted({bench.dims_name(dims) for dims, _, _, _ in bench.SCALE}) == \
         ["4x4x4", "6x6x6", "8x8x6", "8x8x8"]
-    assert [load for dims, load, _ in bench.SCALE if dims == (4, 4, 4)] == [0.2, 0.3]
+    assert [load for dims, load, _, _ in bench.SCALE if dims == (4, 4, 4)] == [0.2, 0.3]
+    # The issue's 384-endpoint run: 20,000 cycles at load 0.4.
+    assert bench.SCALE[-1] == ((8, 8, 6), 0.4, None, 2) and bench.SCALE_CYCLES == 10_000
 
 
 @pytest.mark.parametrize("argv, message", [

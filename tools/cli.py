@@ -757,8 +757,9 @@ def _print_rdma(sim: str, res: dict) -> None:
 #: that is missing or failed.
 _ONE_LINE_ERRORS = ((2, (("config", "ConfigError"), ("sim.traffic", "TrafficError"),
                          ("tools.sweep", "SweepError"), ("tools.report.source", "ReportError"),
-                         ("tools.synth.flow", "SynthError"), ("tools.synth.eda_tool", "ToolMissing"),
-                         ("tools.pcap", "PcapError"), ("tools.board", "BoardError"))),
+                         ("tools.synth.flow", "SynthError"),
+                         ("tools.synth.eda_tool", "ToolMissing"), ("tools.pcap", "PcapError"),
+                         ("tools.board", "BoardError"))),
                     (1, (("tools.synth.eda_tool", "ToolFailed"),
                          ("tb.runner", "SimulatorMissing"))))
 

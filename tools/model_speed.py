@@ -81,15 +81,16 @@ def measure_run(case: dict) -> dict:
     Returns the case with the run's ``simulated`` cycles, its ``cycles_per_second`` and
     ``compile_seconds`` as ``results.json`` states them, ``kernel_seconds`` (the model's
     run, which its ``cycles_per_second`` divides) and ``wall_seconds``, the whole run's
-    seconds less ``compile_seconds`` (what an architect's sweep pays once the kernels are
-    compiled or cached).
+    seconds from loading its configuration (which proves the routing deadlock-free) to
+    ``results.json``, less ``compile_seconds`` (what an architect's sweep pays once the
+    kernels are compiled or cached).
     """
     import tempfile
     from superfabric.config import FabricConfig
     from superfabric.tools.run import run_point
-    cfg = FabricConfig.load(overrides=case["overrides"])
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
+        cfg = FabricConfig.load(overrides=case["overrides"])
         res = run_point(cfg, traffic=case["traffic"], load=case["load"], cycles=case["cycles"],
                         seed=1, sim="model", out_dir=out, packet_lengths=case["lengths"])
         seconds = time.perf_counter() - t0

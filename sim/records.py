@@ -36,6 +36,9 @@ class Records:
         A fabric has at most 6,144 links (1,024 routers of a 3D torus), and the
         column is most of a large run's records (3 M packets of 11 links on the
         8x8x6 torus): int16 halves the memory it fills and the file it writes.
+    link_cycle : int64 array, the cycle the packet's head entered the link a model run
+        captured (``capture_link``), -1 if it did not cross it or none was captured.
+    link_ecn : int8 array, the ECN codepoint it crossed that link with.
     cycles : cycles simulated.
     stalled : the run stopped because nothing moved for the stall limit.
     stuck : for a stalled fabric run, one line naming a cycle of channels that
@@ -54,6 +57,8 @@ class Records:
     pfc_frames: np.ndarray = field(default_factory=lambda: np.zeros((0, 11), np.int64))
     hops: np.ndarray | None = None
     path: np.ndarray | None = None
+    link_cycle: np.ndarray | None = None
+    link_ecn: np.ndarray | None = None
     cycles: int = 0
     stalled: bool = False
     stuck: str = ""
@@ -65,6 +70,10 @@ class Records:
             self.hops = np.zeros(n, np.int16)
         if self.path is None:
             self.path = np.zeros((n, 0), np.int16)
+        if self.link_cycle is None:
+            self.link_cycle = np.full(n, -1, np.int64)
+        if self.link_ecn is None:
+            self.link_ecn = np.zeros(n, np.int8)
 
     @classmethod
     def empty(cls, packets: int, max_links: int = 0) -> "Records":
@@ -72,6 +81,8 @@ class Records:
         ``max_links`` links."""
         return cls(hops=np.zeros(packets, np.int16),
                    path=np.full((packets, max_links), -1, np.int16),
+                   link_cycle=np.full(packets, -1, np.int64),
+                   link_ecn=np.zeros(packets, np.int8),
                    out_port=np.full(packets, -1, np.int16),
                    head=np.full(packets, NOT_DELIVERED, np.int64),
                    tail=np.full(packets, NOT_DELIVERED, np.int64),
@@ -85,7 +96,9 @@ class Records:
         np.savez(path, out_port=self.out_port, head=self.head, tail=self.tail,
                  dropped=self.dropped, payload_ok=self.payload_ok,
                  ecn_out=self.ecn_out, ecn_backlog=self.ecn_backlog, pfc_frames=self.pfc_frames,
-                 hops=self.hops, path=self.path, cycles=self.cycles, stalled=self.stalled,
+                 hops=self.hops, path=self.path, link_cycle=self.link_cycle,
+                 link_ecn=self.link_ecn,
+                 cycles=self.cycles, stalled=self.stalled,
                  stuck=np.str_(self.stuck),
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
@@ -98,5 +111,7 @@ class Records:
                        dropped=z["dropped"], payload_ok=z["payload_ok"],
                        ecn_out=z["ecn_out"], ecn_backlog=z["ecn_backlog"],
                        pfc_frames=z["pfc_frames"], hops=z["hops"], path=z["path"],
+                       link_cycle=z["link_cycle"] if "link_cycle" in z.files else None,
+                       link_ecn=z["link_ecn"] if "link_ecn" in z.files else None,
                        cycles=int(z["cycles"]), stalled=bool(z["stalled"]), stuck=str(z["stuck"]),
                        counters=counters)

@@ -82,15 +82,16 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
                           segment_of(schedule.algorithm, segment))
 
 
-def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None):
+def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None,
+                   capture_link: int = -1):
     """Run the plan on the RDMA fabric model; returns ``(records, engines, buffers)``:
     the RDMA records, the :class:`CollectiveEngines` after the run and every
-    accelerator's buffer at its end."""
+    accelerator's buffer at its end. ``capture_link`` as for the RDMA model's run."""
     from ..rdma.fabric import RdmaFabricModel
 
     engines = CollectiveEngines(cfg, prepared.schedule, prepared.layout, prepared.dtype)
     records = RdmaFabricModel(cfg).run(prepared.workload, stall_limit=stall_limit,
-                                       device=engines)
+                                       device=engines, capture_link=capture_link)
     buffers = prepared.layout.buffers(records.memory, prepared.schedule, prepared.dtype)
     return records, engines, buffers
 

@@ -55,16 +55,18 @@ class FabricCore:
     ``progress`` tells whether the last step moved anything (what a stall
     detector watches); ``pfc_frames`` lists the pause frames sent, rows
     ``(cycle, endpoint, class_enable, *eight times)``; ``hops`` and ``path``,
-    per packet, the links it crossed.
+    per packet, the links it crossed; with ``capture_link``, ``link_cycle``, the cycle
+    its head entered that link (-1 if it did not).
     """
 
     def __init__(self, cfg: FabricConfig, *, pause: PauseSchedule | None = None,
-                 sink_pause: SinkPause | None = None, capacity: int = 1024):
+                 sink_pause: SinkPause | None = None, capacity: int = 1024,
+                 capture_link: int = -1):
         sw = cfg.switch
         self.cfg = cfg
         topo = self.topology = Topology.of(cfg)
         self.ports, self.priorities = topo.endpoints, sw.priorities
-        self.params = router_params(cfg, topo)
+        self.params = router_params(cfg, topo, capture_link=capture_link)
         self._max_links = topo.max_hops - 1
         self.state = router_state(cfg, topo, packet_arrays(max(1, capacity), self._max_links))
         self.pause = pause or PauseSchedule(self.ports, sw.priorities)
@@ -182,6 +184,10 @@ class FabricCore:
                            doc="Backlog its ECN decision saw, -1 if none.")
     hops = property(lambda self: self._column("p_hops"), doc="Links it crossed.")
     path = property(lambda self: self._column("p_path"), doc="The links it crossed, in order.")
+    link_cycle = property(lambda self: self._column("p_link_cycle"),
+                          doc="Cycle its head entered the captured link, -1 if it did not.")
+    link_ecn = property(lambda self: self._column("p_link_ecn"),
+                        doc="ECN codepoint it crossed the captured link with.")
 
     @property
     def outstanding(self) -> int:

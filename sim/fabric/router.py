@@ -70,7 +70,8 @@ RouterParams = namedtuple("RouterParams", [
     "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
     "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
     "per_router", "leaves", "spines", "links", "link_latency", "registered_grant",
-    "recycle"])   # a packet's id goes back to free_ids when it is delivered or dropped
+    "recycle",    # a packet's id goes back to free_ids when it is delivered or dropped
+    "capture_link"])  # the link whose packets go to p_link_cycle and p_link_ecn, -1 none
 
 #: Everything the routers hold, as arrays; docs/architecture.md sections 5.1 and 11.
 RouterState = namedtuple("RouterState", [
@@ -80,6 +81,7 @@ RouterState = namedtuple("RouterState", [
     "p_req", "p_pool", "p_next",
     # ... and what happens to it: delivery, links crossed.
     "p_ecn_out", "p_ecn_backlog", "p_head", "p_tail", "p_out", "p_dropped", "p_hops", "p_path",
+    "p_link_cycle", "p_link_ecn",
     "scalars", "free_ids",
     # Per router: its first global port and port count, and whether its next
     # cycle can be skipped (router_quiet); per port of the topology: the
@@ -119,8 +121,10 @@ RouterState = namedtuple("RouterState", [
     "credit_ok", "booked", "book_port", "book_vc", "book_prio", "book_len"])
 
 
-def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -> RouterParams:
-    """The kernels' view of ``cfg``; ``recycle`` for runs that reuse packet ids."""
+def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False,
+                  capture_link: int = -1) -> RouterParams:
+    """The kernels' view of ``cfg``; ``recycle`` for runs that reuse packet ids;
+    ``capture_link``, a link whose packets are recorded as they enter it (-1: none)."""
     sw, ecn, pfc, f = cfg.switch, cfg.ecn, cfg.pfc, cfg.fabric
     kind = {"switch": SWITCH, "torus": TORUS, "fat_tree": FAT_TREE}[topo.kind]
     return RouterParams(
@@ -137,7 +141,7 @@ def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False) -
                     topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
         leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
         link_latency=f.link_latency, registered_grant=int(sw.registered_grant),
-        recycle=int(recycle))
+        recycle=int(recycle), capture_link=capture_link)
 
 
 def packet_arrays(capacity: int, max_links: int) -> dict:
@@ -150,7 +154,8 @@ def packet_arrays(capacity: int, max_links: int) -> dict:
             "p_pool": np.zeros(capacity, np.int64), "p_next": np.full(capacity, NONE, np.int64),
             "p_ecn_out": rec.ecn_out, "p_ecn_backlog": rec.ecn_backlog, "p_head": rec.head,
             "p_tail": rec.tail, "p_out": rec.out_port, "p_dropped": rec.dropped,
-            "p_hops": rec.hops, "p_path": rec.path}
+            "p_hops": rec.hops, "p_path": rec.path, "p_link_cycle": rec.link_cycle,
+            "p_link_ecn": rec.link_ecn}
 
 
 def trace_packets(trace, rec: Records) -> dict:
@@ -165,7 +170,7 @@ def trace_packets(trace, rec: Records) -> dict:
             "p_next": np.empty(n, np.int64), "p_ecn_out": rec.ecn_out,
             "p_ecn_backlog": rec.ecn_backlog, "p_head": rec.head, "p_tail": rec.tail,
             "p_out": rec.out_port, "p_dropped": rec.dropped, "p_hops": rec.hops,
-            "p_path": rec.path}
+            "p_path": rec.path, "p_link_cycle": rec.link_cycle, "p_link_ecn": rec.link_ecn}
 
 
 def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterState:
@@ -530,6 +535,10 @@ def egress_handover(st, prm, base, n, cycle, slot, ready, delivered):
             if k == 0:
                 st.p_path[pkt, st.p_hops[pkt]] = link
                 st.p_hops[pkt] += 1
+                if link == prm.capture_link:
+                    # The codepoint as it crosses: later routers may still mark it.
+                    st.p_link_cycle[pkt] = cycle
+                    st.p_link_ecn[pkt] = st.p_ecn_out[pkt]
             continue
         delivered[handed, 0] = e
         delivered[handed, 1] = pkt

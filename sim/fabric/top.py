@@ -232,7 +232,7 @@ class FabricModel:
 
     def run(self, trace: Trace, *, sink: SinkReady | None = None,
             pause: PauseSchedule | None = None, sink_pause: SinkPause | None = None,
-            stall_limit: int = DEFAULT_STALL_LIMIT) -> Records:
+            stall_limit: int = DEFAULT_STALL_LIMIT, capture_link: int = -1) -> Records:
         """Simulate until every packet of ``trace`` is delivered or dropped.
 
         ``sink`` (per endpoint) says when the endpoints accept flits;
@@ -240,12 +240,13 @@ class FabricModel:
         ``[pfc] enabled``, ``sink_pause`` makes the endpoints send pause
         frames instead. Returns the per-packet :class:`~.records.Records`. A
         run in which nothing moves for ``stall_limit`` cycles while packets
-        are outstanding stops with ``stalled`` set.
+        are outstanding stops with ``stalled`` set. ``capture_link`` (a link id of the
+        topology) records in ``link_cycle`` the cycle each packet's head entered it.
         """
         cfg, topo = self._cfg, self.topology
         e, p = topo.endpoints, cfg.switch.priorities
         _check_packets(trace, e, p)
-        prm = router_params(cfg, topo)
+        prm = router_params(cfg, topo, capture_link=capture_link)
         rec = Records.empty(len(trace), topo.max_hops - 1)
         st = router_state(cfg, topo, trace_packets(trace, rec))
         st.scalars[PACKETS] = st.scalars[OUTSTANDING] = len(trace)

@@ -107,7 +107,7 @@ class RdmaFabricModel:
         FabricCore(self._cfg).warm()
 
     def run(self, workload, *, stall_limit: int | None = None,
-            device: HostDevice | None = None) -> RdmaRecords:
+            device: HostDevice | None = None, capture_link: int = -1) -> RdmaRecords:
         """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
 
         The run ends after the cycle in which the last completion is given
@@ -119,7 +119,8 @@ class RdmaFabricModel:
         deliveries (:func:`_egress`), then the injectors' and the engines' updates,
         then the device's (:class:`~superfabric.sim.rdma.host.HostDevice`), which may
         post further WRs; the records then hold the workload's WRs and the device's after
-        them.
+        them. ``capture_link`` (a link id of the fabric) records in the delivered rows the
+        cycle each packet entered that link and its codepoint there.
         """
         self._check(workload)
         cfg = self._cfg
@@ -134,7 +135,7 @@ class RdmaFabricModel:
                  for length in range(1, cfg.switch.max_packet_flits + 1)}
 
         memories, engines, injectors = _endpoints(cfg, workload)
-        switch = FabricCore(cfg)
+        switch = FabricCore(cfg, capture_link=capture_link)
         uplinks = _Uplinks(E, cfg.switch.priorities)
         all_ready = (1 << E) - 1
         words = {}                   # switch packet id -> data words as they entered the switch
@@ -329,13 +330,14 @@ class _Deliveries:
         self.words = []
 
     def flit(self, cycle: int, output: int, src: int, k: int, last: bool, ecn: int,
-             words: list) -> None:
+             words: list, link: tuple) -> None:
         """Flit ``k`` of a packet from ``src`` reached ``output``; at its last, the packet
-        (``words``, every flit's) is recorded."""
+        (``words``, every flit's; ``link``, the cycle it entered the captured link and its
+        codepoint there) is recorded."""
         if k == 0:
             self.head[output] = cycle
         if last:
-            self.rows.append((self.head[output], output, src, k + 1, ecn))
+            self.rows.append((self.head[output], output, src, k + 1, ecn, *link))
             self.words.extend(words)
 
     def fill(self, rec: RdmaRecords) -> None:
@@ -350,10 +352,11 @@ def _egress(cycle, switch, delivered, origin, words, depth, capture: _Deliveries
     ``capture``. A packet's words are forgotten after its last flit."""
     rx = [None] * len(depth)
     if delivered:
-        ecn_out = switch.ecn_out
+        ecn_out, link_cycle, link_ecn = switch.ecn_out, switch.link_cycle, switch.link_ecn
         for o, pkt, k, last in delivered:
             rx[o] = (origin[pkt], k, last, words[pkt][k], int(ecn_out[pkt]))
-            capture.flit(cycle, o, origin[pkt], k, last, rx[o][4], words[pkt])
+            capture.flit(cycle, o, origin[pkt], k, last, rx[o][4], words[pkt],
+                         (int(link_cycle[pkt]), int(link_ecn[pkt])))
             depth[o] -= 1
             if last:
                 del words[pkt], origin[pkt]

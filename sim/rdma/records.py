@@ -20,8 +20,9 @@ CNP_COLUMNS = ("cycle", "endpoint", "context")
 RATE_COLUMNS = ("cycle", "endpoint", "channel", "rate")
 #: Columns of :attr:`RdmaRecords.delivered`: the cycle the packet's head flit reached the
 #: endpoint, the endpoint (the switch output), the source endpoint, its flits and the ECN
-#: codepoint it arrived with.
-DELIVERED_COLUMNS = ("cycle", "endpoint", "src", "flits", "ecn")
+#: codepoint it arrived with; on a fabric whose run captured a link, the cycle its head
+#: entered that link and the codepoint it crossed it with (-1 and 0 if it did not).
+DELIVERED_COLUMNS = ("cycle", "endpoint", "src", "flits", "ecn", "link_cycle", "link_ecn")
 
 
 def event_rows(rows, columns) -> np.ndarray:
@@ -111,8 +112,9 @@ class RdmaRecords:
         were recorded reads with none)."""
         with np.load(path) as z:
             counters = {k[len("counter_"):]: z[k].tolist() for k in z.files if k.startswith("counter_")}
-            delivered = (z["delivered"] if "delivered" in z.files
-                         else np.zeros(0, np.int64)).reshape(-1, len(DELIVERED_COLUMNS))
+            delivered = (z["delivered"] if "delivered" in z.files else np.zeros((0, 5), np.int64))
+            if delivered.shape[1] < len(DELIVERED_COLUMNS):     # written before links were captured
+                delivered = np.hstack([delivered, np.tile([-1, 0], (len(delivered), 1))])
             words = z["delivered_words"] if "delivered_words" in z.files else np.zeros(0, np.uint64)
             return cls(taken=z["taken"], done=z["done"], status=z["status"],
                        completions=z["completions"], order=z["order"],

@@ -35,11 +35,14 @@ def test_zero_load_latency_per_hop(latency, length):
     # next router's store-and-forward pipeline, L + 3.
     cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[8]",
                                        f"fabric.link_latency={latency}"])
+    first = Topology.of(cfg).link_id[(0, 1)]       # router 0's link toward router 1
     for hops in range(5):
-        rec = FabricModel(cfg).run(_one(cfg, 0, hops, length))
+        rec = FabricModel(cfg).run(_one(cfg, 0, hops, length), capture_link=first)
         assert rec.hops[0] == hops
         assert rec.tail[0] - 10 == 2 * length + 2 + hops * (latency + length + 3)
         assert rec.tail[0] - rec.head[0] == length - 1
+        # The head enters the first link when the switch would hand it to a sink.
+        assert rec.link_cycle[0] == (10 + length + 3 if hops else -1)
 
 
 @pytest.mark.parametrize("name", sorted(FABRICS))
@@ -49,8 +52,15 @@ def test_every_packet_arrives_once_along_a_connected_path(name):
     trace = generate(cfg, "uniform", load=0.3, cycles=1500, seed=2,
                      packet_lengths="bimodal:1,4,0.7")
     model = FabricModel(cfg)
-    rec = model.run(trace)
+    captured = len(topo.links) // 2
+    rec = model.run(trace, capture_link=captured)
     assert not rec.stalled and (rec.tail >= 0).all() and (rec.out_port == trace.dst).all()
+    # The captured link's packets are those whose path crossed it, after their
+    # generation and before their delivery.
+    crossed = (rec.path == captured).any(axis=1)
+    assert crossed.any() and ((rec.link_cycle >= 0) == crossed).all()
+    assert (trace.gen[crossed] < rec.link_cycle[crossed]).all()
+    assert (rec.link_cycle[crossed] < rec.head[crossed]).all()
     for pkt in range(len(trace)):
         path = rec.path[pkt, :rec.hops[pkt]].tolist()
         assert (rec.path[pkt, rec.hops[pkt]:] == -1).all()
@@ -123,10 +133,16 @@ def test_a_packet_is_marked_and_counted_once_along_its_path():
     cfg = FabricConfig.load(overrides=FABRICS["fat-tree-ecmp"] + [
         "ecn.enabled=true", "ecn.kmin=4", "ecn.kmax=40", "ecn.pmax=0.5"])
     trace = generate(cfg, "uniform", load=0.9, cycles=2000, seed=7, ect_fraction=1.0)
-    rec = FabricModel(cfg).run(trace)
+    uplink = Topology.of(cfg).link_id[(0, cfg.fabric.hosts_per_leaf)]   # leaf 0 to spine 0
+    rec = FabricModel(cfg).run(trace, capture_link=uplink)
     marked = int((rec.ecn_out == CE).sum())
     assert 0 < marked < len(trace) and (rec.hops == 2).sum() > marked
     assert sum(rec.counters["ecn_marks"]) == marked
+    # On the uplink a packet has its leaf's mark only: some are marked after it, at
+    # the spine, and none loses a mark.
+    up = rec.link_cycle >= 0
+    assert (rec.ecn_out[up][rec.link_ecn[up] == CE] == CE).all()
+    assert ((rec.link_ecn[up] != CE) & (rec.ecn_out[up] == CE)).any()
 
 
 def _tornado(overrides, load, cycles):

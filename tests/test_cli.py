@@ -208,6 +208,16 @@ BAD_INPUT = [
     (["train", "--algo", "nccl", "-o", "OUT"], "--algo"),
     (["train", "--batch", "2", "-o", "OUT"], "--batch"),
     (["train", "--lr", "nan", "-o", "OUT"], "--lr"),
+    # -- run --capture-link: a link of the fabric, before anything runs --
+    (["run", "--preset", "tiny", "--capture-link", "0:1", "-o", "OUT"], "no links"),
+    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "0-1",
+      "-o", "OUT"], "ROUTER:PORT"),
+    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "64:1",
+      "-o", "OUT"], "0..63"),
+    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "0:0",
+      "-o", "OUT"], "link ports are 1, 2, 3, 4, 5, 6"),
+    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--stimulus", "hardware",
+      "--capture-link", "0:1", "-o", "OUT"], "records no packets"),
     # -- board: refused before the model runs --
     (["board", "-o", "OUT"], "--board"),
     (["board", "--board", "de10nano", "-o", "OUT"], "--board"),

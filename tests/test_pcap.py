@@ -8,6 +8,7 @@ frame for frame, through the mapping of docs/spec/capture.md. The ICRC is checke
 a CRC written here from the RoCEv2 rule, itself held to a CNP captured on a NIC.
 """
 
+import dataclasses
 import json
 import subprocess
 import zlib
@@ -254,6 +255,79 @@ def test_switch_run_as_udp_with_its_header(tmp_path, config_clock, option, mhz):
         assert Decimal(time) == Decimal(int(head)) / (Decimal(mhz) * 10 ** 6)
         header = bytes.fromhex(data)
         assert header[:3] == b"SF\x01" and int.from_bytes(header[12:20], "big") == tag
+
+
+def _on_the_link(rec: RdmaRecords) -> RdmaRecords:
+    """The records as the captured link saw them: the delivered packets that crossed it,
+    each at the cycle it entered the link and with its codepoint there; no pause frame."""
+    starts = np.concatenate(([0], np.cumsum(rec.delivered[:, 3])))
+    kept = np.flatnonzero(rec.delivered[:, 5] >= 0)
+    rows = rec.delivered[kept].copy()
+    rows[:, 0], rows[:, 4] = rows[:, 5], rows[:, 6]
+    words = [rec.delivered_words[starts[i]:starts[i + 1]] for i in kept]
+    return dataclasses.replace(rec, delivered=rows, delivered_words=np.concatenate(words),
+                               pfc_frames=np.zeros((0, 11), np.int64))
+
+
+def test_a_captured_link_holds_the_packets_that_crossed_it(tmp_path):
+    # An incast into endpoint 0 on a 2x2x2 torus with ECN and DCQCN, captured on router 1's
+    # link toward router 0: every frame is a packet that crossed it, at the cycle its head
+    # entered it.
+    out, pcap = tmp_path / "run", tmp_path / "link.pcap"
+    args = ["run", "--preset", "tiny", "--traffic", "rdma-incast", "--load", "0.4", "--cycles",
+            "1500", "--capture-link", "1:1", "-o", str(out), "--pcap", str(pcap)]
+    for o in CONGESTED + ["fabric.topology=torus", "fabric.dims=[2, 2, 2]",
+                          "faults.drop_rate=0.01"]:
+        args += ["--set", o]
+    assert main(args) == 0
+    rec = RdmaRecords.load(out / "model_records.npz")
+    link = json.loads((out / "results.json").read_text())["capture_link"]
+    assert (link["router"], link["port"], link["peer"]) == (1, 1, 0)
+    crossed = rec.delivered[:, 5] >= 0
+    assert link["packets"] == int(crossed.sum()) > 50
+    assert (rec.delivered[crossed, 5] < rec.delivered[crossed, 0]).all()
+    _no_errors(pcap)
+    kinds = _check(_on_the_link(rec), pcap, 625)
+    assert kinds.get("data", 0) > 50, kinds
+    # Dimension order takes only endpoint 1's packets over it, all toward endpoint 0.
+    assert set(rec.delivered[crossed, 2].tolist()) == {1}
+    assert set(rec.delivered[crossed, 1].tolist()) == {0}
+
+
+def test_a_collective_run_decodes_as_its_records(tmp_path):
+    # The collective engines' WRITEs and SENDs on a 2x2x2 torus, as RDMA runs' are.
+    out, pcap = tmp_path / "run", tmp_path / "allreduce.pcap"
+    assert main(["run", "--set", "fabric.topology=torus", "--set", "fabric.dims=[2, 2, 2]",
+                 "--set", "rdma.enabled=true", "--traffic",
+                 "collective:op=allreduce,algo=ring,bytes=4096", "-o", str(out),
+                 "--pcap", str(pcap)]) == 0
+    rec = RdmaRecords.load(out / "model_records.npz")
+    _no_errors(pcap)
+    kinds = _check(rec, pcap, 625)
+    assert kinds["data"] > 0 and kinds["ack"] > 0, kinds
+
+
+def test_a_fabric_run_captured_on_a_link(tmp_path):
+    # The packets of a trace run that crossed router 0's link toward router 1 of a 4x4
+    # torus, at the cycles they entered it, their tags in the header.
+    out, pcap = tmp_path / "run", tmp_path / "link.pcap"
+    assert main(["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--set",
+                 "fabric.dims=[4, 4]", "--traffic", "uniform", "--load", "0.5", "--cycles",
+                 "300", "--capture-link", "0:1", "-o", str(out), "--pcap", str(pcap)]) == 0
+    link = json.loads((out / "results.json").read_text())["capture_link"]["link"]
+    with np.load(out / "packets.npz") as z:
+        crossed = np.flatnonzero(z["model_link_cycle"] >= 0)
+        assert ((z["model_path"] == link).any(axis=1) == (z["model_link_cycle"] >= 0)).all()
+        when = z["model_link_cycle"][crossed]
+        tags = z["tag"][crossed][np.argsort(when, kind="stable")]
+        when = np.sort(when)
+    _no_errors(pcap)
+    lines = tshark(pcap, "-T", "fields", "-e", "frame.time_epoch", "-e", "data.data").splitlines()
+    assert len(lines) == len(tags) > 20
+    for line, tag, cycle in zip(lines, tags, when):
+        time, data = line.split("\t")
+        assert Decimal(time) * 10 ** 9 == round(Decimal(int(cycle)) * 1000 / Decimal(625))
+        assert int.from_bytes(bytes.fromhex(data)[12:20], "big") == tag
 
 
 def test_bad_input_is_one_line_and_status_2(tmp_path, capsys):

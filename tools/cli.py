@@ -169,6 +169,10 @@ def _run_parser(sub) -> None:
     r.add_argument("--pcap", default=None, metavar="FILE",
                    help="also write the run's packets as a pcap file, as superfabric pcap does "
                         "(default: none)")
+    r.add_argument("--capture-link", default=None, metavar="ROUTER:PORT",
+                   help="on a torus or fat tree, record the packets that cross the link out of "
+                        "this router port, each as it enters it; the pcap then holds those "
+                        "(default: none, the packets delivered)")
     _add_clock_arg(r)
     r.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
@@ -643,7 +647,7 @@ def _run(args) -> int:
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
                     waves=args.waves or None, bad_fraction=args.bad_fraction,
                     stimulus=args.stimulus, progress=True,
-                    priority_weights=args.priority_weights)
+                    priority_weights=args.priority_weights, capture_link=args.capture_link)
     if "collective" in res:
         co = res["collective"]
         print(f"{args.sim}: {co['op']} of {co['bytes']:,} bytes by {co['algo']} on "
@@ -677,6 +681,10 @@ def _run(args) -> int:
         print("match: exact" if m["exact"] else f"match: NOT exact, {m['mismatches']} mismatches, "
               f"first {json.dumps(m['first_mismatch'])}"
               + (f"; see {report}" if report.exists() else ""))
+    if "capture_link" in res:
+        c = res["capture_link"]
+        print(f"link: {c['packets']:,} packets crossed router {c['router']} port {c['port']} "
+              f"(to router {c['peer']} port {c['peer_port']})")
     print(f"results: {Path(args.out) / 'results.json'}")
     if args.pcap is not None:
         from .pcap import write_pcap

@@ -163,8 +163,11 @@ def roce_frame(words, *, src: int, dst: int, prio: int, ecn: int) -> bytes:
     return frame
 
 
-def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
-    """``(cycle, frame bytes)`` of every packet an RDMA run's model delivered."""
+def _rdma_frames(run: Path, cfg: FabricConfig, link: bool) -> list:
+    """``(cycle, frame bytes)`` of every packet an RDMA run's model delivered, with its
+    pause frames; with ``link``, of those that crossed the run's captured link, at the
+    cycle and with the codepoint they crossed it with (pause frames cross no router
+    link)."""
     from ..sim.rdma.fabric import packet_class
     from ..sim.rdma.records import RdmaRecords
     path = run / "model_records.npz"
@@ -175,11 +178,17 @@ def _rdma_frames(run: Path, cfg: FabricConfig) -> list:
     rec = RdmaRecords.load(path)
     starts = np.concatenate(([0], np.cumsum(rec.delivered[:, 3])))
     out = []
-    for i, (cycle, endpoint, src, flits, ecn) in enumerate(rec.delivered.tolist()):
+    for i, (cycle, endpoint, src, flits, ecn, link_cycle, link_ecn) in enumerate(
+            rec.delivered.tolist()):
+        if link:
+            if link_cycle < 0:
+                continue
+            cycle, ecn = link_cycle, link_ecn
         words = rec.delivered_words[starts[i]:starts[i] + flits]
         prio, _ = packet_class(cfg, flits)
         out.append((cycle, roce_frame(words, src=src, dst=endpoint, prio=prio, ecn=ecn)))
-    out.extend(_pause_frames(rec.pfc_frames))
+    if not link:
+        out.extend(_pause_frames(rec.pfc_frames))
     return out
 
 
@@ -193,14 +202,20 @@ def _pause_frames(rows) -> list:
     return out
 
 
-def _switch_frames(run: Path) -> list:
-    """``(cycle, frame bytes)`` of every packet a switch or fabric run's model delivered."""
+def _switch_frames(run: Path, link: bool) -> list:
+    """``(cycle, frame bytes)`` of every packet a switch or fabric run's model delivered,
+    with its pause frames; with ``link``, of those that crossed the run's captured
+    link, at the cycle and with the codepoint they crossed it with."""
+    names = ("tag", "gen", "src", "prio", "length", "model_out", "model_head", "model_tail",
+             "model_ecn_out", "model_hops") + (("model_link_cycle", "model_link_ecn") * link)
     with np.load(run / "packets.npz") as z:
-        cols = {k: z[k] for k in ("tag", "gen", "src", "prio", "length", "model_out",
-                                  "model_head", "model_tail", "model_ecn_out", "model_hops")}
+        cols = {k: z[k] for k in names}
     out = []
-    for i in np.flatnonzero(cols["model_head"] >= 0):
+    when = cols["model_link_cycle"] if link else cols["model_head"]
+    for i in np.flatnonzero(when >= 0):
         c = {k: int(v[i]) for k, v in cols.items()}
+        if link:
+            c["model_ecn_out"] = c["model_link_ecn"]
         frame = _frame(Ether(src=endpoint_mac(c["src"]), dst=endpoint_mac(c["model_out"])),
                        _ipv4(c["src"], c["model_out"], c["prio"], c["model_ecn_out"]),
                        UDP(sport=SWITCH_PORT, dport=SWITCH_PORT),
@@ -208,9 +223,10 @@ def _switch_frames(run: Path) -> list:
                                     flits=c["length"], src=c["src"], dst=c["model_out"],
                                     tag=c["tag"], gen=c["gen"], head=c["model_head"],
                                     tail=c["model_tail"]))
-        out.append((c["model_head"], frame))
-    with np.load(run / "pfc_frames.npz") as z:
-        out.extend(_pause_frames(z["model"].reshape(-1, 11)))
+        out.append((int(when[i]), frame))
+    if not link:
+        with np.load(run / "pfc_frames.npz") as z:
+            out.extend(_pause_frames(z["model"].reshape(-1, 11)))
     return out
 
 
@@ -235,7 +251,9 @@ def write_pcap(run_dir: str | Path, out: str | Path, *, clock_mhz: float | None 
     frames. Cycle ``c`` is at ``c / clock_mhz`` microseconds after the epoch,
     written with nanosecond timestamps; ``clock_mhz`` None is the run's
     ``fabric.clock_mhz``. The frames are the model's records (an RTL run's
-    scoreboard held the RTL to them).
+    scoreboard held the RTL to them). A run that captured a link (``run
+    --capture-link``) gives the packets that crossed it instead, each at the cycle
+    its head entered the link, with the ECN codepoint it had there.
     """
     if clock_mhz is not None and not 0 < clock_mhz < math.inf:
         raise PcapError(f"--clock-mhz = {clock_mhz:g}: must be a positive finite number")
@@ -247,10 +265,11 @@ def write_pcap(run_dir: str | Path, out: str | Path, *, clock_mhz: float | None 
     cfg = FabricConfig.from_dict(results["config"])
     if clock_mhz is None:
         clock_mhz = cfg.fabric.clock_mhz
-    if "rdma" in results:
-        frames = _rdma_frames(run, cfg)
+    link = "capture_link" in results
+    if "rdma" in results or "collective" in results:
+        frames = _rdma_frames(run, cfg, link)
     elif (run / "packets.npz").is_file():
-        frames = _switch_frames(run)
+        frames = _switch_frames(run, link)
     else:
         raise PcapError(f"RUN_DIR = {str(run)!r}: no packets.npz or model_records.npz")
     frames.sort(key=lambda f: f[0])

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import ConfigError, FabricConfig
+from ..network.topology import Topology
 from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
 from ..sim.fabric.metrics import fabric_summary
@@ -172,7 +173,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
               sink_stall: float = 0.0, pause_rate: float = 0.0, waves: bool | None = None,
               stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
               bad_fraction: float = 0.0, stimulus: str = "trace", progress: bool = False,
-              priority_weights: list[float] | None = None) -> dict:
+              priority_weights: list[float] | None = None,
+              capture_link: str | None = None) -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
     For an RTL simulator the model runs on the same trace and the scoreboard
@@ -183,8 +185,11 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     ``priority_weights`` (one per class, default uniform) and
     ``stall_limit`` do not apply. ``stimulus = "hardware"`` goes to
     :func:`run_stimulus_point`. ``progress`` shows signs of life on stderr:
-    the kernels' first compilation, and a long model or RTL run.
+    the kernels' first compilation, and a long model or RTL run. ``capture_link``,
+    ``ROUTER:PORT`` of a fabric, records the packets that cross that link
+    (:func:`link_of`; ``superfabric pcap`` then writes them).
     """
+    link = link_of(cfg, capture_link, stimulus)
     kind, prepared = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                    sim=sim, packet_lengths=packet_lengths, sink_stall=sink_stall,
                                    pause_rate=pause_rate, bad_fraction=bad_fraction,
@@ -198,7 +203,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     if kind == "rdma":
         return run_rdma_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed, sim=sim,
                               out_dir=out_dir, bad_fraction=bad_fraction, waves=waves,
-                              build_root=build_root, workload=prepared, progress=progress)
+                              build_root=build_root, workload=prepared, progress=progress,
+                              capture_link=capture_link)
     trace = prepared
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -210,7 +216,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     t0 = time.perf_counter()
     with _activity(progress, "model", f"{len(trace):,} packets", cycles):
         model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
-                                     stall_limit=stall_limit)
+                                     stall_limit=stall_limit, capture_link=link)
     model_seconds = time.perf_counter() - t0
     model_summary = _summary(cfg, trace, model)
 
@@ -257,7 +263,9 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         # Peak occupancy against what the thresholds promise never to exceed.
         for section in (results, results["model"]):
             section["pfc"]["occupancy_limit"] = cfg.pfc.xoff + cfg.pfc.headroom
-    _save_packets(out / "packets.npz", trace, model, rtl)
+    if link >= 0:
+        results["capture_link"] = _captured(cfg, link, int((model.link_cycle >= 0).sum()))
+    _save_packets(out / "packets.npz", trace, model, rtl, captured=link >= 0)
     write_json(out / "results.json", results)
     return results
 
@@ -265,7 +273,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
 def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,
                    sim: str, out_dir: str | Path, bad_fraction: float = 0.0,
                    waves: bool | None = None, build_root: str | Path = "build",
-                   workload=None, progress: bool = False) -> dict:
+                   workload=None, progress: bool = False,
+                   capture_link: str | None = None) -> dict:
     """Run one RDMA workload through the fabric model and, optionally, the RTL.
 
     Writes ``workload.npz``, ``model_records.npz`` and ``results.json`` into
@@ -280,6 +289,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     timeline, and ``results.json`` has a ``collective`` section instead
     (docs/spec/collective.md section 15.8.4).
     """
+    link = link_of(cfg, capture_link)
     if workload is None:
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
                                     sim=sim, bad_fraction=bad_fraction)
@@ -299,10 +309,10 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     if collective is not None:
         with _activity(progress, "model", f"{traffic}, {collective.predicted:,} cycles by "
                        f"the alpha-beta model", None):
-            model, engines, buffers = run_collective(cfg, collective)
+            model, engines, buffers = run_collective(cfg, collective, capture_link=link)
     else:
         with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
-            model = RdmaFabricModel(cfg).run(workload)
+            model = RdmaFabricModel(cfg).run(workload, capture_link=link)
     model_seconds = time.perf_counter() - t0
     model.save(out / "model_records.npz")
     if collective is not None:
@@ -310,12 +320,16 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results = _opening(cfg, sim, {"pattern": traffic, "seed": int(seed)},
                            collective_summary(cfg, collective, model, engines, buffers),
                            model.cycles, model_seconds, compile_seconds, section="collective")
+        if link >= 0:
+            results["capture_link"] = _captured(cfg, link, _crossed(model))
         write_json(out / "results.json", results)
         return results
     model_summary = rdma_summary(cfg, workload, model)
     results = _opening(cfg, sim, {**workload.describe(), "bad_fraction": bad_fraction},
                        model_summary, model.cycles, model_seconds, compile_seconds,
                        section="rdma")
+    if link >= 0:
+        results["capture_link"] = _captured(cfg, link, _crossed(model))
     if sim != "model":
         from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
@@ -488,7 +502,51 @@ def _summary(cfg: FabricConfig, trace: Trace, rec: Records) -> dict:
     return out
 
 
-def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None) -> None:
+def link_of(cfg: FabricConfig, text: str | None, stimulus: str = "trace") -> int:
+    """The id of the link ``ROUTER:PORT`` names, a router's output toward another router
+    of the fabric (-1 for None); one line naming the value and what is allowed if it
+    names none."""
+    if text is None:
+        return -1
+    where = f"--capture-link = {text!r}"
+    if not cfg.fabric.is_fabric:
+        raise TrafficError(f"{where}: a single switch has no links between routers; needs a "
+                           f"torus or a fat tree (fabric.topology)")
+    if stimulus == "hardware":
+        raise TrafficError(f"{where}: a hardware-stimulus run records no packets (run it "
+                           f"with --stimulus trace)")
+    topo = Topology.of(cfg)
+    router, colon, port = str(text).partition(":")
+    if not (colon and router.isdigit() and port.isdigit()):
+        raise TrafficError(f"{where}: must be ROUTER:PORT, e.g. 0:1 (a router's link output)")
+    router, port = int(router), int(port)
+    if router >= topo.routers:
+        raise TrafficError(f"{where}: router must be in 0..{topo.routers - 1}")
+    ports = sorted(p for r, p in topo.link_id if r == router)
+    if port not in ports:
+        raise TrafficError(f"{where}: port {port} of router {router} leads to no router; its "
+                           f"link ports are {', '.join(map(str, ports))}")
+    return topo.link_id[(router, port)]
+
+
+def _captured(cfg: FabricConfig, link: int, packets: int) -> dict:
+    """``results.json``'s ``capture_link``: the link, where it leads, the packets that
+    crossed it."""
+    router, port, peer, peer_port = Topology.of(cfg).links[link]
+    return {"router": router, "port": port, "link": link, "peer": peer, "peer_port": peer_port,
+            "packets": packets}
+
+
+def _crossed(model) -> int:
+    """How many of an RDMA run's delivered packets crossed the captured link."""
+    from ..sim.rdma.records import DELIVERED_COLUMNS
+    return int((model.delivered[:, DELIVERED_COLUMNS.index("link_cycle")] >= 0).sum())
+
+
+def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None, *,
+                  captured: bool = False) -> None:
+    """``packets.npz`` and ``pfc_frames.npz`` of a switch or fabric run (docs/spec/results.md);
+    with ``captured``, the captured link's columns too."""
     _save_compressed(path.with_name("pfc_frames.npz"), model=model.pfc_frames,
                      **({"rtl": rtl.pfc_frames} if rtl is not None else {}))
     cols = {"tag": trace.tag, "gen": trace.gen, "src": trace.src, "dst": trace.dst,
@@ -497,6 +555,8 @@ def _save_packets(path: Path, trace: Trace, model: Records, rtl: Records | None)
             "model_dropped": model.dropped, "ecn": trace.ecn,
             "model_ecn_out": model.ecn_out, "model_ecn_backlog": model.ecn_backlog,
             "model_hops": model.hops, "model_path": model.path}
+    if captured:
+        cols.update(model_link_cycle=model.link_cycle, model_link_ecn=model.link_ecn)
     if rtl is not None:
         cols.update(rtl_out=rtl.out_port, rtl_head=rtl.head, rtl_tail=rtl.tail,
                     rtl_dropped=rtl.dropped, rtl_payload_ok=rtl.payload_ok,

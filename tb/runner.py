@@ -305,13 +305,16 @@ def cxx_opt_args(prefix: str, cxx_opt: str) -> list[str]:
     keeps -Os. A large fabric's top is tens of MB of a few huge functions, which g++ -Os
     takes most of the build on (docs/spec/stimulus.md 12.7). The flag comes after
     Verilator's OPT_FAST, so it is the one in force. Its fast code only: the slow code
-    (``*__Slow.cpp`` and its precompiled header) runs once and Verilator compiles it
-    unoptimised; at -O1, g++ spent over five minutes on the VPI table of a switch that
-    cocotb sees whole, and the project's CI ran out of time on it."""
+    runs once and Verilator compiles it unoptimised; at -O1, g++ spent over five minutes
+    on the VPI table of a switch that cocotb sees whole, and the project's CI ran out of
+    time on it. Slow objects are ``*__Slow.o``, or ``*_vm_classes_Slow_<n>.o`` where a
+    ``--build -j`` build groups its files, and their precompiled header
+    ``*__pch.h.slow.gch``: the header must have the level of the objects that include it,
+    or g++ refuses it."""
     if cxx_opt == "s":
         return []
     return ["-CFLAGS", f"$(if $(filter {prefix},$(VM_PREFIX)),"
-                       f"$(if $(filter %__Slow.o %.slow.gch,$@),,-O{cxx_opt}))"]
+                       f"$(if $(findstring _Slow,$@)$(findstring .slow.,$@),,-O{cxx_opt}))"]
 
 
 def _cxx_opt_suffix(cxx_opt: str | None) -> str:

@@ -111,6 +111,27 @@ def test_a_verilator_top_compiles_its_fast_code_at_the_level_and_its_slow_code_u
     assert slow == {()}, last
 
 
+def test_a_grouped_build_compiles_its_slow_code_unoptimised_with_its_header(build_root,
+                                                                            monkeypatch):
+    """A build with ``-j`` groups a large top's files (``*_vm_classes_Slow_<n>.cpp``) and
+    includes a precompiled header of each kind in them: the slow groups and their header
+    stay unoptimised together, else g++ refuses the header and the build fails, as the
+    plain harness of the 8-port switch's stimulus top did at -O1."""
+    require_simulator("verilator")
+    from superfabric.tools.bench import HARNESS
+    monkeypatch.delenv(runner.CXX_OPT_ENV, raising=False)
+    cfg = FabricConfig.load(preset="default")
+    exe = runner.build_harness(cfg, top="stimulus", harness=HARNESS, build_root=build_root,
+                               log=io.StringIO())
+    last = _opt_in_force(exe.parent.parent / "build.log")
+    slow = {name: opt for name, opt in last.items() if "_Slow" in name}
+    fast = {name: opt for name, opt in last.items()
+            if name.startswith("Vstimulus") and "_Slow" not in name}
+    assert any("_vm_classes_Slow_" in name for name in slow), last
+    assert set(map(tuple, slow.values())) == {()}, last
+    assert fast and set(map(tuple, fast.values())) == {(f"-O{runner.DEFAULT_CXX_OPT}",)}, last
+
+
 def test_plain_harness_builds_its_top_at_the_optimisation_asked(build_root, tmp_path,
                                                                  monkeypatch):
     """The plain harness follows ``SUPERFABRIC_VERILATOR_CXX_OPT`` as the cocotb build does

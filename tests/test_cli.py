@@ -62,6 +62,9 @@ RDMA = ["--set", "rdma.enabled=true", "--set", "rdma.qps=8", "--set", "rdma.memo
 
 #: Bad input a user can type, per subcommand, and a word the one-line error must contain.
 #: ``OUT`` stands for the output directory of the case (inside the test's own directory).
+#: A run of the tiny preset on its torus (4x4x4, one endpoint per router).
+TORUS_RUN = ["run", "--preset", "tiny", "--set", "fabric.topology=torus"]
+
 BAD_INPUT = [
     # -- every command: the output directory --
     *[(COMMANDS[c] + ["-o", "/proc/superfabric/x"], "cannot create") for c in sorted(COMMANDS)],
@@ -210,14 +213,11 @@ BAD_INPUT = [
     (["train", "--lr", "nan", "-o", "OUT"], "--lr"),
     # -- run --capture-link: a link of the fabric, before anything runs --
     (["run", "--preset", "tiny", "--capture-link", "0:1", "-o", "OUT"], "no links"),
-    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "0-1",
-      "-o", "OUT"], "ROUTER:PORT"),
-    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "64:1",
-      "-o", "OUT"], "0..63"),
-    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--capture-link", "0:0",
-      "-o", "OUT"], "link ports are 1, 2, 3, 4, 5, 6"),
-    (["run", "--preset", "tiny", "--set", "fabric.topology=torus", "--stimulus", "hardware",
-      "--capture-link", "0:1", "-o", "OUT"], "records no packets"),
+    (TORUS_RUN + ["--capture-link", "0-1", "-o", "OUT"], "ROUTER:PORT"),
+    (TORUS_RUN + ["--capture-link", "64:1", "-o", "OUT"], "0..63"),
+    (TORUS_RUN + ["--capture-link", "0:0", "-o", "OUT"], "link ports are 1, 2, 3, 4, 5, 6"),
+    (TORUS_RUN + ["--stimulus", "hardware", "--capture-link", "0:1", "-o", "OUT"],
+     "records no packets"),
     # -- board: refused before the model runs --
     (["board", "-o", "OUT"], "--board"),
     (["board", "--board", "de10nano", "-o", "OUT"], "--board"),

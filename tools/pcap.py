@@ -207,7 +207,9 @@ def _switch_frames(run: Path, link: bool) -> list:
     with its pause frames; with ``link``, of those that crossed the run's captured
     link, at the cycle and with the codepoint they crossed it with."""
     names = ("tag", "gen", "src", "prio", "length", "model_out", "model_head", "model_tail",
-             "model_ecn_out", "model_hops") + (("model_link_cycle", "model_link_ecn") * link)
+             "model_ecn_out", "model_hops")
+    if link:
+        names += ("model_link_cycle", "model_link_ecn")
     with np.load(run / "packets.npz") as z:
         cols = {k: z[k] for k in names}
     out = []

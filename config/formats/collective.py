@@ -14,7 +14,7 @@ from .rdma_wire import pack, unpack
 
 __all__ = ["OFFSET_BITS", "SLOT_BITS", "STEP_FIELDS", "STEP_BITS", "STEP_WORD_BITS",
            "STEP_WORDS", "step_words", "step_fields", "NOTIFY_FIELDS", "notify_word",
-           "notify_fields"]
+           "notify_fields", "DEFAULT_NAN"]
 
 #: Offsets and lengths in 32-bit elements: a buffer of up to 2^26 elements (256 MiB), so a
 #: tens-of-MiB all-to-all (input and output halves) fits.
@@ -85,3 +85,8 @@ def notify_word(*, reduce: int, parity: int, dst: int, length: int) -> int:
 def notify_fields(word: int) -> dict[str, int]:
     """The fields of a notification word."""
     return unpack(NOTIFY_FIELDS, int(word))
+
+
+#: The apply unit's binary32 sum of an infinity and an infinity of the other sign (x86's "real
+#: indefinite" NaN; section 15.8.3).
+DEFAULT_NAN = 0xFFC00000

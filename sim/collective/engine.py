@@ -26,6 +26,7 @@ from ...formats.collective import notify_fields
 from ...formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ..rdma.dcqcn import NEVER
 from ..rdma.host import HostDevice
+from .adder import add
 from .host_memory import LOCAL_KEY, REMOTE_KEY, Layout, elements_in, words_of
 from .schedule import Schedule
 
@@ -176,7 +177,7 @@ class CollectiveEngine:
             f["parity"], length)[1]], self._dtype)[f["parity"]:f["parity"] + length]
         here = elements_in(memory[first:first + words], self._dtype)
         lo = dst - 2 * first
-        here[lo:lo + length] = here[lo:lo + length] + staged if f["reduce"] else staged
+        here[lo:lo + length] = add(here[lo:lo + length], staged) if f["reduce"] else staged
         start = cycle + 2 * D + 1     # word j is read at cycle + D + 1 + j, written D later
         self._writes.extend((start + j, first + j, v)
                             for j, v in enumerate(here.view(np.uint64).tolist()))

@@ -9,6 +9,7 @@ from amaranth.lib import wiring
 from ..config import FabricConfig
 from ..formats.stimulus import PAGE_WORDS
 from ..network.topology import LEAF, SPINE, TORUS_ROUTER
+from .collective.engine import CollectiveEngine
 from .compression import CompressionUnit
 from .fabric.top import Fabric
 from .packet import packet_layout
@@ -43,16 +44,19 @@ TOPS = {
     SPINE: lambda cfg: Router(cfg, SPINE),
     # The gradient compression unit (section 16), independent of the fabric's parameters.
     "compression": lambda cfg: CompressionUnit(),
+    # One accelerator's collective engine (section 15.8), beside its RDMA engine.
+    "collective": lambda cfg: CollectiveEngine(cfg),
 }
 
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
-    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression"),
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression",
+               "collective"),
     "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-              "compression"),
+              "compression", "collective"),
     "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-                 "compression"),
+                 "compression", "collective"),
 }
 
 

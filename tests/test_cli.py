@@ -89,6 +89,7 @@ BAD_INPUT = [
      "given twice"),
     (["generate", "--top", "bogus", "-o", "OUT"], "--top"),
     (["generate", "--top", "rdma_engine", "-o", "OUT"], "rdma.enabled"),
+    (["generate", "--top", "collective", "-o", "OUT"], "rdma.enabled"),
     (["generate", "--set", "fabric.topology=fat_tree", "-o", "OUT"], "fabric.routing"),
     (["generate", "--set", "fabric.topology=torus", "--set", "fabric.routing=adaptive",
       "--set", "fabric.vcs=2", "-o", "OUT"], "vcs"),

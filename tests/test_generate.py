@@ -287,6 +287,19 @@ def test_generate_compression_lint_clean(tmp_path):
         assert_lint_clean(out, out / "compression.v")
 
 
+def test_generate_collective_lint_clean(tmp_path):
+    # One accelerator's collective engine, for any fabric with RDMA engines.
+    require_simulator("verilator")
+    require_simulator("icarus")
+    for topology in ("switch", "torus"):
+        out = tmp_path / topology
+        res = superfabric("generate", "--preset", "tiny", "--set", f"fabric.topology={topology}",
+                          "--set", "rdma.enabled=true", "--top", "collective", "-o", str(out))
+        assert res.returncode == 0, res.stderr
+        assert "module collective(" in (out / "collective.v").read_text()
+        assert_lint_clean(out, out / "collective.v")
+
+
 class _AlwaysReady(wiring.Component):
     """A register stage between an ``always_ready`` input stream and an ``always_valid``
     output: a top whose signature holds a constant on either side."""

@@ -121,7 +121,9 @@ def _generate_parser(sub) -> None:
                         "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
                         "(the default), one router module (router; leaf_router, spine_router), "
                         "rdma_engine, rdma_fabric or stimulus; "
-                        "compression (the int4 gradient quantiser and dequantiser) for any")
+                        "compression (the int4 gradient quantiser and dequantiser) and "
+                        "collective (one accelerator's collective engine; needs "
+                        "rdma.enabled) for any")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 
@@ -536,7 +538,7 @@ def _top_config(args) -> tuple[FabricConfig, str]:
     if top not in tops(cfg):
         raise UsageError(f"--top = {top!r}: must be one of {', '.join(tops(cfg))} with "
                          f"fabric.topology = {cfg.fabric.topology!r}")
-    if top.startswith("rdma_") and not cfg.rdma.enabled:
+    if (top.startswith("rdma_") or top == "collective") and not cfg.rdma.enabled:
         raise ConfigError(f"rdma.enabled = false: must be true for --top {top} "
                           f"(add --set rdma.enabled=true)")
     return cfg, top

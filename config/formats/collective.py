@@ -10,11 +10,12 @@ copied. Offsets and lengths count 32-bit elements. All fields are LSB first.
 """
 
 from .pool import ACCELERATOR_BITS
-from .rdma_wire import pack, unpack
+from .rdma_wire import LEN_BITS, pack, unpack
 
 __all__ = ["OFFSET_BITS", "SLOT_BITS", "STEP_FIELDS", "STEP_BITS", "STEP_WORD_BITS",
            "STEP_WORDS", "step_words", "step_fields", "NOTIFY_FIELDS", "notify_word",
-           "notify_fields", "DEFAULT_NAN"]
+           "notify_fields", "DEFAULT_NAN", "LOCAL_KEY", "REMOTE_KEY", "MAX_WR_WORDS",
+           "write_words"]
 
 #: Offsets and lengths in 32-bit elements: a buffer of up to 2^26 elements (256 MiB), so a
 #: tens-of-MiB all-to-all (input and output halves) fits.
@@ -90,3 +91,17 @@ def notify_fields(word: int) -> dict[str, int]:
 #: The apply unit's binary32 sum of an infinity and an infinity of the other sign (x86's "real
 #: indefinite" NaN; section 15.8.3).
 DEFAULT_NAN = 0xFFC00000
+
+#: The registrations of a collective's host memory (table entries 0 and 1, section 15.8.1):
+#: the buffer and outbox, read by the engine's own WRs; the staging and notifications,
+#: written by the peers'.
+LOCAL_KEY, REMOTE_KEY = 0, 1
+
+#: The longest message a WR carries (the RETH's 12-bit length).
+MAX_WR_WORDS = (1 << LEN_BITS) - 1
+
+
+def write_words(packet_words: int) -> int:
+    """The words of every WRITE of a chunk but its last: whole packets of ``packet_words``
+    payload words, as many as a WR carries (section 15.8.2)."""
+    return MAX_WR_WORDS // packet_words * packet_words

@@ -22,18 +22,15 @@ from collections import deque
 import numpy as np
 
 from ...config import FabricConfig
-from ...formats.collective import notify_fields
+from ...formats.collective import LOCAL_KEY, REMOTE_KEY, notify_fields, write_words
 from ...formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ..rdma.dcqcn import NEVER
 from ..rdma.host import HostDevice
 from .adder import add
-from .host_memory import LOCAL_KEY, REMOTE_KEY, Layout, elements_in, words_of
+from .host_memory import Layout, elements_in, words_of
 from .schedule import Schedule
 
-__all__ = ["MAX_WR_WORDS", "apply_cycles", "CollectiveEngine", "CollectiveEngines"]
-
-#: The longest message a WR carries (the RETH's 12-bit length).
-MAX_WR_WORDS = 4095
+__all__ = ["apply_cycles", "CollectiveEngine", "CollectiveEngines"]
 
 
 def apply_cycles(words: int, dma_latency: int) -> int:
@@ -67,7 +64,7 @@ class CollectiveEngine:
         self._latency = rd.dma_latency
         self._Q = rd.per_endpoint(cfg.endpoints)
         M = payload_words(cfg.switch.max_packet_flits)
-        self._piece = MAX_WR_WORDS // M * M     # whole packets in every WRITE but the last
+        self._piece = write_words(M)
         self.started, self.applied_at = [], []
         self.done_at = -1 if self._steps or self._slots else 0
         self.arrivals = 0            # receive completions counted (from the cycle after)

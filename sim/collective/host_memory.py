@@ -18,16 +18,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import ConfigError, FabricConfig
-from ...formats.collective import notify_word
+from ...formats.collective import LOCAL_KEY, REMOTE_KEY, notify_word
 from ...formats.rdma_wire import ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE
 from ..rdma.traffic import KEY_COLUMNS, MAX_ENDPOINTS, WR_COLUMNS, RdmaWorkload, mask_column
 from .reference import DTYPES
 from .schedule import Schedule
 
-__all__ = ["LOCAL_KEY", "REMOTE_KEY", "Layout", "words_of", "elements_in"]
-
-#: The registrations' keys (table entries 0 and 1).
-LOCAL_KEY, REMOTE_KEY = 0, 1
+__all__ = ["Layout", "words_of", "elements_in"]
 
 
 def words_of(src: int, length: int) -> tuple[int, int]:

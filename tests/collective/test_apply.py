@@ -74,36 +74,59 @@ def run_model(cfg, layout, slots, dtype, memory, events, cycles):
     return engine.applied_at, memory
 
 
+class HostMemory:
+    """A host memory behind a unit's ports, as :class:`~superfabric.hdl.rdma.host_memory.
+    HostMemory` answers: a read gives the word as it was in the request's cycle, ``D``
+    cycles later; writes land at the end of their cycle, the RDMA engine's and the unit's
+    alike. Per cycle: :meth:`drive` before the unit's outputs are read, :meth:`commit`
+    after the clock edge."""
+
+    def __init__(self, dut, memory: list[int], latency: int):
+        self.dut, self.memory = dut, memory
+        self._note, self._buffer = [0] * latency, [0] * latency
+        self._reads = self._writes = None
+
+    def drive(self, ctx, writes) -> None:
+        """Present the data due in this cycle and sample the unit's requests; ``writes``
+        are the RDMA engine's ``(address, word)`` in this cycle."""
+        dut, memory = self.dut, self.memory
+        ctx.set(dut.note_data, self._note[0])
+        ctx.set(dut.buffer_data, self._buffer[0])
+        self._reads = (memory[ctx.get(dut.note_addr) % len(memory)],
+                       memory[ctx.get(dut.buffer_addr) % len(memory)])
+        self._writes = list(writes)
+        if ctx.get(dut.write_en):
+            self._writes.append((ctx.get(dut.write_addr), ctx.get(dut.write_data)))
+
+    def commit(self) -> None:
+        for address, word in self._writes:
+            self.memory[address] = word
+        self._note = self._note[1:] + [self._reads[0]]
+        self._buffer = self._buffer[1:] + [self._reads[1]]
+
+
+def set_layout(ctx, dut, layout: Layout, slots: int, dtype: str) -> None:
+    ctx.set(dut.binary32, int(dtype == "fp32"))
+    ctx.set(dut.slots, slots)
+    ctx.set(dut.notify, layout.notify)
+    ctx.set(dut.staging, layout.staging)
+    ctx.set(dut.capacity, layout.capacity)
+
+
 def run_rtl(cfg, layout, slots, dtype, memory, events, cycles):
-    """The unit with a host memory as :class:`~superfabric.hdl.rdma.host_memory.HostMemory`
-    answers: a read gives the word as it was in the request's cycle, ``D`` cycles later;
-    writes land at the end of their cycle, the RDMA engine's and the unit's alike."""
-    D = cfg.rdma.dma_latency
     dut = ApplyUnit(cfg)
+    ports = HostMemory(dut, memory, cfg.rdma.dma_latency)
     applied_at = []
 
     async def testbench(ctx):
-        ctx.set(dut.binary32, int(dtype == "fp32"))
-        ctx.set(dut.slots, slots)
-        ctx.set(dut.notify, layout.notify)
-        ctx.set(dut.staging, layout.staging)
-        ctx.set(dut.capacity, layout.capacity)
-        note_pipe, buffer_pipe = [0] * D, [0] * D
+        set_layout(ctx, dut, layout, slots, dtype)
         for cycle in range(cycles):
             arrived = events.get(cycle, ())
             ctx.set(dut.received, any(len(e) == 3 for e in arrived))
-            ctx.set(dut.note_data, note_pipe[0])
-            ctx.set(dut.buffer_data, buffer_pipe[0])
             applied = ctx.get(dut.applied)
-            note = memory[ctx.get(dut.note_addr) % len(memory)]
-            buffered = memory[ctx.get(dut.buffer_addr) % len(memory)]
-            writes = [e[:2] for e in arrived]
-            if ctx.get(dut.write_en):
-                writes.append((ctx.get(dut.write_addr), ctx.get(dut.write_data)))
+            ports.drive(ctx, [e[:2] for e in arrived])
             await ctx.tick()
-            for address, word in writes:
-                memory[address] = word
-            note_pipe, buffer_pipe = note_pipe[1:] + [note], buffer_pipe[1:] + [buffered]
+            ports.commit()
             if ctx.get(dut.applied) != applied:
                 applied_at.append(cycle)
 

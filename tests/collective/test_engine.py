@@ -3,21 +3,31 @@ ends with numpy's answer bit for bit (and with the symbolic executor's whole buf
 engine's rules hold on a run, and the apply unit takes the cycles the spec says."""
 
 from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
+from superfabric.formats.collective import write_words
+from superfabric.formats.rdma_wire import WR_FIELDS, payload_words
+from superfabric.hdl.collective.engine import CollectiveEngine as RtlEngine
 from superfabric.network.topology import Topology
 from superfabric.sim.collective.alpha_beta import AlphaBeta
-from superfabric.sim.collective.engine import apply_cycles
+from superfabric.sim.collective.engine import CollectiveEngine, apply_cycles
 from superfabric.sim.collective.executor import replay
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
-from superfabric.sim.collective.host_memory import words_of
+from superfabric.sim.collective.host_memory import Layout, words_of
 from superfabric.sim.collective.library import ALGORITHMS, supports
 from superfabric.sim.collective.peers import Peers
+from superfabric.sim.collective.schedule import Step
+from superfabric.sim.rdma.host import WR_ROW_FIELDS, SendQueues
+from superfabric.sim.rdma.traffic import WR_COLUMNS
 
 from conftest import RDMA_SMALL
+
+from .test_apply import BUFFER_WORDS, CAPACITY, HostMemory, initial_memory, scenario, set_layout
 
 #: RDMA_SMALL with eight QPs per accelerator (one per peer).
 BASE = [o for o in RDMA_SMALL if not o.startswith("rdma.qps=")] + [
@@ -166,3 +176,127 @@ def test_a_long_apply_is_progress():
     records, _, buffers = run_collective(cfg, prepared, stall_limit=200)
     assert not records.stalled, records.stuck
     assert data_ok(cfg, prepared, buffers)
+
+
+# -- the engine's RTL (hdl/collective/engine.py) against this model ---------------------------
+
+def random_steps(rng, cfg, accelerator: int, slots: int, count: int) -> list[Step]:
+    """``count`` steps to random peers: chunks from empty to longer than two WRITEs, waits
+    for from none to every receive slot, in order."""
+    piece = write_words(payload_words(cfg.switch.max_packet_flits))
+    peers = [p for p in range(cfg.endpoints) if p != accelerator]
+    waits = np.sort(rng.integers(0, slots + 1, count))
+    steps = []
+    for wait in waits.tolist():
+        length = int(rng.choice([0, 1, 2, 7, 100, 2 * piece - 1, 2 * piece, 4 * piece + 5]))
+        steps.append(Step(peer=int(rng.choice(peers)), src=int(rng.integers(0, 1 << 20)),
+                          dst=int(rng.integers(0, 1 << 20)), length=length,
+                          reduce=bool(rng.random() < 0.5), slot=int(rng.integers(0, 60)),
+                          wait=wait))
+    return steps
+
+
+def free_slots(rng, cfg, cycles: int) -> np.ndarray:
+    """Per cycle, every channel's free window slots: mostly all, sometimes too few."""
+    W = cfg.rdma.window
+    channels = cfg.endpoints * cfg.rdma.channels_per_peer
+    return rng.choice([0, 1, W // 2, W, W, W], (cycles, channels))
+
+
+def model_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready):
+    """The model's engine and its accelerator's send queues, the RDMA engine taking the
+    offered WR in the cycles ``ready`` says: the WRs taken, ``(cycle, qp, dst, opcode, lkey,
+    laddr, rkey, raddr, length, tag)``, and the engine."""
+    E = cfg.endpoints
+    schedule = SimpleNamespace(steps=[steps if a == accelerator else [] for a in range(E)],
+                               slots=[slots if a == accelerator else 0 for a in range(E)])
+    engine = CollectiveEngine(cfg, accelerator, schedule, layout, dtype)
+    host = SendQueues(cfg, SimpleNamespace(wr={c: np.zeros(0, t) for c, t in WR_COLUMNS.items()}))
+    taken = []
+    for cycle in range(len(ready)):
+        row = host.offer(accelerator, cycle, lambda ch: int(free[cycle, ch]))
+        if row >= 0 and ready[cycle]:
+            taken.append((cycle, *host.rows[row][1:]))
+            host.taken(accelerator)
+        for event in events.get(cycle, ()):
+            memory[event[0]] = event[1]
+            if len(event) == 3:
+                engine.received()
+        engine.step(cycle, host, memory)
+    return taken, engine
+
+
+def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready):
+    """The same run on the RTL engine: the WRs taken, the cycles steps started and slots
+    were applied."""
+    dut = RtlEngine(cfg, depth=64)
+    ports = HostMemory(dut, memory, cfg.rdma.dma_latency)
+    taken, started, applied = [], [], []
+    names = [name for name, _ in WR_FIELDS] + ["dst"]
+
+    async def testbench(ctx):
+        for k, s in enumerate(steps):
+            ctx.set(dut.load_en, 1)
+            ctx.set(dut.load_addr, k)
+            ctx.set(dut.load_step, s._asdict() | {"reduce": int(s.reduce)})
+            await ctx.tick()
+        ctx.set(dut.load_en, 0)
+        set_layout(ctx, dut, layout, slots, dtype)
+        ctx.set(dut.outbox, layout.outbox)
+        ctx.set(dut.steps, len(steps))
+        for cycle in range(len(ready)):
+            for ch, value in enumerate(free[cycle].tolist()):
+                ctx.set(dut.free[ch], value)
+            ctx.set(dut.wr.ready, int(ready[cycle]))
+            arrived = events.get(cycle, ())
+            ctx.set(dut.received, any(len(e) == 3 for e in arrived))
+            ports.drive(ctx, [e[:2] for e in arrived])
+            if ctx.get(dut.wr.valid) and ready[cycle]:
+                wr = {n: int(getattr(ctx.get(dut.wr.payload), n)) for n in names}
+                taken.append((cycle, *(wr[n] for n in WR_ROW_FIELDS)))
+            counts = ctx.get(dut.started), ctx.get(dut.applied)
+            await ctx.tick()
+            ports.commit()
+            if ctx.get(dut.started) != counts[0]:
+                started.append(cycle)
+            if ctx.get(dut.applied) != counts[1]:
+                applied.append(cycle)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+    return taken, started, applied
+
+
+@pytest.mark.parametrize("latency, dtype, qps", [(1, "int32", 8), (2, "fp32", 16),
+                                                 (5, "fp32", 32), (2, "int32", 128)])
+def test_rtl_engine_runs_as_the_model(latency, dtype, qps):
+    """The RTL engine and the model, given the same schedule, arrivals, free window slots
+    and RDMA engine, take the same WRs in the same cycles, start every step and apply every
+    slot in the same cycle, and leave the same memory; with one, two and four QPs for the
+    seven peers, and one QP each (``qps`` 128)."""
+    cfg = FabricConfig.load(overrides=[o for o in BASE if not o.startswith("rdma.qps=")] + [
+        f"rdma.qps={qps}", f"rdma.dma_latency={latency}", "rdma.memory_words=512"])
+    rng = np.random.default_rng(latency)
+    accelerator, slots = 3, 10
+    notify = 64 + slots * CAPACITY
+    layout = Layout(BUFFER_WORDS, BUFFER_WORDS, 64, CAPACITY, notify, notify + slots)
+    events = scenario(rng, slots, dtype, layout)
+    steps = random_steps(rng, cfg, accelerator, slots, 24)
+    cycles = max(events) + 1500
+    free, ready = free_slots(rng, cfg, cycles), rng.random(cycles) < 0.6
+    memory = initial_memory(rng, layout, dtype)
+    args = (cfg, accelerator, steps, slots, layout, dtype)
+    model_memory = list(memory)
+    want, engine = model_engine(*args, model_memory, events, free, ready)
+    got, started, applied = rtl_engine(*args, memory, events, free, ready)
+    piece = write_words(payload_words(cfg.switch.max_packet_flits))
+    assert engine.done()
+    assert len(want) == sum(-(-words_of(s.src, s.length)[1] // piece) + 1 for s in steps)
+    assert started == engine.started, f"steps started at {started}, the model at {engine.started}"
+    assert applied == engine.applied_at
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, f"WR {i}: RTL took {g}, the model {w}"
+    assert len(got) == len(want)
+    assert memory == model_memory

@@ -274,30 +274,20 @@ def test_generate_skid_buffer(tmp_path):
     assert_core(tmp_path, "skid_buffer")
 
 
-def test_generate_compression_lint_clean(tmp_path):
-    # The compression unit has no fabric parameter: every topology offers it.
+@pytest.mark.parametrize("top, settings", [("compression", []),
+                                           ("collective", ["--set", "rdma.enabled=true"])])
+def test_generate_block_for_any_fabric_lint_clean(top, settings, tmp_path):
+    # Blocks every topology offers: the compression unit has no fabric parameter; the
+    # collective engine is one accelerator's, beside its RDMA engine.
     require_simulator("verilator")
     require_simulator("icarus")
     for topology in ("switch", "torus"):
         out = tmp_path / topology
         res = superfabric("generate", "--preset", "tiny", "--set", f"fabric.topology={topology}",
-                          "--top", "compression", "-o", str(out))
+                          *settings, "--top", top, "-o", str(out))
         assert res.returncode == 0, res.stderr
-        assert "module compression(" in (out / "compression.v").read_text()
-        assert_lint_clean(out, out / "compression.v")
-
-
-def test_generate_collective_lint_clean(tmp_path):
-    # One accelerator's collective engine, for any fabric with RDMA engines.
-    require_simulator("verilator")
-    require_simulator("icarus")
-    for topology in ("switch", "torus"):
-        out = tmp_path / topology
-        res = superfabric("generate", "--preset", "tiny", "--set", f"fabric.topology={topology}",
-                          "--set", "rdma.enabled=true", "--top", "collective", "-o", str(out))
-        assert res.returncode == 0, res.stderr
-        assert "module collective(" in (out / "collective.v").read_text()
-        assert_lint_clean(out, out / "collective.v")
+        assert f"module {top}(" in (out / f"{top}.v").read_text()
+        assert_lint_clean(out, out / f"{top}.v")
 
 
 class _AlwaysReady(wiring.Component):

@@ -1,4 +1,6 @@
-"""The collective engine's schedule entry, as plain data (docs/spec/collective.md section 15.2).
+"""What the collective engine's RTL and model share, as plain data: its schedule entry
+(docs/spec/collective.md section 15.2), its notification word, its host memory's keys, how
+it cuts a chunk into WRITEs and its adder's default NaN (section 15.8).
 
 A collective's schedule is, per accelerator, an ordered list of steps; the
 engine executes its list in order, one entry of its schedule memory a step.

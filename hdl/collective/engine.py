@@ -111,11 +111,15 @@ class CollectiveEngine(wiring.Component):
         load = schedule.write_port()
         m.d.comb += [load.en.eq(self.load_en), load.addr.eq(self.load_addr),
                      load.data.eq(self.load_step)]
-        # Per step, the next step on its QP and the number of its first WR (the tag).
+        # Per step, written as it starts: the next step on its QP, the number of its first
+        # WR (the tag) and its first staging word at the peer (the layout is the same on
+        # every accelerator), so that a queue's next head needs no arithmetic.
         m.submodules.links = links = Memory(shape=range(self._depth), depth=self._depth,
                                             init=[])
         m.submodules.tags = tags = Memory(shape=wire.TAG_BITS, depth=self._depth, init=[])
-        link_write, tag_write = links.write_port(), tags.write_port()
+        m.submodules.dests = dests = Memory(shape=wire.VA_BITS, depth=self._depth, init=[])
+        link_write, tag_write, dest_write = (links.write_port(), tags.write_port(),
+                                             dests.write_port())
 
         # The sequencer: step ``started`` starts once the slots it waits for are applied.
         k = self.started
@@ -132,8 +136,11 @@ class CollectiveEngine(wiring.Component):
         posted = Signal(wire.TAG_BITS)            # WRs posted, for the next step's tags
         m.d.sync += posted.eq(posted + Mux(start, (chunk_words(at_k.data) + piece - 1)
                                            // piece + 1, 0))
-        m.d.comb += [tag_write.addr.eq(k), tag_write.data.eq(posted),
-                     tag_write.en.eq(start)]
+        k_dest = Signal(wire.VA_BITS)
+        m.d.comb += [k_dest.eq(self.staging + at_k.data.slot * self.capacity),
+                     tag_write.addr.eq(k), tag_write.data.eq(posted), tag_write.en.eq(start),
+                     dest_write.addr.eq(k), dest_write.data.eq(k_dest),
+                     dest_write.en.eq(start)]
 
         # The send queues: per QP, whether it holds a step, its head and tail steps, the
         # head's fields, the tag of its first WR and its first staging word at the peer,
@@ -149,8 +156,9 @@ class CollectiveEngine(wiring.Component):
 
         at_next = schedule.read_port(domain="comb")
         next_link = links.read_port(domain="comb")
-        next_tag = tags.read_port(domain="comb")
-        m.d.comb += [at_next.addr.eq(next_link.data), next_tag.addr.eq(next_link.data)]
+        next_tag, next_dest = tags.read_port(domain="comb"), dests.read_port(domain="comb")
+        m.d.comb += [at_next.addr.eq(next_link.data), next_tag.addr.eq(next_link.data),
+                     next_dest.addr.eq(next_link.data)]
 
         # Each queue's head WR: a piece of the chunk, or the notification once it is all
         # taken; whether the channel has room for it.
@@ -172,10 +180,10 @@ class CollectiveEngine(wiring.Component):
                 wr.raddr.eq(Mux(send, self.notify + step.slot, dest[q] + sent[q])),
                 wr.tag.eq(base[q] + taken_wrs[q]),
             ]
-            packets = (length + M - 1) // M
+            # Room for min(ceil(length / M), W) packets, without a division.
             room = Signal(name=f"room{q}")
-            channel = step.peer * C + q % C
-            m.d.comb += room.eq(free[channel] >= Mux(packets > W, W, packets))
+            slots = free[step.peer * C + q % C]
+            m.d.comb += room.eq((slots >= W) | (slots * M >= length))
             wrs.append(wr), fits.append(busy[q] & room), sends.append(send)
 
         # The offer: the WR held since an earlier cycle, else the oldest head that fits.
@@ -207,10 +215,6 @@ class CollectiveEngine(wiring.Component):
         # The queues' updates: the head's WR taken (the step finished at its SEND), the
         # started step joining the tail.
         m.d.comb += next_link.addr.eq(head[0])
-        # A head's first staging word at its peer (the layout is the same everywhere).
-        k_dest, next_dest = Signal(wire.VA_BITS), Signal(wire.VA_BITS)
-        m.d.comb += [k_dest.eq(self.staging + at_k.data.slot * self.capacity),
-                     next_dest.eq(self.staging + at_next.data.slot * self.capacity)]
         start_qp = at_k.data.peer % Q
         for q in range(Q):
             finish = Signal(name=f"finish{q}")
@@ -224,7 +228,7 @@ class CollectiveEngine(wiring.Component):
             alone = head[q] == tail[q]
             with m.If(finish & ~alone):
                 m.d.sync += [head[q].eq(next_link.data), *_head(fields[q], at_next.data),
-                             base[q].eq(next_tag.data), dest[q].eq(next_dest),
+                             base[q].eq(next_tag.data), dest[q].eq(next_dest.data),
                              sent[q].eq(0), taken_wrs[q].eq(0)]
             with m.Elif((finish | ~busy[q]) & join):
                 m.d.sync += [head[q].eq(k), *_head(fields[q], at_k.data), base[q].eq(posted),

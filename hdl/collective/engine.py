@@ -23,7 +23,7 @@ from ...formats.collective import LOCAL_KEY, REMOTE_KEY, SLOT_BITS, STEP_FIELDS,
 from ..rdma.header import wr_layout
 from .apply import ApplyUnit
 
-__all__ = ["step_layout", "CollectiveEngine"]
+__all__ = ["step_layout", "ceil_divide", "CollectiveEngine"]
 
 #: A schedule memory entry (``formats.collective.STEP_FIELDS``, LSB first).
 step_layout = data.StructLayout(dict(STEP_FIELDS))
@@ -31,6 +31,16 @@ step_layout = data.StructLayout(dict(STEP_FIELDS))
 #: What a send queue keeps of its head step: what its WRs are made of.
 _head_layout = data.StructLayout({name: width for name, width in STEP_FIELDS
                                   if name in ("peer", "src", "length", "slot")})
+
+
+def ceil_divide(value, bits: int, divisor: int):
+    """``ceil(value / divisor)`` for a ``value`` of ``bits`` bits and a constant ``divisor``,
+    as a multiplication by its reciprocal: with ``s = bits + 1 + ceil(log2 divisor)`` and
+    ``R = ceil(2**s / divisor)``, ``floor(x R / 2**s) = floor(x / divisor)`` for every ``x``
+    below ``2**(bits + 1)`` (Granlund and Montgomery), and ``x = value + divisor - 1`` is."""
+    shift = bits + 1 + (divisor - 1).bit_length()
+    reciprocal = -(-(1 << shift) // divisor)
+    return ((value + divisor - 1) * reciprocal) >> shift
 
 
 def _head(fields, step) -> list:
@@ -134,8 +144,8 @@ class CollectiveEngine(wiring.Component):
             return Mux(step.length == 0, 0, (step.src[0] + step.length + 1) >> 1)
 
         posted = Signal(wire.TAG_BITS)            # WRs posted, for the next step's tags
-        m.d.sync += posted.eq(posted + Mux(start, (chunk_words(at_k.data) + piece - 1)
-                                           // piece + 1, 0))
+        writes = ceil_divide(chunk_words(at_k.data), len(at_k.data.length), piece)
+        m.d.sync += posted.eq(posted + Mux(start, writes + 1, 0))
         k_dest = Signal(wire.VA_BITS)
         m.d.comb += [k_dest.eq(self.staging + at_k.data.slot * self.capacity),
                      tag_write.addr.eq(k), tag_write.data.eq(posted), tag_write.en.eq(start),

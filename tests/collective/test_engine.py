@@ -7,12 +7,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from superfabric.config import ConfigError, FabricConfig
 from superfabric.formats.collective import write_words
 from superfabric.formats.rdma_wire import WR_FIELDS, payload_words
 from superfabric.hdl.collective.engine import CollectiveEngine as RtlEngine
+from superfabric.hdl.collective.engine import ceil_divide
 from superfabric.network.topology import Topology
 from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.engine import CollectiveEngine, apply_cycles
@@ -300,3 +302,29 @@ def test_rtl_engine_runs_as_the_model(latency, dtype, qps):
         assert g == w, f"WR {i}: RTL took {g}, the model {w}"
     assert len(got) == len(want)
     assert memory == model_memory
+
+
+def test_ceil_divide_by_a_constant_is_exact():
+    """The engine's division by its WRITE's words (a multiplication by the reciprocal) gives
+    the quotient rounded up around every multiple of the divisor, over 26-bit values."""
+    divisor, bits = 4088, 26
+    value = Signal(bits)
+    quotient = Signal(bits)
+    m = Module()
+    m.d.comb += quotient.eq(ceil_divide(value, bits, divisor))
+    rng = np.random.default_rng(3)
+    ks = np.concatenate([np.arange(4), rng.integers(4, ((1 << bits) - 1) // divisor, 300),
+                         [((1 << bits) - 1) // divisor]])
+    values = sorted({int(v) for k in ks for v in (k * divisor - 1, k * divisor, k * divisor + 1)
+                     if 0 <= v < 1 << bits} | {(1 << bits) - 1})
+    got = []
+
+    async def testbench(ctx):
+        for v in values:
+            ctx.set(value, v)
+            got.append(ctx.get(quotient))
+
+    sim = Simulator(m)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert got == [-(-v // divisor) for v in values]

@@ -20,7 +20,7 @@ from amaranth.lib.wiring import In, Out
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.collective import LOCAL_KEY, REMOTE_KEY, SLOT_BITS, STEP_FIELDS, write_words
-from ..rdma.header import wr_layout
+from ..rdma.header import cpl_layout, wr_layout
 from .apply import ApplyUnit
 
 __all__ = ["step_layout", "ceil_divide", "CollectiveEngine"]
@@ -67,6 +67,9 @@ class CollectiveEngine(wiring.Component):
         The RDMA engine's free window slots.
     received : In(1)
         The RDMA engine gives a receive completion.
+    cpl : In(stream.Signature(cpl_layout(), always_ready=True))
+        The RDMA engine's completions of the engine's WRs; ``errors`` counts those with a
+        status other than 0.
     note_addr, note_data, buffer_addr, buffer_data, write_en, write_addr, write_data
         The apply unit's host memory ports (:class:`~.apply.ApplyUnit`).
     started, applied : Out
@@ -90,7 +93,8 @@ class CollectiveEngine(wiring.Component):
             "capacity": In(address),
             "wr": Out(stream.Signature(wr_layout(cfg))),
             "free": In(wire.free_slot_bits(rd.window)).array(channels),
-            "received": In(1),
+            "received": In(1), "cpl": In(stream.Signature(cpl_layout(), always_ready=True)),
+            "errors": Out(wire.TAG_BITS),
             "note_addr": Out(address), "note_data": In(64),
             "buffer_addr": Out(address), "buffer_data": In(64),
             "write_en": Out(1), "write_addr": Out(address), "write_data": Out(64),
@@ -139,6 +143,8 @@ class CollectiveEngine(wiring.Component):
         m.d.comb += start.eq((k < self.steps) & (at_k.data.wait <= self.applied))
         m.d.sync += k.eq(k + start)
         m.d.comb += self.done.eq((k == self.steps) & (apply.applied == self.slots))
+        with m.If(self.cpl.valid & (self.cpl.payload.status != wire.STATUS_OK)):
+            m.d.sync += self.errors.eq(self.errors + 1)
 
         def chunk_words(step):
             return Mux(step.length == 0, 0, (step.src[0] + step.length + 1) >> 1)

@@ -17,7 +17,7 @@ from superfabric.hdl.collective.engine import CollectiveEngine as RtlEngine
 from superfabric.hdl.collective.engine import ceil_divide
 from superfabric.network.topology import Topology
 from superfabric.sim.collective.alpha_beta import AlphaBeta
-from superfabric.sim.collective.engine import CollectiveEngine, apply_cycles
+from superfabric.sim.collective.engine import CollectiveEngines, apply_cycles
 from superfabric.sim.collective.executor import replay
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
 from superfabric.sim.collective.host_memory import Layout, words_of
@@ -205,14 +205,18 @@ def free_slots(rng, cfg, cycles: int) -> np.ndarray:
     return rng.choice([0, 1, W // 2, W, W, W], (cycles, channels))
 
 
-def model_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready):
+def model_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready,
+                 statuses):
     """The model's engine and its accelerator's send queues, the RDMA engine taking the
-    offered WR in the cycles ``ready`` says: the WRs taken, ``(cycle, qp, dst, opcode, lkey,
+    offered WR in the cycles ``ready`` says and giving a completion of status
+    ``statuses[cycle]`` where it is not -1: the WRs taken, ``(cycle, qp, dst, opcode, lkey,
     laddr, rkey, raddr, length, tag)``, and the engine."""
     E = cfg.endpoints
     schedule = SimpleNamespace(steps=[steps if a == accelerator else [] for a in range(E)],
-                               slots=[slots if a == accelerator else 0 for a in range(E)])
-    engine = CollectiveEngine(cfg, accelerator, schedule, layout, dtype)
+                               slots=[slots if a == accelerator else 0 for a in range(E)],
+                               accelerators=E)
+    engines = CollectiveEngines(cfg, schedule, layout, dtype)
+    engine = engines.engines[accelerator]
     host = SendQueues(cfg, SimpleNamespace(wr={c: np.zeros(0, t) for c, t in WR_COLUMNS.items()}))
     taken = []
     for cycle in range(len(ready)):
@@ -224,16 +228,19 @@ def model_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, 
             memory[event[0]] = event[1]
             if len(event) == 3:
                 engine.received()
+        if statuses[cycle] >= 0:
+            engines.completed(accelerator, cycle, (0, 0, int(statuses[cycle])))
         engine.step(cycle, host, memory)
     return taken, engine
 
 
-def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready):
+def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready,
+               statuses):
     """The same run on the RTL engine: the WRs taken, the cycles steps started and slots
-    were applied."""
+    were applied, and the errors it counted."""
     dut = RtlEngine(cfg, depth=64)
     ports = HostMemory(dut, memory, cfg.rdma.dma_latency)
-    taken, started, applied = [], [], []
+    taken, started, applied, counted = [], [], [], []
     names = [name for name, _ in WR_FIELDS] + ["dst"]
 
     async def testbench(ctx):
@@ -252,6 +259,8 @@ def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, fr
             ctx.set(dut.wr.ready, int(ready[cycle]))
             arrived = events.get(cycle, ())
             ctx.set(dut.received, any(len(e) == 3 for e in arrived))
+            ctx.set(dut.cpl.valid, int(statuses[cycle] >= 0))
+            ctx.set(dut.cpl.payload.status, max(int(statuses[cycle]), 0))
             ports.drive(ctx, [e[:2] for e in arrived])
             if ctx.get(dut.wr.valid) and ready[cycle]:
                 wr = {n: int(getattr(ctx.get(dut.wr.payload), n)) for n in names}
@@ -263,12 +272,13 @@ def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, fr
                 started.append(cycle)
             if ctx.get(dut.applied) != counts[1]:
                 applied.append(cycle)
+        counted.append(ctx.get(dut.errors))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_testbench(testbench)
     sim.run()
-    return taken, started, applied
+    return taken, started, applied, counted[0]
 
 
 @pytest.mark.parametrize("latency, dtype, qps", [(1, "int32", 8), (2, "fp32", 16),
@@ -276,8 +286,8 @@ def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, fr
 def test_rtl_engine_runs_as_the_model(latency, dtype, qps):
     """The RTL engine and the model, given the same schedule, arrivals, free window slots
     and RDMA engine, take the same WRs in the same cycles, start every step and apply every
-    slot in the same cycle, and leave the same memory; with one, two and four QPs for the
-    seven peers, and one QP each (``qps`` 128)."""
+    slot in the same cycle, leave the same memory and count the same failed completions;
+    with one, two and four QPs for the seven peers, and one QP each (``qps`` 128)."""
     cfg = FabricConfig.load(overrides=[o for o in BASE if not o.startswith("rdma.qps=")] + [
         f"rdma.qps={qps}", f"rdma.dma_latency={latency}", "rdma.memory_words=512"])
     rng = np.random.default_rng(latency)
@@ -288,11 +298,13 @@ def test_rtl_engine_runs_as_the_model(latency, dtype, qps):
     steps = random_steps(rng, cfg, accelerator, slots, 24)
     cycles = max(events) + 1500
     free, ready = free_slots(rng, cfg, cycles), rng.random(cycles) < 0.6
+    # Completions, a few of them failed (the statuses of section 10.6).
+    statuses = np.where(rng.random(cycles) < 0.05, rng.integers(0, 4, cycles), -1)
     memory = initial_memory(rng, layout, dtype)
     args = (cfg, accelerator, steps, slots, layout, dtype)
     model_memory = list(memory)
-    want, engine = model_engine(*args, model_memory, events, free, ready)
-    got, started, applied = rtl_engine(*args, memory, events, free, ready)
+    want, engine = model_engine(*args, model_memory, events, free, ready, statuses)
+    got, started, applied, errors = rtl_engine(*args, memory, events, free, ready, statuses)
     piece = write_words(payload_words(cfg.switch.max_packet_flits))
     assert engine.done()
     assert len(want) == sum(-(-words_of(s.src, s.length)[1] // piece) + 1 for s in steps)
@@ -302,6 +314,7 @@ def test_rtl_engine_runs_as_the_model(latency, dtype, qps):
         assert g == w, f"WR {i}: RTL took {g}, the model {w}"
     assert len(got) == len(want)
     assert memory == model_memory
+    assert errors == engine.errors > 0
 
 
 def test_ceil_divide_by_a_constant_is_exact():

@@ -6,14 +6,16 @@ limit, the stimulus top under cocotb against the same Verilog under a plain Veri
 harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the model at fabric
 scale, side by side with BookSim2 when its peers folder is there (:mod:`.booksim`); the
 pooled memory's allocators on the training trace (:mod:`.pool`); training through the
-int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`).
+int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`); the
+compression unit and the collective engine on ECP5.
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model. Each table is also
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
-[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [--cycles N] [--against REV]``
+[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [board] [tornado]
+[blocks] [--cycles N] [--against REV]``
 runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
 window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
@@ -738,6 +740,52 @@ def board_table() -> ResultsPage:
     return page
 
 
+#: The blocks table's tops: name, ``superfabric synth --top``, the ``tiny`` preset's overrides.
+BLOCKS = (("gradient compression unit", "compression", []),
+          ("collective engine", "collective", ["rdma.enabled=true"]))
+
+
+def blocks_table() -> ResultsPage:
+    """The blocks that every fabric offers as tops (:data:`BLOCKS`) on ECP5: resources,
+    Fmax and the critical path's ends after place and route; a build that fails is a row
+    with its one-line error."""
+    from .synth.eda_tool import ToolFailed, ToolMissing
+    from .synth.flow import synthesize
+    page = ResultsPage(
+        "blocks", "The compression unit and the collective engine on ECP5",
+        "make bench TABLES=blocks",
+        "`superfabric synth --preset tiny [--set rdma.enabled=true] --top T --target ecp5`: "
+        "Yosys, then nextpnr on the LFE5UM-85F (speed 6) against a 100 MHz constraint, seed "
+        "1. The collective engine is one accelerator's (specification section 15.8.6) for "
+        "the `tiny` preset's RDMA engine: 4 accelerators, a schedule memory of 256 steps in "
+        "LUT RAM, 4 send queues; the compression unit is section 16's quantiser and "
+        "dequantiser. LUT4 counts the LUTs Yosys maps; Fmax and the critical path are "
+        "nextpnr's. Build: wall time on this machine.")
+    widths = (26, 12, 8, 7, 6, 8, 5, 11, 46, 9)
+    page.table(*(Column(h, w, right=0 < k < 8) for k, (h, w) in enumerate(zip(
+        ("block", "top", "LUT4", "FF", "DP16KD", "LUT RAM", "DSP", "Fmax", "critical path",
+         "build"), widths))))
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, top, overrides in BLOCKS:
+            cfg = FabricConfig.load(preset="tiny", overrides=overrides)
+            try:
+                synth = synthesize(cfg, Path(tmp) / top, target="ecp5", top=top, quiet=True)
+            except (ToolFailed, ToolMissing) as e:
+                failures.append(f"{name}: {e}")
+                page.row(name, top, *["failed"] + ["-"] * 7)
+                continue
+            res, timing = synth["resources"], synth["timing"]
+            path = timing["critical_path"]
+            page.row(name, top, f"{res['lut']:,}", f"{res['ff']:,}", str(res["bram"]),
+                     f"{res['lutram']:,}", str(res["dsp"]), f"{timing['fmax_mhz']:.1f} MHz",
+                     f"{path['from']['module']} -> {path['to']['module']}",
+                     f"{synth['wall_seconds'] / 60:.1f} min")
+    for failure in failures:
+        page.note(failure)
+    return page
+
+
 #: The compression table's training runs: accelerators, steps (the same for every payload).
 TRAIN_RUNS = ((8, 300), (64, 300))
 #: Its all-reduce error rows: torus, elements per accelerator (192 KiB: whole blocks in
@@ -837,7 +885,7 @@ HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
           "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
-          "tornado")
+          "tornado", "blocks")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -1040,7 +1088,8 @@ def main(argv: list[str] | None = None) -> int:
         + ([pool_table] if "pool" in tables else []) \
         + ([compression_table] if "compression" in tables else []) \
         + ([board_table] if "board" in tables else []) \
-        + ([tornado_table] if "tornado" in tables else [])
+        + ([tornado_table] if "tornado" in tables else []) \
+        + ([blocks_table] if "blocks" in tables else [])
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:
         page = table()

@@ -48,6 +48,22 @@ def _head(fields, step) -> list:
     return [getattr(fields, name).eq(getattr(step, name)) for name in _head_layout.members]
 
 
+def _oldest(m: Module, fits: list, head: list, depth: int):
+    """Whether any queue ``fits``, and the one among them with the lowest ``head`` step: a
+    chain of stages, each a signal (an expression would name the stage before twice)."""
+    best_found, best_q, best_step = fits[0], Const(0, range(len(fits))), head[0]
+    for q in range(1, len(fits)):
+        better = fits[q] & (~best_found | (head[q] < best_step))
+        stage_q = Signal(range(len(fits)), name=f"oldest_qp{q}")
+        stage_step = Signal(range(depth), name=f"oldest_step{q}")
+        stage_found = Signal(name=f"oldest_found{q}")
+        m.d.comb += [stage_q.eq(Mux(better, q, best_q)),
+                     stage_step.eq(Mux(better, head[q], best_step)),
+                     stage_found.eq(best_found | fits[q])]
+        best_found, best_q, best_step = stage_found, stage_q, stage_step
+    return best_found, best_q
+
+
 class CollectiveEngine(wiring.Component):
     """One accelerator's collective engine for ``cfg`` (with ``[rdma] enabled``), holding
     schedules of up to ``depth`` steps.
@@ -207,17 +223,7 @@ class CollectiveEngine(wiring.Component):
         held = Signal(range(Q))
         chosen = Signal(range(Q))
         found = Signal()
-        # A chain of stages, each a signal: an expression would name the stage before twice.
-        best_found, best_q, best_step = fits[0], Const(0, range(Q)), head[0]
-        for q in range(1, Q):
-            better = fits[q] & (~best_found | (head[q] < best_step))
-            stage_q = Signal(range(Q), name=f"oldest_qp{q}")
-            stage_step = Signal(range(self._depth), name=f"oldest_step{q}")
-            stage_found = Signal(name=f"oldest_found{q}")
-            m.d.comb += [stage_q.eq(Mux(better, q, best_q)),
-                         stage_step.eq(Mux(better, head[q], best_step)),
-                         stage_found.eq(best_found | fits[q])]
-            best_found, best_q, best_step = stage_found, stage_q, stage_step
+        best_found, best_q = _oldest(m, fits, head, self._depth)
         m.d.comb += [found.eq(best_found),
                      chosen.eq(Mux(holding, held, best_q))]
         m.d.comb += self.wr.valid.eq(holding | found)

@@ -10,6 +10,7 @@ from ..config import FabricConfig
 from ..formats.stimulus import PAGE_WORDS
 from ..network.topology import LEAF, SPINE, TORUS_ROUTER
 from .collective.engine import CollectiveEngine
+from .collective.fabric import CollectiveFabric
 from .compression import CompressionUnit
 from .fabric.top import Fabric
 from .packet import packet_layout
@@ -46,17 +47,20 @@ TOPS = {
     "compression": lambda cfg: CompressionUnit(),
     # One accelerator's collective engine (section 15.8), beside its RDMA engine.
     "collective": lambda cfg: CollectiveEngine(cfg),
+    # The simulation top of a collective: the RDMA top with a collective engine at every
+    # accelerator in place of the testbench's hosts.
+    "collective_fabric": lambda cfg: CollectiveFabric(cfg),
 }
 
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
     "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression",
-               "collective"),
+               "collective", "collective_fabric"),
     "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-              "compression", "collective"),
+              "compression", "collective", "collective_fabric"),
     "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-                 "compression", "collective"),
+                 "compression", "collective", "collective_fabric"),
 }
 
 
@@ -74,7 +78,8 @@ def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
     router modules (the fabric, and the stimulus and RDMA tops around it) is built with
     ``--hierarchical``, each router module compiled once (see _mark)."""
-    return (["--hierarchical"] if top in ("fabric", "stimulus", "rdma_fabric")
+    return (["--hierarchical"] if top in ("fabric", "stimulus", "rdma_fabric",
+                                          "collective_fabric")
             and cfg.fabric.is_fabric else [])
 
 # Verilator's -Wall flags patterns that Yosys's Verilog backend writes on

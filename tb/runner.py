@@ -80,7 +80,7 @@ VERILATOR_FAST = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 #: the fabric it also spares the build a VPI symbol for every signal of every
 #: router instance; for the RDMA top, of every engine (with them all public,
 #: verilating the 64-accelerator torus ran out of the machine's 24 GB).
-PORTS_ONLY = ("stimulus", "fabric", "rdma_fabric")
+PORTS_ONLY = ("stimulus", "fabric", "rdma_fabric", "collective_fabric")
 #: Tops built with :data:`VERILATOR_FAST`, for long runs.
 FAST = ("stimulus",)
 

@@ -122,8 +122,10 @@ def _generate_parser(sub) -> None:
                         "(the default), one router module (router; leaf_router, spine_router), "
                         "rdma_engine, rdma_fabric or stimulus; "
                         "compression (the int4 gradient quantiser and dequantiser) and "
-                        "collective (one accelerator's collective engine; needs "
-                        "rdma.enabled) for any")
+                        "collective (one accelerator's collective engine) and "
+                        "collective_fabric (the collective simulation top: the RDMA top with "
+                        "a collective engine at every accelerator), both needing "
+                        "rdma.enabled, for any")
     g.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 
@@ -538,7 +540,7 @@ def _top_config(args) -> tuple[FabricConfig, str]:
     if top not in tops(cfg):
         raise UsageError(f"--top = {top!r}: must be one of {', '.join(tops(cfg))} with "
                          f"fabric.topology = {cfg.fabric.topology!r}")
-    if (top.startswith("rdma_") or top == "collective") and not cfg.rdma.enabled:
+    if (top.startswith("rdma_") or top.startswith("collective")) and not cfg.rdma.enabled:
         raise ConfigError(f"rdma.enabled = false: must be true for --top {top} "
                           f"(add --set rdma.enabled=true)")
     return cfg, top

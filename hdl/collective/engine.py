@@ -23,7 +23,7 @@ from ...formats.collective import LOCAL_KEY, REMOTE_KEY, SLOT_BITS, STEP_FIELDS,
 from ..rdma.header import cpl_layout, wr_layout
 from .apply import ApplyUnit
 
-__all__ = ["step_layout", "ceil_divide", "CollectiveEngine"]
+__all__ = ["step_layout", "ceil_divide", "DEPTH", "engine_signature", "CollectiveEngine"]
 
 #: A schedule memory entry (``formats.collective.STEP_FIELDS``, LSB first).
 step_layout = data.StructLayout(dict(STEP_FIELDS))
@@ -64,6 +64,31 @@ def _oldest(m: Module, fits: list, head: list, depth: int):
     return best_found, best_q
 
 
+#: Steps of the schedule memory, unless a build says otherwise.
+DEPTH = 256
+
+
+def engine_signature(cfg: FabricConfig, depth: int = DEPTH) -> wiring.Signature:
+    """The ports of :class:`CollectiveEngine` for ``cfg`` and ``depth``."""
+    rd = cfg.rdma
+    address = range(rd.memory_words)
+    channels = cfg.endpoints * rd.channels_per_peer
+    return wiring.Signature({
+        "load_en": In(1), "load_addr": In(range(depth)), "load_step": In(step_layout),
+        "steps": In(range(depth + 1)), "slots": In(SLOT_BITS + 1), "binary32": In(1),
+        "outbox": In(address), "notify": In(address), "staging": In(address),
+        "capacity": In(address),
+        "wr": Out(stream.Signature(wr_layout(cfg))),
+        "free": In(wire.free_slot_bits(rd.window)).array(channels),
+        "received": In(1), "cpl": In(stream.Signature(cpl_layout(), always_ready=True)),
+        "errors": Out(wire.TAG_BITS),
+        "note_addr": Out(address), "note_data": In(64),
+        "buffer_addr": Out(address), "buffer_data": In(64),
+        "write_en": Out(1), "write_addr": Out(address), "write_data": Out(64),
+        "started": Out(range(depth + 1)), "applied": Out(SLOT_BITS + 1), "done": Out(1),
+    })
+
+
 class CollectiveEngine(wiring.Component):
     """One accelerator's collective engine for ``cfg`` (with ``[rdma] enabled``), holding
     schedules of up to ``depth`` steps.
@@ -94,28 +119,12 @@ class CollectiveEngine(wiring.Component):
         Every step started and every slot applied.
     """
 
-    def __init__(self, cfg: FabricConfig, *, depth: int = 256):
+    def __init__(self, cfg: FabricConfig, *, depth: int = DEPTH):
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the collective engine needs rdma.enabled "
                              "= true")
-        rd = cfg.rdma
         self._cfg, self._depth = cfg, depth
-        address = range(rd.memory_words)
-        channels = cfg.endpoints * rd.channels_per_peer
-        super().__init__({
-            "load_en": In(1), "load_addr": In(range(depth)), "load_step": In(step_layout),
-            "steps": In(range(depth + 1)), "slots": In(SLOT_BITS + 1), "binary32": In(1),
-            "outbox": In(address), "notify": In(address), "staging": In(address),
-            "capacity": In(address),
-            "wr": Out(stream.Signature(wr_layout(cfg))),
-            "free": In(wire.free_slot_bits(rd.window)).array(channels),
-            "received": In(1), "cpl": In(stream.Signature(cpl_layout(), always_ready=True)),
-            "errors": Out(wire.TAG_BITS),
-            "note_addr": Out(address), "note_data": In(64),
-            "buffer_addr": Out(address), "buffer_data": In(64),
-            "write_en": Out(1), "write_addr": Out(address), "write_data": Out(64),
-            "started": Out(range(depth + 1)), "applied": Out(SLOT_BITS + 1), "done": Out(1),
-        })
+        super().__init__(engine_signature(cfg, depth))
 
     def elaborate(self, platform):
         cfg, m = self._cfg, Module()

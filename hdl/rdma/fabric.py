@@ -76,15 +76,14 @@ class RdmaFabric(wiring.Component):
             "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg)),
             "fault_injector": SharedModule(fault_injector_signature(cfg),
                                            partial(FaultInjector, cfg)),
-            "host_memory": SharedModule(host_memory_signature(cfg), partial(HostMemory, cfg)),
+            "host_memory": SharedModule(host_memory_signature(cfg, apply=self.apply_ports),
+                                        partial(HostMemory, cfg, apply=self.apply_ports)),
         }
         n = cfg.endpoints
         nc = n * cfg.rdma.channels_per_peer
         free_bits = free_slot_bits(cfg.rdma.window)
         super().__init__({
-            "wr_valid": In(n), "wr_ready": Out(n), "wr_data": In(n * wr_layout(cfg).size),
-            "cpl_valid": Out(n), "cpl_data": Out(n * cpl_layout().size),
-            "rcpl_valid": Out(n), "rcpl_data": Out(n * rcpl_layout(cfg).size),
+            **self._host_ports(),
             "tbl_en": In(1), "tbl_ep": In(port_bits(n)), "tbl_sel": In(1), "tbl_index": In(16),
             "tbl_data": In(table_width(cfg)),
             "mem_we": In(1), "mem_addr": In(range(cfg.rdma.memory_words)),
@@ -103,13 +102,37 @@ class RdmaFabric(wiring.Component):
             "free": Out(n * nc * free_bits),
         })
 
+    #: Whether the host memories have an apply unit's ports (:class:`HostMemory`).
+    apply_ports = False
+
+    def _host_ports(self) -> dict:
+        """The ports of the hosts' side: the testbench posts WRs and takes completions."""
+        cfg, n = self._cfg, self._cfg.endpoints
+        return {
+            "wr_valid": In(n), "wr_ready": Out(n), "wr_data": In(n * wr_layout(cfg).size),
+            "cpl_valid": Out(n), "cpl_data": Out(n * cpl_layout().size),
+            "rcpl_valid": Out(n), "rcpl_data": Out(n * rcpl_layout(cfg).size),
+        }
+
+    def _host_side(self, m: Module, e: int, engine, host) -> None:
+        """Endpoint ``e``'s host side: its engine's WRs and completions to the top's ports."""
+        cfg = self._cfg
+        wrw, cw, rw = wr_layout(cfg).size, cpl_layout().size, rcpl_layout(cfg).size
+        m.d.comb += [
+            engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),
+            engine.wr.payload.eq(self.wr_data[e * wrw:(e + 1) * wrw]),
+            self.cpl_valid[e].eq(engine.cpl.valid),
+            self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl.payload),
+            self.rcpl_valid[e].eq(engine.rcpl.valid),
+            self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl.payload),
+        ]
+
     def elaborate(self, platform):
         cfg = self._cfg
         n = cfg.endpoints
         m = Module()
         switch = self._core
         m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = switch
-        wrw, cw, rw = wr_layout(cfg).size, cpl_layout().size, rcpl_layout(cfg).size
         nc = n * cfg.rdma.channels_per_peer
         if cfg.pfc.enabled:
             # The engines' pause timers: per (endpoint, class), loaded by the
@@ -154,13 +177,8 @@ class RdmaFabric(wiring.Component):
                          inject.seed.eq(lfsr_start(self.fault_seed, e)),
                          inject.load.eq(self.fault_load)]
 
+            self._host_side(m, e, engine, host)
             m.d.comb += [
-                engine.wr.valid.eq(self.wr_valid[e]), self.wr_ready[e].eq(engine.wr.ready),
-                engine.wr.payload.eq(self.wr_data[e * wrw:(e + 1) * wrw]),
-                self.cpl_valid[e].eq(engine.cpl.valid),
-                self.cpl_data[e * cw:(e + 1) * cw].eq(engine.cpl.payload),
-                self.rcpl_valid[e].eq(engine.rcpl.valid),
-                self.rcpl_data[e * rw:(e + 1) * rw].eq(engine.rcpl.payload),
                 engine.tables.en.eq(self.tbl_en & (self.tbl_ep == e)),
                 engine.tables.sel.eq(self.tbl_sel), engine.tables.index.eq(self.tbl_index),
                 engine.tables.data.eq(self.tbl_data),

@@ -50,6 +50,9 @@ _INPUTS = ("wr_valid", "wr_data", "tbl_en", "tbl_ep", "tbl_sel", "tbl_index", "t
 class RdmaTB:
     """Clock, reset, host side and fault settings of one RDMA fabric instance."""
 
+    #: The top's inputs, held at 0 during reset.
+    inputs = _INPUTS
+
     def __init__(self, dut, cfg):
         self.dut = dut
         self.cfg = cfg
@@ -68,7 +71,7 @@ class RdmaTB:
 
     async def reset(self):
         """Start the clock and hold reset for a few cycles with every input quiet."""
-        await reset(self.dut, [getattr(self.dut, name) for name in _INPUTS])
+        await reset(self.dut, [getattr(self.dut, name) for name in self.inputs])
 
     async def load(self, workload: RdmaWorkload):
         """Tables, host memories and fault settings, one write per cycle, before cycle 0."""
@@ -205,7 +208,7 @@ class RdmaTB:
         if stalled:
             rec.stuck = _owing(workload, rec, cfg)
         await FallingEdge(dut.clk)
-        await self.read_back(rec)
+        rec.memory = await self.read_memory()
         return rec
 
     def _events(self, cycle: int, frames: list, cnps: list, rates: list) -> None:
@@ -257,8 +260,9 @@ class RdmaTB:
         return [(e, wire.unpack(fields, (packed >> (width * e)) & mask))
                 for e in range(self.n) if bits >> e & 1]
 
-    async def read_back(self, rec: RdmaRecords):
-        """Every word of every host memory, one address of all endpoints per cycle."""
+    async def read_memory(self) -> np.ndarray:
+        """Every word of every host memory (``[endpoint, word]``), one address of all
+        endpoints per cycle."""
         dut, n = self.dut, self.n
         words = self.cfg.rdma.memory_words
         out = np.zeros((n, words), np.uint64)
@@ -270,7 +274,7 @@ class RdmaTB:
             for e in range(n):
                 out[e, addr] = (bits >> (64 * e)) & mask
             await FallingEdge(dut.clk)
-        rec.memory = out
+        return out
 
 
 def _owing(workload, rec, cfg) -> str:

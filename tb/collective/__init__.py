@@ -1,0 +1,1 @@
+"""cocotb testbench and runner of a collective on the RDMA fabric."""

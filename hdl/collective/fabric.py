@@ -65,7 +65,8 @@ class CollectiveFabric(RdmaFabric):
             "steps": In(n * _bits(depth)), "slots": In(n * (SLOT_BITS + 1)),
             "outbox": In(address), "notify": In(address), "staging": In(address),
             "capacity": In(address), "binary32": In(1), "run": In(1),
-            "cycle": Out(CYCLE_BITS), "done": Out(1), "done_at": Out(n * CYCLE_BITS), "errors": Out(n * wire.TAG_BITS),
+            "cycle": Out(CYCLE_BITS), "done": Out(1), "done_at": Out(n * CYCLE_BITS),
+            "errors": Out(n * wire.TAG_BITS),
             "timeline_addr": In(range(depth)),
             "started_at": Out(n * CYCLE_BITS), "applied_at": Out(n * CYCLE_BITS),
         }

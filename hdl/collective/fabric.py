@@ -41,8 +41,9 @@ class CollectiveFabric(RdmaFabric):
     of endpoint ``sched_ep``'s schedule; ``steps`` and ``slots`` (per endpoint) and the
     layout (``outbox``, ``notify``, ``staging``, ``capacity``, ``binary32``, the same on
     every accelerator) are held for the run, which starts in the first cycle of ``run``
-    (cycle 0), which ``cycle`` counts; ``done`` rises when every engine is done, and ``done_at`` holds, per
-    endpoint, the first cycle its engine was; ``errors`` its failed completions.
+    (cycle 0), which ``cycle`` counts; ``done`` rises when every engine is done, and
+    ``done_at`` holds, per endpoint, the first cycle its engine was; ``errors`` its failed
+    completions.
     ``timeline_addr`` reads entry ``k`` of every endpoint's timeline: ``started_at``, the
     cycle step ``k`` started, and ``applied_at``, the cycle slot ``k`` was applied.
     """

@@ -20,7 +20,7 @@ import numpy as np
 from ...config import ConfigError, FabricConfig
 from ...formats.collective import LOCAL_KEY, REMOTE_KEY, notify_word
 from ...formats.rdma_wire import ACCESS_LOCAL_READ, ACCESS_REMOTE_WRITE
-from ..rdma.traffic import KEY_COLUMNS, MAX_ENDPOINTS, WR_COLUMNS, RdmaWorkload, mask_column
+from ..rdma.traffic import WR_COLUMNS, RdmaWorkload, key_columns, mask_columns
 from .reference import DTYPES
 from .schedule import Schedule
 
@@ -73,15 +73,10 @@ class Layout:
         Raises
         ------
         ConfigError
-            More accelerators than a registration entry's peer mask holds, or
             ``rdma.memory_words`` or the page table (``rdma.pages`` of
             ``rdma.page_words``) is too small for it; one line with the size needed.
         """
         rd = cfg.rdma
-        if cfg.endpoints > MAX_ENDPOINTS:
-            raise ConfigError(f"fabric: {cfg.endpoints} accelerators, more than the "
-                              f"{MAX_ENDPOINTS} a collective on the RDMA engines allows (a "
-                              f"registration entry's peer mask is one int64 column)")
         page = rd.page_words
         buffer_words = (schedule.buffer + 1) // 2
         steps = max(len(s) for s in schedule.steps)
@@ -112,13 +107,14 @@ class Layout:
         post them): every accelerator's buffer holds ``data[a]``, its outbox the
         notification words of its steps."""
         E, rd = cfg.endpoints, cfg.rdma
-        keys = np.zeros((E, rd.keys, len(KEY_COLUMNS)), np.int64)
+        keys = np.zeros((E, rd.keys, key_columns(E)), np.int64)
         everyone = (1 << E) - 1
         for a in range(E):
-            keys[a, LOCAL_KEY] = (1, LOCAL_KEY, 0, self.staging, 0, ACCESS_LOCAL_READ, 0)
+            keys[a, LOCAL_KEY] = (1, LOCAL_KEY, 0, self.staging, 0, ACCESS_LOCAL_READ,
+                                  *mask_columns(0, E))
             keys[a, REMOTE_KEY] = (1, REMOTE_KEY, self.staging, self.words - self.staging,
                                    self.staging // rd.page_words, ACCESS_REMOTE_WRITE,
-                                   mask_column(everyone & ~(1 << a)))
+                                   *mask_columns(everyone & ~(1 << a), E))
         pages = rd.memory_words // rd.page_words
         page_table = np.tile(np.arange(rd.pages, dtype=np.int64) % pages, (E, 1))
         memory = np.zeros((E, rd.memory_words), np.uint64)

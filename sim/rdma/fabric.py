@@ -23,6 +23,7 @@ from .fault_injector import FaultInjector
 from .engine import RdmaEngine
 from .host import WR_ROW_FIELDS, HostDevice, SendQueues
 from .keys import KeyTable
+from .traffic import key_columns
 from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
                       RdmaRecords, event_rows)
 from ..fabric.core import FabricCore
@@ -85,8 +86,8 @@ class RdmaFabricModel:
         """Refuse tables or memories whose shape does not match the configuration."""
         cfg = self._cfg
         E, rd = cfg.endpoints, cfg.rdma
-        for name, shape in (("keys", (E, rd.keys, 7)), ("page_table", (E, rd.pages)),
-                            ("memory", (E, rd.memory_words))):
+        for name, shape in (("keys", (E, rd.keys, key_columns(E))),
+                            ("page_table", (E, rd.pages)), ("memory", (E, rd.memory_words))):
             got = np.shape(getattr(workload, name))
             if got != shape:
                 raise ValueError(f"workload.{name}: shape {got}, must be {shape}")

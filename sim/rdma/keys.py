@@ -9,6 +9,7 @@ import numpy as np
 
 from ...config import FabricConfig
 from ...formats import rdma_wire as wire
+from .traffic import key_entry
 
 __all__ = ["KeyTable"]
 
@@ -21,14 +22,14 @@ _VALID, _KEY, _VA, _WORDS, _PAGE, _ACCESS, _PEERS = range(7)
 class KeyTable:
     """One endpoint's registration table and page table (section 10.3).
 
-    ``keys`` is an int array ``[keys, 7]`` of (valid, key, va, words, page,
-    access, peers), indexed by ``key mod keys``; ``page_table`` an int
-    array of physical page numbers.
+    ``keys`` is an int array of rows (valid, key, va, words, page, access, then the peer
+    mask in int64 words, ``sim.rdma.traffic.key_entry``), indexed by ``key mod keys``;
+    ``page_table`` an int array of physical page numbers.
     """
 
     def __init__(self, keys: np.ndarray, page_table: np.ndarray, cfg: FabricConfig):
         rd = cfg.rdma
-        self._entries = [tuple(int(v) for v in row) for row in np.asarray(keys)]
+        self._entries = [tuple(key_entry(row).values()) for row in np.asarray(keys)]
         self._pages = [int(p) for p in np.asarray(page_table)]
         self._key_mask = rd.keys - 1
         self._page_mask = rd.pages - 1

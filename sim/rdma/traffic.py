@@ -156,7 +156,7 @@ from ..traffic import (PatternParam, TrafficError, bernoulli_arrivals, check_int
 
 __all__ = ["RDMA_PATTERNS", "WR_COLUMNS", "KEY_COLUMNS", "BAD_KINDS", "RdmaWorkload",
            "generate_rdma", "wr_cost", "incast_roles", "pattern_roles",
-           "MAX_ENDPOINTS", "mask_column"]
+           "PEER_WORD_BITS", "peer_words", "key_columns", "mask_columns", "key_entry"]
 
 RDMA_PATTERNS: tuple[str, ...] = ("rdma-uniform", "rdma-allreduce", "rdma-alltoall", "rdma-incast",
                                   "rdma-victim")
@@ -167,11 +167,13 @@ WR_COLUMNS = {"post": np.int64, "src": np.int16, "qp": np.int32, "dst": np.int16
               "raddr": np.int32, "length": np.int32, "tag": np.int64, "expect": np.int8,
               "bad_kind": np.int8}
 
-#: The last axis of :attr:`RdmaWorkload.keys` (section 10.3's registration entry).
+#: The fields of a registration entry (section 10.3). The last axis of
+#: :attr:`RdmaWorkload.keys` holds them in this order, the peer mask (``peers``, a bit per
+#: endpoint) as :func:`peer_words` columns of :data:`PEER_WORD_BITS` bits, low word first.
 KEY_COLUMNS = ("valid", "key", "va", "words", "page", "access", "peers")
-
-#: The most endpoints a workload's registration entries name in their peer masks.
-MAX_ENDPOINTS = 64
+#: Bits of a peer mask an int64 column holds.
+PEER_WORD_BITS = 64
+_WORD_MASK = (1 << PEER_WORD_BITS) - 1
 
 #: Kinds of deliberately bad WRs and the completion status each must get.
 BAD_KINDS = (("lkey", STATUS_LOCAL), ("local_range", STATUS_LOCAL), ("rkey", STATUS_REMOTE),
@@ -223,9 +225,10 @@ class RdmaWorkload:
         ``bad_kind`` (0, or 1 + index into :data:`BAD_KINDS`). Rows are
         sorted by ``(src, post, row)``: each endpoint offers its WRs in row
         order.
-    keys : numpy.ndarray of int64, shape ``[E, rdma.keys, 7]``
+    keys : numpy.ndarray of int64, shape ``[E, rdma.keys, key_columns(E)]``
         The registration tables, columns :data:`KEY_COLUMNS` (``peers`` a
-        bit mask of endpoints); a key's entry is ``key mod rdma.keys``.
+        bit mask of endpoints, in :func:`peer_words` columns; :func:`key_entry` reads a
+        row); a key's entry is ``key mod rdma.keys``.
     page_table : numpy.ndarray of int64, shape ``[E, rdma.pages]``
         Physical page numbers.
     memory : numpy.ndarray of uint64, shape ``[E, rdma.memory_words]``
@@ -257,8 +260,9 @@ class RdmaWorkload:
                     or a.shape[0] != self.keys.shape[0]:
                 raise TypeError(f"RdmaWorkload.{name}: must be a {ndim}-D {np.dtype(dtype)} "
                                 f"array with one row per endpoint")
-        if self.keys.shape[2] != len(KEY_COLUMNS):
-            raise TypeError(f"RdmaWorkload.keys: last axis must hold {', '.join(KEY_COLUMNS)}")
+        if self.keys.shape[2] != key_columns(self.keys.shape[0]):
+            raise TypeError(f"RdmaWorkload.keys: last axis must hold {', '.join(KEY_COLUMNS)} "
+                            f"(the peer mask in {peer_words(self.keys.shape[0])} columns)")
         # A value shared by the model and the testbench: nobody may edit it.
         for a in (*self.wr.values(), self.keys, self.page_table, self.memory):
             a.flags.writeable = False
@@ -529,10 +533,6 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
         raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
                           f"for rdma traffic (two header flits and a payload word)")
     E = cfg.endpoints
-    if E > MAX_ENDPOINTS:
-        raise ConfigError(f"fabric: {E} endpoints, more than the {MAX_ENDPOINTS} rdma traffic "
-                          f"allows (a registration entry's peer mask is one int64 column of the "
-                          f"workload)")
     if r.qps % E or r.qps < E:
         raise ConfigError(f"rdma.qps = {r.qps}: must be a non-zero multiple of the endpoints "
                           f"({E}) for rdma traffic")
@@ -570,7 +570,7 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
              "restricted": r.page_words, "stale": send_words}
     everyone = (1 << E) - 1
     high = (1 << KEY_BITS) // r.keys
-    keys = np.zeros((E, r.keys, len(KEY_COLUMNS)), np.int64)
+    keys = np.zeros((E, r.keys, key_columns(E)), np.int64)
     page_table = rng.integers(0, frames, (E, r.pages), dtype=np.int64)
     memory = np.zeros((E, r.memory_words), np.uint64)
     layout = _Layout(key={k: np.zeros(E, np.int64) for k in _ROLES},
@@ -588,7 +588,7 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
         rights = {"local": ACCESS_LOCAL_READ, "remote": ACCESS_REMOTE_WRITE,
                   "restricted": ACCESS_REMOTE_WRITE,
                   "stale": ACCESS_LOCAL_READ | ACCESS_REMOTE_WRITE}
-        peers = {role: mask_column(mask) for role, mask in
+        peers = {role: mask_columns(mask, E) for role, mask in
                  (("local", 0), ("remote", everyone & ~(1 << e)),
                   ("restricted", 1 << int(layout.restricted_peer[e])),
                   ("stale", everyone & ~(1 << e)))}
@@ -597,16 +597,35 @@ def _registrations(cfg: FabricConfig, rng: np.random.Generator):
             key = int(i) + r.keys * int(rng.integers(1, high))
             va = int(rng.integers(_VA_MARGIN, (1 << VA_BITS) - words[role] - _VA_MARGIN + 1))
             keys[e, i] = (role != "stale", key, va, words[role], first[role], rights[role],
-                          peers[role])
+                          *peers[role])
             layout.key[role][e], layout.va[role][e] = key, va
     return keys, page_table, memory, layout
 
 
-def mask_column(mask: int) -> int:
-    """A peer mask of up to :data:`MAX_ENDPOINTS` bits as the int64 of the keys array holds
-    it: the same 64 bits, two's complement, so endpoint 63's bit is the sign bit (a Python
-    int's ``>>`` and ``&`` read it back alike, and ``pack`` masks it to the field)."""
-    return mask - (1 << 64) if mask >> 63 else mask
+def peer_words(endpoints: int) -> int:
+    """Columns of the keys array that hold a peer mask of ``endpoints`` bits."""
+    return max(1, -(-endpoints // PEER_WORD_BITS))
+
+
+def key_columns(endpoints: int) -> int:
+    """The length of the keys array's last axis with ``endpoints`` endpoints."""
+    return len(KEY_COLUMNS) - 1 + peer_words(endpoints)
+
+
+def mask_columns(mask: int, endpoints: int) -> list[int]:
+    """A peer mask as the keys array holds it: :func:`peer_words` int64 columns, low word
+    first, each the word's 64 bits in two's complement (so that a word's top bit is its
+    sign bit)."""
+    words = [(mask >> (PEER_WORD_BITS * k)) & _WORD_MASK for k in range(peer_words(endpoints))]
+    return [w - (1 << PEER_WORD_BITS) if w >> (PEER_WORD_BITS - 1) else w for w in words]
+
+
+def key_entry(row) -> dict[str, int]:
+    """A row of the keys array as the fields of :data:`KEY_COLUMNS`, the peer mask joined."""
+    fixed = len(KEY_COLUMNS) - 1
+    values = [int(v) for v in row]
+    peers = sum((w & _WORD_MASK) << (PEER_WORD_BITS * k) for k, w in enumerate(values[fixed:]))
+    return dict(zip(KEY_COLUMNS, values[:fixed] + [peers]))
 
 
 def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:

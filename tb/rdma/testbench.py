@@ -31,7 +31,7 @@ from ...formats.lfsr import DRAW_THRESHOLD_BITS
 from ...sim.rdma.host import SendQueues
 from ...sim.rdma.records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
                                 event_rows)
-from ...sim.rdma.traffic import KEY_COLUMNS, RdmaWorkload
+from ...sim.rdma.traffic import RdmaWorkload, key_entry
 from ...sim.rdma.fabric import default_stall_limit
 from .. import params as tb_params
 from ..reset import reset
@@ -82,7 +82,7 @@ class RdmaTB:
             dut.tbl_sel.value = 0
             for index, row in enumerate(workload.keys[e].tolist()):
                 dut.tbl_index.value = index
-                dut.tbl_data.value = wire.pack(self.entry_fields, **dict(zip(KEY_COLUMNS, row)))
+                dut.tbl_data.value = wire.pack(self.entry_fields, **key_entry(row))
                 await FallingEdge(dut.clk)
             dut.tbl_sel.value = 1
             for index, ppn in enumerate(workload.page_table[e].tolist()):

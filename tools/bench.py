@@ -880,12 +880,85 @@ def compression_table() -> ResultsPage:
     return page
 
 
+#: The small-message all-reduces on 384 accelerators: (fabric, overrides, algorithms), the
+#: messages (bytes per accelerator), and the processes that run the points side by side.
+LATENCY_FABRICS = (
+    ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"],
+     ("ring", "dimwise", "halving-doubling", "tree")),
+    ("leaf-spine 24x16, 16 spines", ["fabric.topology=fat_tree", "fabric.leaves=24",
+                                     "fabric.hosts_per_leaf=16", "fabric.spines=16",
+                                     "fabric.routing=ecmp"],
+     ("ring", "halving-doubling", "tree")),
+)
+LATENCY_BYTES = (8, 4096)
+LATENCY_WORKERS = 2
+
+
+def latency_point(overrides: list[str], algo: str, nbytes: int) -> dict:
+    """One all-reduce of ``nbytes`` by ``algo`` on the model (binary32, seed 1): the
+    ``collective`` section of its results."""
+    from ..sim.collective.fabric import collective_summary, prepare_collective, run_collective
+    cfg = FabricConfig.load(overrides=["rdma.enabled=true", "rdma.qps=384", *overrides])
+    prepared = prepare_collective(cfg, op="allreduce", algo=algo, nbytes=nbytes, dtype="fp32",
+                                  seed=1)
+    records, engines, buffers = run_collective(cfg, prepared)
+    return collective_summary(cfg, prepared, records, engines, buffers)
+
+
+def latency_table() -> ResultsPage:
+    """The small-message all-reduce's latency on 384 accelerators, torus against leaf-spine,
+    per algorithm (:data:`LATENCY_FABRICS`, :data:`LATENCY_BYTES`), with the alpha-beta
+    model's per-step and per-hop costs that explain it."""
+    from concurrent.futures import ProcessPoolExecutor
+    from ..sim.collective.alpha_beta import AlphaBeta
+    page = ResultsPage(
+        "collective-latency", "Small all-reduces on 384 accelerators: torus against leaf-spine",
+        "make bench TABLES=collective-latency",
+        "`superfabric run --sim model --traffic collective:op=allreduce,algo=A,bytes=B,"
+        "dtype=float32` on 384 accelerators, `--set rdma.enabled=true --set rdma.qps=384` "
+        "(one QP per peer), seed 1: the 8x8x6 torus (dimension-order routing) and a "
+        "leaf-spine of 24 leaves of 16 accelerators under 16 spines (ECMP), both at the "
+        "default 625 MHz and 64-bit flits. Time: from cycle 0 to the cycle after the last "
+        "accelerator applied its last chunk, every accelerator's result checked against "
+        "numpy (data). Steps: the most any accelerator takes; per step: time over steps. "
+        "Alpha-beta: the model's prediction (specification section 15.6).")
+    page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
+        ("fabric", "algorithm", "message", "steps", "cycles", "time", "per step",
+         "alpha-beta", "ratio", "data"), (27, 16, 7, 5, 7, 9, 8, 10, 5, 5)))))
+    points = [(name, overrides, algo, nbytes) for name, overrides, algos in LATENCY_FABRICS
+              for nbytes in LATENCY_BYTES for algo in algos]
+    with ProcessPoolExecutor(LATENCY_WORKERS) as pool:
+        futures = [pool.submit(latency_point, overrides, algo, nbytes)
+                   for _, overrides, algo, nbytes in points]
+        for (name, _, algo, nbytes), future in zip(points, futures):
+            try:
+                c = future.result()
+            except Exception as e:      # a failed point is a row that says why
+                page.row(name, algo, f"{nbytes} B", *["-"] * 6, "failed")
+                page.note(f"{name}, {algo}, {nbytes} B: {type(e).__name__}: {e}")
+                continue
+            cycles = c["cycles"]
+            page.row(name, algo, f"{nbytes} B", str(c["steps"]),
+                     f"{cycles:,}" if cycles else "-",
+                     f"{c['time_us']:.2f} us" if cycles else "-",
+                     f"{cycles / c['steps']:.1f}" if cycles else "-",
+                     f"{c['alpha_beta_cycles']:,}",
+                     f"{c['alpha_beta_ratio']:.2f}" if cycles else "-",
+                     "exact" if c["data_ok"] else "WRONG")
+    for name, overrides, _ in LATENCY_FABRICS:
+        model = AlphaBeta.of(FabricConfig.load(overrides=["rdma.enabled=true", *overrides]))
+        page.note(f"{name}: the alpha-beta model's costs, {model.engine_cycles} cycles a step "
+                  f"at the engine and {model.hop_cycles} a router on the path, "
+                  f"{model.flit_bytes} bytes a flit cycle.")
+    return page
+
+
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
           "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
-          "tornado", "blocks")
+          "tornado", "blocks", "collective-latency")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -1089,7 +1162,8 @@ def main(argv: list[str] | None = None) -> int:
         + ([compression_table] if "compression" in tables else []) \
         + ([board_table] if "board" in tables else []) \
         + ([tornado_table] if "tornado" in tables else []) \
-        + ([blocks_table] if "blocks" in tables else [])
+        + ([blocks_table] if "blocks" in tables else []) \
+        + ([latency_table] if "collective-latency" in tables else [])
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:
         page = table()

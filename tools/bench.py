@@ -894,15 +894,35 @@ LATENCY_BYTES = (8, 4096)
 LATENCY_WORKERS = 2
 
 
+def latency_config(overrides: list[str]) -> FabricConfig:
+    """A fabric of :data:`LATENCY_FABRICS` with an RDMA engine, one QP per peer, at every
+    accelerator."""
+    return FabricConfig.load(overrides=["rdma.enabled=true", "rdma.qps=384", *overrides])
+
+
 def latency_point(overrides: list[str], algo: str, nbytes: int) -> dict:
-    """One all-reduce of ``nbytes`` by ``algo`` on the model (binary32, seed 1): the
-    ``collective`` section of its results."""
+    """One all-reduce of ``nbytes`` by ``algo`` on the model (binary32, seed 1, the pattern's
+    default segments): the ``collective`` section of its results."""
     from ..sim.collective.fabric import collective_summary, prepare_collective, run_collective
-    cfg = FabricConfig.load(overrides=["rdma.enabled=true", "rdma.qps=384", *overrides])
+    from ..sim.collective.pattern import SEGMENT_PACKETS
+    cfg = latency_config(overrides)
     prepared = prepare_collective(cfg, op="allreduce", algo=algo, nbytes=nbytes, dtype="fp32",
-                                  seed=1)
+                                  seed=1, segment_packets=SEGMENT_PACKETS)
     records, engines, buffers = run_collective(cfg, prepared)
     return collective_summary(cfg, prepared, records, engines, buffers)
+
+
+def latency_rounds(overrides: list[str], algo: str, nbytes: int) -> tuple[int, int]:
+    """The all-reduce's rounds, each waiting for the one before (section 15.6), and the
+    routers on their paths summed, the longest path of each round."""
+    from ..network.topology import Topology
+    from ..sim.collective.library import algorithm
+    from ..sim.collective.peers import Peers
+    from ..sim.collective.schedule import elements_of
+    peers = Peers(Topology.of(latency_config(overrides)))
+    rounds = list(algorithm(algo, "allreduce", peers).rounds(peers, "allreduce",
+                                                             elements_of(nbytes)))
+    return len(rounds), sum(peers.load(pairs)[0] for pairs, _ in rounds)
 
 
 def latency_table() -> ResultsPage:
@@ -910,46 +930,58 @@ def latency_table() -> ResultsPage:
     per algorithm (:data:`LATENCY_FABRICS`, :data:`LATENCY_BYTES`), with the alpha-beta
     model's per-step and per-hop costs that explain it."""
     from concurrent.futures import ProcessPoolExecutor
+    from ..network.topology import Topology
     from ..sim.collective.alpha_beta import AlphaBeta
+    from ..sim.collective.library import auto
+    from ..sim.collective.pattern import SEGMENT_PACKETS
+    from ..sim.collective.peers import Peers
     page = ResultsPage(
         "collective-latency", "Small all-reduces on 384 accelerators: torus against leaf-spine",
         "make bench TABLES=collective-latency",
         "`superfabric run --sim model --traffic collective:op=allreduce,algo=A,bytes=B,"
-        "dtype=float32` on 384 accelerators, `--set rdma.enabled=true --set rdma.qps=384` "
+        "dtype=float32` (segments of 16 packets, the default) on 384 accelerators, `--set rdma.enabled=true --set rdma.qps=384` "
         "(one QP per peer), seed 1: the 8x8x6 torus (dimension-order routing) and a "
         "leaf-spine of 24 leaves of 16 accelerators under 16 spines (ECMP), both at the "
         "default 625 MHz and 64-bit flits. Time: from cycle 0 to the cycle after the last "
         "accelerator applied its last chunk, every accelerator's result checked against "
-        "numpy (data). Steps: the most any accelerator takes; per step: time over steps. "
-        "Alpha-beta: the model's prediction (specification section 15.6).")
+        "numpy (data). Rounds: the algorithm's rounds, each waiting for the data of the "
+        "one before; hops: the routers on the longest path of each round, summed; per "
+        "round: cycles over rounds. Alpha-beta: the model's prediction (specification "
+        "section 15.6), which charges a round the engine's cycles, the hops' and the "
+        "serialisation and apply of its chunk.")
     page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
-        ("fabric", "algorithm", "message", "steps", "cycles", "time", "per step",
-         "alpha-beta", "ratio", "data"), (27, 16, 7, 5, 7, 9, 8, 10, 5, 5)))))
+        ("fabric", "algorithm", "message", "rounds", "hops", "cycles", "time", "per round",
+         "alpha-beta", "ratio", "data"), (27, 16, 7, 6, 5, 7, 9, 9, 10, 5, 5)))))
     points = [(name, overrides, algo, nbytes) for name, overrides, algos in LATENCY_FABRICS
               for nbytes in LATENCY_BYTES for algo in algos]
     with ProcessPoolExecutor(LATENCY_WORKERS) as pool:
         futures = [pool.submit(latency_point, overrides, algo, nbytes)
                    for _, overrides, algo, nbytes in points]
-        for (name, _, algo, nbytes), future in zip(points, futures):
+        for (name, overrides, algo, nbytes), future in zip(points, futures):
             try:
                 c = future.result()
             except Exception as e:      # a failed point is a row that says why
-                page.row(name, algo, f"{nbytes} B", *["-"] * 6, "failed")
+                page.row(name, algo, f"{nbytes} B", *["-"] * 7, "failed")
                 page.note(f"{name}, {algo}, {nbytes} B: {type(e).__name__}: {e}")
                 continue
             cycles = c["cycles"]
-            page.row(name, algo, f"{nbytes} B", str(c["steps"]),
+            rounds, hops = latency_rounds(overrides, algo, nbytes)
+            page.row(name, algo, f"{nbytes} B", str(rounds), str(hops),
                      f"{cycles:,}" if cycles else "-",
                      f"{c['time_us']:.2f} us" if cycles else "-",
-                     f"{cycles / c['steps']:.1f}" if cycles else "-",
+                     f"{cycles / rounds:.1f}" if cycles else "-",
                      f"{c['alpha_beta_cycles']:,}",
                      f"{c['alpha_beta_ratio']:.2f}" if cycles else "-",
                      "exact" if c["data_ok"] else "WRONG")
     for name, overrides, _ in LATENCY_FABRICS:
-        model = AlphaBeta.of(FabricConfig.load(overrides=["rdma.enabled=true", *overrides]))
-        page.note(f"{name}: the alpha-beta model's costs, {model.engine_cycles} cycles a step "
-                  f"at the engine and {model.hop_cycles} a router on the path, "
-                  f"{model.flit_bytes} bytes a flit cycle.")
+        cfg = latency_config(overrides)
+        model, peers = AlphaBeta.of(cfg), Peers(Topology.of(cfg))
+        segment = model.segment_elements(SEGMENT_PACKETS)
+        picks = ", ".join(f"{auto(model, peers, 'allreduce', b, segment)} at {b} B"
+                          for b in LATENCY_BYTES)
+        page.note(f"{name}: the alpha-beta model's costs are {model.engine_cycles} cycles a "
+                  f"step at the engine and {model.hop_cycles} a router on the path, "
+                  f"{model.flit_bytes} bytes a flit cycle; `algo=auto` picks {picks}.")
     return page
 
 

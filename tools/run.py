@@ -101,9 +101,6 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
             if bad_fraction:
                 raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be 0 with "
                                    f"{traffic} (the collective engines post every request)")
-            if sim != "model":
-                raise TrafficError(f"--sim = {sim!r}: traffic {COLLECTIVE} runs on the model "
-                                   f"only (the collective engine's RTL is still to come)")
             from ..sim.collective.pattern import parse_collective
             return "rdma", parse_collective(cfg, traffic, seed=seed)
         return "rdma", generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
@@ -287,7 +284,9 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     :class:`~superfabric.sim.collective.fabric.CollectivePlan`: the collective
     engines post the requests as the model runs, ``collective.npz`` holds their
     timeline, and ``results.json`` has a ``collective`` section instead
-    (docs/spec/collective.md section 15.8.4).
+    (docs/spec/collective.md section 15.8.4); for an RTL simulator the
+    ``collective_fabric`` top runs it too, and ``match`` holds it against the model
+    (section 15.8.7).
     """
     link = link_of(cfg, capture_link)
     if workload is None:
@@ -322,6 +321,9 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                            model.cycles, model_seconds, compile_seconds, section="collective")
         if link >= 0:
             results["capture_link"] = _captured(cfg, link, _crossed(model))
+        if sim != "model":
+            _collective_rtl(cfg, collective, (model, engines), results, sim=sim, out=out,
+                            waves=waves, build_root=build_root, progress=progress)
         write_json(out / "results.json", results)
         return results
     model_summary = rdma_summary(cfg, workload, model)
@@ -344,6 +346,22 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
     write_json(out / "results.json", results)
     return results
+
+
+def _collective_rtl(cfg: FabricConfig, collective, model, results: dict, *, sim: str, out: Path,
+                    waves: bool | None, build_root: str | Path, progress: bool) -> None:
+    """Run the collective on ``sim``'s ``collective_fabric`` too, and add its ``match``
+    against ``model`` (section 15.8.7), its build and its run's seconds to ``results``."""
+    from ..tb.collective.runner import run_collective_rtl
+    waves, results["build_seconds"] = _build(cfg, sim, "collective_fabric", waves, build_root)
+    t0 = time.perf_counter()
+    with _activity(progress, sim, f"{collective.schedule.step_count} steps", None):
+        rtl, match = run_collective_rtl(cfg, collective, model, sim=sim, out_dir=out,
+                                        waves=waves, build_root=build_root)
+    wall = time.perf_counter() - t0
+    results["match"] = match
+    results["wall_seconds"] = wall
+    results["cycles_per_second"] = int(rtl["cycles"]) / wall if wall else None
 
 
 def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed: int,

@@ -44,7 +44,7 @@ def run_collective_rtl(cfg: FabricConfig, prepared: CollectivePlan, model, *, si
 
     The match holds ``exact`` (RTL equal to the model), ``problems`` (the differences,
     each naming the accelerator, the step, slot, counter or word, and the cycles; at most
-    a screenful), ``mismatches``, ``data_ok`` (the RTL's buffers hold numpy's answer) and
+    a screenful), ``mismatches``, ``first_mismatch`` (the first problem), ``data_ok`` (the RTL's buffers hold numpy's answer) and
     ``passed``. Files go into ``out_dir``: ``workload.npz``, ``schedule.npz``,
     ``rtl_run.npz``, ``mismatch.txt`` when something differs, and the cocotb directory.
     """
@@ -78,6 +78,7 @@ def run_collective_rtl(cfg: FabricConfig, prepared: CollectivePlan, model, *, si
     buffers = layout.buffers(rtl["memory"], prepared.schedule, prepared.dtype)
     ok = bool(rtl["finished"]) and data_ok(cfg, prepared, buffers)
     return rtl, {"exact": not problems, "mismatches": len(problems),
+                 "first_mismatch": problems[0] if problems else None,
                  "problems": problems[:_KEPT_PROBLEMS], "data_ok": ok,
                  "passed": result.passed and not problems and ok}
 

@@ -350,15 +350,17 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
 
 def _collective_rtl(cfg: FabricConfig, collective, model, results: dict, *, sim: str, out: Path,
                     waves: bool | None, build_root: str | Path, progress: bool) -> None:
-    """Run the collective on ``sim``'s ``collective_fabric`` too, and add its ``match``
-    against ``model`` (section 15.8.7), its build and its run's seconds to ``results``."""
-    from ..tb.collective.runner import run_collective_rtl
+    """Run the collective on ``sim``'s ``collective_fabric`` too, and add its ``collective``
+    section, its ``match`` against ``model`` (section 15.8.7), its build and its run's
+    seconds to ``results``."""
+    from ..tb.collective.runner import rtl_summary, run_collective_rtl
     waves, results["build_seconds"] = _build(cfg, sim, "collective_fabric", waves, build_root)
     t0 = time.perf_counter()
     with _activity(progress, sim, f"{collective.schedule.step_count} steps", None):
         rtl, match = run_collective_rtl(cfg, collective, model, sim=sim, out_dir=out,
                                         waves=waves, build_root=build_root)
     wall = time.perf_counter() - t0
+    results["collective"] = rtl_summary(cfg, collective, rtl, match)
     results["match"] = match
     results["wall_seconds"] = wall
     results["cycles_per_second"] = int(rtl["cycles"]) / wall if wall else None

@@ -19,7 +19,7 @@ from .reference import expected, inputs
 from .schedule import ELEMENT_BYTES, REDUCING, Schedule
 
 __all__ = ["CollectivePlan", "prepare_collective", "run_collective", "data_ok",
-           "collective_summary"]
+           "collective_summary", "collective_section"]
 
 @dataclass(frozen=True)
 class CollectivePlan:
@@ -110,10 +110,23 @@ def data_ok(cfg: FabricConfig, prepared: CollectivePlan, buffers) -> bool:
 def collective_summary(cfg: FabricConfig, prepared: CollectivePlan, records, engines,
                        buffers) -> dict:
     """The ``collective`` section of ``results.json`` (section 15.8.4)."""
+    finished = not records.stalled and all(e.done() for e in engines.engines)
+    return collective_section(
+        cfg, prepared, cycles=engines.completion_cycle if finished else None,
+        data_ok=finished and data_ok(cfg, prepared, buffers),
+        errors=sum(e.errors for e in engines.engines), run_cycles=records.cycles,
+        stalled=bool(records.stalled), stuck=records.stuck or None,
+        slots_applied=sum(e.applied for e in engines.engines),
+        work_requests=len(records.taken))
+
+
+def collective_section(cfg: FabricConfig, prepared: CollectivePlan, *, cycles, data_ok: bool,
+                       errors: int, run_cycles: int, stalled: bool, stuck, slots_applied,
+                       work_requests) -> dict:
+    """The ``collective`` section from what a run measured: its time (``cycles``, None when
+    it did not finish), whether the data are right, and its counts."""
     s = prepared.schedule
     n = s.accelerators
-    finished = not records.stalled and all(e.done() for e in engines.engines)
-    cycles = engines.completion_cycle if finished else None
     algbw = prepared.nbytes / cycles if cycles else None
     time_us = cycles / cfg.fabric.clock_mhz if cycles else None
     return {
@@ -128,10 +141,6 @@ def collective_summary(cfg: FabricConfig, prepared: CollectivePlan, records, eng
         "link_gbps": cfg.link_gbps,
         "alpha_beta_cycles": prepared.predicted,
         "alpha_beta_ratio": cycles / prepared.predicted if cycles else None,
-        "data_ok": finished and data_ok(cfg, prepared, buffers),
-        "errors": sum(e.errors for e in engines.engines),
-        "run_cycles": records.cycles, "stalled": bool(records.stalled),
-        "stuck": records.stuck or None,
-        "slots_applied": sum(e.applied for e in engines.engines),
-        "work_requests": len(records.taken),
+        "data_ok": data_ok, "errors": errors, "run_cycles": run_cycles, "stalled": stalled,
+        "stuck": stuck, "slots_applied": slots_applied, "work_requests": work_requests,
     }

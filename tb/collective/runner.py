@@ -11,11 +11,11 @@ import numpy as np
 from ...config import FabricConfig
 from ...formats.counters import RDMA_COUNTERS
 from ...hdl.collective.engine import DEPTH
-from ...sim.collective.fabric import CollectivePlan, data_ok
+from ...sim.collective.fabric import CollectivePlan, collective_section, data_ok
 from .testbench import STEP_COLUMNS
 from ..runner import DEFAULT_BUILD_ROOT, run_cocotb
 
-__all__ = ["run_collective_rtl", "compare"]
+__all__ = ["run_collective_rtl", "compare", "rtl_summary"]
 
 #: Problem lines kept in the match (``mismatch.txt`` has them all).
 _KEPT_PROBLEMS = 20
@@ -119,3 +119,16 @@ def compare(rtl: dict, records, engines) -> list[str]:
                             f"the model {int(records.memory[a][w]):#x} ({len(differ)} words "
                             f"differ)")
     return problems
+
+
+def rtl_summary(cfg: FabricConfig, prepared: CollectivePlan, rtl: dict, match: dict) -> dict:
+    """The ``collective`` section of an RTL run, from what the RTL measured: its time (the
+    last engine's end), its data, its failed completions; the top counts no WRs
+    (``work_requests`` None)."""
+    finished = bool(rtl["finished"])
+    return collective_section(
+        cfg, prepared, cycles=int(rtl["done_at"].max()) if finished else None,
+        data_ok=match["data_ok"], errors=int(rtl["errors"].sum()),
+        run_cycles=int(rtl["cycles"]), stalled=not finished,
+        stuck=None if finished else "not every engine was done",
+        slots_applied=sum(prepared.schedule.slots) if finished else None, work_requests=None)

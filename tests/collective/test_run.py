@@ -130,5 +130,7 @@ def test_an_rtl_run_is_held_against_the_model(tmp_path):
                     build_root=BUILD_ROOT)
     m = res["match"]
     assert m["exact"] and m["data_ok"] and m["passed"], m["problems"]
-    assert res["collective"]["data_ok"] and res["cycles_per_second"] > 0
+    co, model = res["collective"], res["model"]
+    assert co["data_ok"] and co["cycles"] == model["cycles"] and res["cycles_per_second"] > 0
+    assert co["work_requests"] is None and model["work_requests"] > 0
     assert (tmp_path / "rtl_run.npz").exists() and not (tmp_path / "mismatch.txt").exists()

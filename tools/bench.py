@@ -938,11 +938,12 @@ def latency_table() -> ResultsPage:
     page = ResultsPage(
         "collective-latency", "Small all-reduces on 384 accelerators: torus against leaf-spine",
         "make bench TABLES=collective-latency",
-        "`superfabric run --sim model --traffic collective:op=allreduce,algo=A,bytes=B,"
-        "dtype=float32` (segments of 16 packets, the default) on 384 accelerators, `--set rdma.enabled=true --set rdma.qps=384` "
-        "(one QP per peer), seed 1: the 8x8x6 torus (dimension-order routing) and a "
-        "leaf-spine of 24 leaves of 16 accelerators under 16 spines (ECMP), both at the "
-        "default 625 MHz and 64-bit flits. Time: from cycle 0 to the cycle after the last "
+        "`superfabric run --sim model ... --traffic collective:op=allreduce,algo=A,bytes=B,"
+        "dtype=float32` (segments of 16 packets, the default) on 384 accelerators, with "
+        "`--set rdma.enabled=true --set rdma.qps=384` (one QP per peer), seed 1: the 8x8x6 "
+        "torus (dimension-order routing) and a leaf-spine of 24 leaves of 16 accelerators "
+        "under 16 spines (ECMP), both at the default 625 MHz and 64-bit flits. Time: from "
+        "cycle 0 to the cycle after the last "
         "accelerator applied its last chunk, every accelerator's result checked against "
         "numpy (data). Rounds: the algorithm's rounds, each waiting for the data of the "
         "one before; hops: the routers on the longest path of each round, summed; per "

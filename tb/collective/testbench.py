@@ -21,7 +21,6 @@ from cocotb.triggers import ClockCycles, FallingEdge, First, ReadOnly, RisingEdg
 
 from ...formats import rdma_wire as wire
 from ...formats.collective import SLOT_BITS, STEP_FIELDS
-from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
 from ...hdl.collective.fabric import CYCLE_BITS
 from ...sim.rdma.traffic import RdmaWorkload
 from .. import params as tb_params
@@ -80,10 +79,7 @@ class CollectiveTB(RdmaTB):
             await ClockCycles(dut.clk, end_cycle - now)
             await ReadOnly()
         out = {"finished": finished, "cycles": int(dut.cycle.value)}
-        bits, mask = int(dut.counters.value), (1 << COUNTER_WIDTH) - 1
-        out["counters"] = np.array(
-            [[(bits >> (COUNTER_WIDTH * (e * len(RDMA_COUNTERS) + k))) & mask
-              for k in range(len(RDMA_COUNTERS))] for e in range(n)], np.int64)
+        out["counters"] = self.read_counters()
         # Registered at the edge that ends this cycle: read in the next.
         await FallingEdge(dut.clk)
         await FallingEdge(dut.clk)
@@ -101,8 +97,7 @@ class CollectiveTB(RdmaTB):
         return out
 
     def _per_endpoint(self, port, width: int) -> np.ndarray:
-        bits, mask = int(port.value), (1 << width) - 1
-        return np.array([(bits >> (width * e)) & mask for e in range(self.n)], np.int64)
+        return self.fields(port, width, self.n)
 
 
 @cocotb.test()

@@ -191,11 +191,9 @@ class RdmaTB:
         # the changes at its last edge.
         await ReadOnly()
         self._rate_changes(cycle, rates, int(dut.events.value))
-        bits = int(dut.counters.value)
-        mask = (1 << COUNTER_WIDTH) - 1
-        for e in range(n):
-            for k, name in enumerate(RDMA_COUNTERS):
-                rec.counters[name][e] = (bits >> (COUNTER_WIDTH * (e * len(RDMA_COUNTERS) + k))) & mask
+        counters = self.read_counters()
+        for k, name in enumerate(RDMA_COUNTERS):
+            rec.counters[name][:] = counters[:, k].tolist()
         rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
         rec.completions[:], rec.order[:] = count, order
         rec.rx_completions = np.array(rx, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))
@@ -249,6 +247,17 @@ class RdmaTB:
             for k in range(nc):
                 if mine >> k & 1:
                     rates.append((cycle - 1, e, k, (bits >> (RATE_BITS * k)) & mask))
+
+    def read_counters(self) -> np.ndarray:
+        """Every engine's counters as they stand: a row per accelerator, RDMA_COUNTERS' order."""
+        return self.fields(self.dut.counters, COUNTER_WIDTH,
+                           self.n * len(RDMA_COUNTERS)).reshape(self.n, len(RDMA_COUNTERS))
+
+    @staticmethod
+    def fields(port, width: int, count: int) -> np.ndarray:
+        """The ``count`` fields of ``width`` bits packed in ``port``, lowest first."""
+        bits, mask = int(port.value), (1 << width) - 1
+        return np.array([(bits >> (width * i)) & mask for i in range(count)], np.int64)
 
     def _given(self, valid, data, fields, width):
         """``(endpoint, fields)`` of each endpoint whose ``valid`` bit is set this cycle."""

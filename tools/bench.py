@@ -922,7 +922,7 @@ def latency_rounds(overrides: list[str], algo: str, nbytes: int) -> tuple[int, i
     peers = Peers(Topology.of(latency_config(overrides)))
     rounds = list(algorithm(algo, "allreduce", peers).rounds(peers, "allreduce",
                                                              elements_of(nbytes)))
-    return len(rounds), sum(peers.load(pairs)[0] for pairs, _ in rounds)
+    return len(rounds), sum(max(peers.hops(*pair) for pair in pairs) for pairs, _ in rounds)
 
 
 def latency_table() -> ResultsPage:

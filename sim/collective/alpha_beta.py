@@ -1,23 +1,27 @@
 """The alpha-beta model of a collective on the configured fabric and nccl-tests' bandwidths
 (section 15.6); ``library.auto`` asks it.
 
-A round's segment costs ``alpha(h) + beta(m)`` and its apply: ``alpha(h) =
-engine_cycles + h * hop_cycles`` for a path through ``h`` routers, ``beta(m)``
+A segment costs ``alpha(h) + beta(m)`` and its apply: ``alpha(h) =
+engine_cycles + h * hop_cycles`` for a path through ``h`` routers (more when a
+longer packet of its chunk is ahead of its notification: ``transit``), ``beta(m)``
 the cycles to serialise ``m`` bytes and the segment's notification at one flit
 of ``switch.data_width`` bits a cycle, every packet of at most
 ``switch.max_packet_flits`` flits carrying the RDMA header's two flits and a
 gap (the RDMA transmitter's pick and its wait for the first payload word), and
 the apply the receiving engine's (section 15.8.3). The
-rounds (``rounds`` of each algorithm: the hops and the bytes every accelerator
-sends in each round) run as a pipeline: a segment leaves once the port is free
-and the segment of the round before it depends on is applied. Unsegmented,
+rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
+write) run as a pipeline at every accelerator: a segment leaves once its port is
+free and the segment of the round before it forwards is applied there. Unsegmented,
 and with the apply left out, this is Hockney's ``T = a * alpha + b * m * beta``
 of Thakur, Rabenseifner and Gropp (2005).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+import numpy as np
 
 from ...formats.rdma_wire import payload_words
 from .engine import apply_cycles
@@ -31,9 +35,10 @@ __all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "packet_gap", "A
 NOTIFY_BYTES = 8
 #: Bytes the apply unit takes a cycle: a 64-bit word of the host memory (section 15.8.3).
 APPLY_WORD_BYTES = 8
-#: Cycles the engine takes per step (read the schedule entry, post the WRITE, start the
-#: DMA read): a stand-in until the collective engine's RTL measures it.
-ENGINE_CYCLES = 16
+#: Cycles a step costs at the engine beyond its data's way (section 15.6): none, measured.
+#: It starts in the cycle after the apply it waited for and posts its WRs in that cycle,
+#: and the RDMA transmitter's pick is in ``gap``.
+ENGINE_CYCLES = 0
 
 
 def packet_gap(dma_latency: int, header_flits: int) -> int:
@@ -117,6 +122,36 @@ class AlphaBeta:
         packets = max(1, -(-nbytes // self.payload_bytes))
         return -(-nbytes // self.flit_bytes) + packets * (self.header_flits + self.gap)
 
+    def packets(self, nbytes: int) -> list[int]:
+        """The flits of the packets of a write of ``nbytes`` (of none: one header-only
+        packet), in order."""
+        flits = -(-nbytes // self.flit_bytes)
+        payload = self.packet_flits - self.header_flits
+        full, rest = divmod(flits, payload)
+        return [self.packet_flits] * full + [self.header_flits + rest] * (bool(rest) or not full)
+
+    @functools.lru_cache(maxsize=4096)
+    def transit(self, nbytes: int, hops: int) -> int:
+        """Cycles from the end of a step's last packet at the port, its notification, to the
+        notification's arrival, through ``hops`` routers behind the ``nbytes`` of its chunk.
+
+        Every router stores and forwards a packet whole, ``hop_cycles - 3`` after it arrived
+        (the link and the pipeline) once its output is free; the port leaves ``gap`` idle
+        cycles between packets, a router none, so a notification behind a longer packet
+        waits at every router for that packet's tail: ``hops * hop_cycles`` behind a packet
+        no longer than itself."""
+        lengths = self.packets(nbytes) + self.packets(NOTIFY_BYTES)
+        delay, ends, now = self.hop_cycles - lengths[-1], [], -self.gap
+        for flits in lengths:
+            now += self.gap + flits
+            ends.append(now)
+        last = now
+        for _ in range(hops):
+            free = 0
+            for i, flits in enumerate(lengths):
+                free = ends[i] = max(ends[i] + delay, free) + flits
+        return ends[-1] - last
+
     def predict(self, peers, op: str, algo: str, nbytes: int,
                 chunk_bytes=lambda elements: elements * ELEMENT_BYTES, segment: int = 0) -> int:
         """Predicted cycles of ``op`` over ``nbytes`` per accelerator by ``algo``, its chunks
@@ -125,33 +160,62 @@ class AlphaBeta:
         bytes on the wire (binary32 by default; ``formats.compression.wire_bytes``
         compressed, section 16.6).
 
-        Per round, every accelerator's port sends the round's segments one after the other,
-        each with its notification. Segments pair with the round before's from the last:
-        a segment leaves once the port is free and its partner (the data it forwards; none
-        for the first segments of a round longer than the one before) is applied. A segment
-        is applied ``alpha`` after its serialisation ends, once the apply unit is free, in
-        ``apply_cycles`` of its words on the wire (the dequantiser of a compressed chunk
-        taken to keep up). The time is when the last segment is applied."""
+        Per round, every accelerator's port sends its writes' segments one after the
+        other, each with its notification. At every accelerator, segments pair with those
+        it got in the last round it got any, from the last: a segment leaves once the port
+        is free and its partner (the data it forwards; none for the first segments of a
+        round longer than that one) is applied. A segment arrives ``engine_cycles +
+        transit`` after its serialisation ends, slowed as its port by the most of the
+        round's writes that share a link of its route, and is applied once the receiver's
+        apply unit is free, in ``apply_cycles`` of its words on the wire (the dequantiser
+        of a compressed chunk taken to keep up). The time is when the last segment is
+        applied."""
         segment = segment_of(algo, segment)
-        port = unit = 0
-        applied = []                # per segment of the round before, when it was applied
+        rounds = []
         for pairs, elements in algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes)):
-            hops, sharing = peers.load(pairs)
             pieces = [elements]
             if segment and elements > segment:
                 pieces = [segment] * (elements // segment) + [elements % segment] * bool(
                     elements % segment)
-            shift, now = len(applied) - len(pieces), []
-            for i, piece in enumerate(pieces):
-                ready = applied[i + shift] if i + shift >= 0 else 0
-                start = max(port, ready)
-                port = start + sharing * (self.serialise(chunk_bytes(piece))
-                                          + self.serialise(NOTIFY_BYTES))
-                unit = max(unit, port + self.alpha(hops)) + apply_cycles(
-                    -(-chunk_bytes(piece) // APPLY_WORD_BYTES), self.dma_latency)
-                now.append(unit)
-            applied = now
-        return unit
+            rounds.append((pairs, pieces))
+        n, width = peers.n, max((len(p) for _, p in rounds), default=1)
+        port, unit = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        # Per accelerator, when it applied each piece of the last round it got data in,
+        # right-aligned in ``width`` columns, and how many pieces that round had.
+        got, count = np.zeros((n, width), np.int64), np.zeros(n, np.int64)
+        for pairs, pieces in rounds:
+            k, fresh = len(pieces), got.copy()
+            send = [self.serialise(chunk_bytes(p)) + self.serialise(NOTIFY_BYTES)
+                    for p in pieces]
+            apply = [apply_cycles(-(-chunk_bytes(p) // APPLY_WORD_BYTES), self.dma_latency)
+                     for p in pieces]
+            for src, dst, share, hops in self._layers(peers, pairs):
+                distinct, which = np.unique(hops, return_inverse=True)
+                for i in range(k):
+                    column = width - k + i
+                    ready = np.where(column >= width - count[src], got[src, column], 0)
+                    port[src] = np.maximum(port[src], ready) + share * send[i]
+                    alpha = self.engine_cycles + np.array(
+                        [self.transit(chunk_bytes(pieces[i]), h) for h in distinct])[which]
+                    unit[dst] = np.maximum(unit[dst], port[src] + alpha) + apply[i]
+                    fresh[dst, column] = unit[dst]
+            received = np.unique(np.fromiter((d for _, d in pairs), np.int64, len(pairs)))
+            got[received], count[received] = fresh[received], k
+        return int(unit.max())
+
+    @staticmethod
+    def _layers(peers, pairs):
+        """``pairs`` as layers in which no accelerator sends or receives twice, in order:
+        per layer ``(src, dst, sharing, hops)`` arrays, one entry per pair."""
+        layers, sent, received = [], {}, {}
+        for (src, dst), share in zip(pairs, peers.sharing(pairs)):
+            # The first layer after every one this sender or this receiver is in already.
+            i = max(sent.get(src, 0), received.get(dst, 0))
+            if i == len(layers):
+                layers.append([])
+            layers[i].append((src, dst, share, peers.hops(src, dst)))
+            sent[src] = received[dst] = i + 1
+        return [tuple(np.array(column, np.int64) for column in zip(*layer)) for layer in layers]
 
 
 def algbw(nbytes: int, seconds: float) -> float:

@@ -29,5 +29,5 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The ring's rounds, each sending both halves (one per direction)."""
+    """The ring's rounds, each writing both halves' chunks (one per direction)."""
     return ring_rounds(peers, op, elements, 2)

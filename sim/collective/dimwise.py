@@ -204,9 +204,10 @@ def steps_all(peers, op: str) -> int:
 
 
 def rounds_all(peers, op: str, elements: int):
-    """The longest share's rounds, each round sending one chunk of every share."""
+    """The longest share's rounds, each round writing one chunk of every share (the
+    largest of them each: the shares' axes at a round can differ in length)."""
     rotations = _rotations(peers)
     per = [_rounds(peers, r, op, elements, len(rotations)) for r in rotations]
     length = max(len(p) for p in per)
     return [(tuple(x for p in per if t < len(p) for x in p[t][0]),
-             sum(p[t][1] for p in per if t < len(p))) for t in range(length)]
+             max(p[t][1] for p in per if t < len(p))) for t in range(length)]

@@ -33,7 +33,7 @@ class Peers:
             raise TypeError(f"topology must be a Topology, not {topology!r}")
         self.topology = topology
         self.n = topology.endpoints
-        self._routes, self._loads = {}, {}
+        self._routes, self._sharing = {}, {}
 
     @cached_property
     def digits(self) -> tuple[int, ...]:
@@ -109,14 +109,14 @@ class Peers:
         """Routers a packet from ``src`` to ``dst`` passes through."""
         return len(self.route(src, dst)) + 1
 
-    def load(self, pairs: tuple) -> tuple[int, int]:
-        """``(hops, sharing)`` of writes between the ``(src, dst)`` pairs at once: the routers
-        on the longest path, and the most of their routes that cross one link (at least 1)."""
-        if pairs not in self._loads:
+    def sharing(self, pairs: tuple) -> list[int]:
+        """Per ``(src, dst)`` pair of writes at once, the most of the pairs' routes that cross
+        one link of its route (at least 1)."""
+        if pairs not in self._sharing:
             count = {}
             for src, dst in pairs:
                 for link in self.route(src, dst):
                     count[link] = count.get(link, 0) + 1
-            self._loads[pairs] = (max(self.hops(s, d) for s, d in pairs),
-                                  max(count.values(), default=1))
-        return self._loads[pairs]
+            self._sharing[pairs] = [max((count[link] for link in self.route(s, d)), default=1)
+                                    for s, d in pairs]
+        return self._sharing[pairs]

@@ -113,7 +113,7 @@ def ring_pairs(ring) -> tuple:
 
 
 def ring_rounds(peers, op: str, elements: int, directions: int):
-    """The alpha-beta rounds ``(pairs, elements each accelerator sends)`` of the rings."""
+    """The alpha-beta rounds ``(pairs, elements of each write)`` of the rings."""
     n = peers.n
     pairs = ring_pairs(peers.ring)
     if directions == 2:
@@ -121,7 +121,7 @@ def ring_rounds(peers, op: str, elements: int, directions: int):
     if op == "broadcast":
         return [(pairs[:-1], -(-elements // n))] * (2 * n - 2)
     count = {"allreduce": 2 * (n - 1), "reducescatter": n - 1, "allgather": n - 1}[op]
-    return [(pairs, directions * -(-elements // (n * directions)))] * count
+    return [(pairs, -(-elements // (n * directions)))] * count
 
 
 def build(peers, op: str, elements: int, segment: int = 0):

@@ -141,12 +141,11 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int, segments: int = 1):
-    """The alpha-beta rounds: up the taller tree and down again, each round one segment of a
-    half over every edge of the trees."""
-    trees = (0, 1) if op == "allreduce" else (0,)
-    pairs = tuple((a, up) for t in trees for a, up in enumerate(parents(peers, t)) if up >= 0)
-    top = max(max(_shape(peers, t)[2].values()) for t in trees)
-    piece = -(-elements // (len(trees) * segments))
-    per_round = piece * (2 if op == "allreduce" else 1)
-    count = (2 * top if op == "allreduce" else top) + segments - 1
-    return [(pairs, per_round)] * count
+    """The alpha-beta rounds: the idealised run's times (:func:`_sends`), each round the
+    sends of one time, a piece each (with one segment only one level of each tree is busy
+    in a round)."""
+    piece = -(-elements // ((2 if op == "allreduce" else 1) * segments))
+    by_time = {}
+    for time, _, _, src, dst, _ in _sends(peers, op, elements, segments):
+        by_time.setdefault(time, []).append((src, dst))
+    return [(tuple(by_time[time]), piece) for time in sorted(by_time)]

@@ -29,6 +29,29 @@ def test_beta_follows_the_link_and_the_packet():
         AlphaBeta.of(config("torus-2x2x2"), engine_cycles=-1)
 
 
+def test_a_notification_waits_behind_a_longer_packet_at_every_router():
+    m = AlphaBeta.of(config("torus-2x2x2"))
+    assert m.packets(0) == [2] and m.packets(8) == [3] and m.packets(112) == [16]
+    assert m.packets(128) == [16, 4] and m.transit(112, 0) == 0
+    # Nothing longer ahead of it: the notification's own store and forward at each router.
+    assert m.transit(0, 2) == m.transit(8, 2) == 2 * m.hop_cycles
+    # By hand, link_latency 2 (a router sends a packet 5 cycles after its tail arrived) and
+    # 4 idle cycles at the port: a full packet [0, 16) and the notification [20, 23) leave
+    # the port; the first router sends them in [21, 37) and [37, 40), the second in
+    # [42, 58) and [58, 61): 61 - 23 = 38, where alone the notification takes 16.
+    assert m.transit(112, 2) == 38 == 2 * m.hop_cycles + 22
+    # A full packet, a 4-flit one and the notification: [0, 16), [20, 24), [28, 31); then
+    # [21, 37), [37, 41), [41, 44); then [42, 58), [58, 62), [62, 65): 65 - 31 = 34.
+    assert m.transit(128, 2) == 34
+
+
+def test_a_write_is_slowed_by_the_most_writes_on_a_link_of_its_route():
+    p = peers("torus-4x4x4")
+    # Dimension order: 0 -> 2 and 1 -> 3 both cross the link from 1 to 2; 4 -> 5 is alone.
+    assert p.route(0, 2)[1] == p.route(1, 3)[0]
+    assert p.sharing(((0, 2), (1, 3), (4, 5))) == [2, 2, 1]
+
+
 def test_the_ring_matches_its_closed_form():
     # Patarasuk and Yuan: 2(n-1) steps of alpha plus a 1/n chunk, one hop (two routers)
     # each; unsegmented, each step also waits for its chunk's notification and apply.
@@ -36,14 +59,14 @@ def test_the_ring_matches_its_closed_form():
         p, m = peers(name), AlphaBeta.of(config(name))
         n, nbytes = p.n, 1 << 20
         chunk = -(-nbytes // 4 // n) * 4
-        step = (m.alpha(2) + m.serialise(chunk) + m.serialise(NOTIFY_BYTES)
-                + apply_cycles(chunk // 8, m.dma_latency))
+        step = (m.serialise(chunk) + m.serialise(NOTIFY_BYTES) + m.engine_cycles
+                + m.transit(chunk, 2) + apply_cycles(chunk // 8, m.dma_latency))
         assert m.predict(p, "allreduce", "ring", nbytes) == 2 * (n - 1) * step
 
 
 def test_the_segmented_ring_is_a_pipeline():
     # R rounds of S segments: the port sends every segment of every round one after the
-    # other once the first has gone round (its transfer, its alpha and its apply), when the
+    # other once the first has gone round (its transfer, its transit and its apply), when the
     # port, not the latency, is the limit: L + (R S - 1) t.
     p, m = peers("torus-2x2x2"), AlphaBeta.of(config("torus-2x2x2"))
     n, nbytes, segment = p.n, 1 << 20, 512
@@ -51,7 +74,8 @@ def test_the_segmented_ring_is_a_pipeline():
     s = chunk // segment
     assert chunk % segment == 0
     t = m.serialise(4 * segment) + m.serialise(NOTIFY_BYTES)
-    latency = t + m.alpha(2) + apply_cycles(segment // 2, m.dma_latency)
+    latency = (t + m.engine_cycles + m.transit(4 * segment, 2)
+               + apply_cycles(segment // 2, m.dma_latency))
     assert s * t > latency
     assert m.predict(p, "allreduce", "ring", nbytes, segment=segment) == \
         latency + (rounds * s - 1) * t

@@ -4,12 +4,13 @@ The switch testbench drives the fabric's endpoints through the runner that
 ``superfabric run`` uses. Each configuration is one build per simulator
 (cached under build/test) and runs several short traces. Every routing runs
 on both simulators on a small fabric (a 2x2 and a 3x4 torus, leaf-spines of
-4 leaves of 2 hosts), and the 4x4x4 ``dor`` torus of issue 12 on Icarus, on
-short windows: Icarus simulates every router instance separately (about 3
-cycles/s). The issue's sizes on Verilator (the 4x4x4 torus, ``dor`` and
+4 leaves of 2 hosts). The issue's sizes (the 4x4x4 torus, ``dor`` and
 ``adaptive``, the leaf-spine of 8 leaves of 8 hosts and 4 spines, ``ecmp``
-and ``adaptive``) are marked ``bench``: each is a Verilator build of several
-minutes on a fresh 2-core machine, so ``make bench`` runs them, not ``make test``.
+and ``adaptive``) are marked ``bench``: on Verilator each is a build of
+several minutes on a fresh 2-core machine, and Icarus, which simulates every
+router instance separately, runs the 64-router torus at about 3 cycles/s
+(its two short windows took ten minutes of a `make test`), so ``make bench``
+runs them, not ``make test``.
 """
 
 import functools
@@ -62,7 +63,7 @@ CASES = [
     ("leaf-spine-ecmp", "hotspot", 0.2, 300, "fixed:2", VERILATOR),
     ("leaf-spine-adaptive", "uniform", 0.5, 400, "bimodal:1,4,0.5", VERILATOR),
     ("leaf-spine-adaptive", "permutation", 0.8, 300, "fixed:3", VERILATOR),
-    # The issue's 64-router torus on Icarus too: it runs about 3 cycles/s, so short traces.
+    # The issue's 64-router torus on Icarus too (bench): about 3 cycles/s, so short traces.
     ("torus-dor", "uniform", 0.3, 120, "bimodal:1,4,0.5", ICARUS),
     ("torus-dor", "tornado", 0.5, 120, "fixed:2", ICARUS),
     ("torus-2x2-dor", "uniform", 0.5, 300, "bimodal:1,4,0.5", BOTH),
@@ -77,12 +78,11 @@ CASES = [
     ("leaf-spine-4x2-adaptive", "uniform", 0.6, 300, "bimodal:1,4,0.5", BOTH),
     ("leaf-spine-4x2-adaptive", "permutation", 0.8, 300, "fixed:3", BOTH),
 ]
-#: The issue's sizes, whose routings the small fabrics above cover on Verilator in `make
-#: test` (and the dor torus on Icarus): on Verilator `make bench` runs them.
+#: The issue's sizes, whose routings the small fabrics above cover on both simulators in
+#: `make test`: `make bench` runs them.
 FULL_SIZE = {"torus-dor", "torus-adaptive", "leaf-spine-ecmp", "leaf-spine-adaptive"}
 RUNS = [pytest.param(sim, case, id=f"{sim}-" + "-".join(map(str, case[:3])),
-                     marks=[pytest.mark.bench] if sim == "verilator" and case[0] in FULL_SIZE
-                     else [])
+                     marks=[pytest.mark.bench] if case[0] in FULL_SIZE else [])
         for case in CASES for sim in case[5]]
 
 

@@ -948,8 +948,8 @@ def latency_table() -> ResultsPage:
         "numpy (data). Rounds: the algorithm's rounds, each waiting for the data of the "
         "one before; hops: the routers on the longest path of each round, summed; per "
         "round: cycles over rounds. Alpha-beta: the model's prediction (specification "
-        "section 15.6), which charges a round the engine's cycles, the hops' and the "
-        "serialisation and apply of its chunk.")
+        "section 15.6), which charges every write of a round at its accelerator the "
+        "serialisation, the routers on its route and the apply of its chunk.")
     page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
         ("fabric", "algorithm", "message", "rounds", "hops", "cycles", "time", "per round",
          "alpha-beta", "ratio", "data"), (27, 16, 7, 6, 5, 7, 9, 9, 10, 5, 5)))))
@@ -981,7 +981,8 @@ def latency_table() -> ResultsPage:
         picks = ", ".join(f"{auto(model, peers, 'allreduce', b, segment)} at {b} B"
                           for b in LATENCY_BYTES)
         page.note(f"{name}: the alpha-beta model's costs are {model.engine_cycles} cycles a "
-                  f"step at the engine and {model.hop_cycles} a router on the path, "
+                  f"step at the engine and {model.hop_cycles} a router on the path (more "
+                  f"behind a longer packet), "
                   f"{model.flit_bytes} bytes a flit cycle; `algo=auto` picks {picks}.")
     return page
 

@@ -119,8 +119,8 @@ class AlphaBeta:
     def serialise(self, nbytes: int) -> int:
         """Cycles an accelerator's port is busy sending ``nbytes`` (a write of none is one
         header-only packet)."""
-        packets = max(1, -(-nbytes // self.payload_bytes))
-        return -(-nbytes // self.flit_bytes) + packets * (self.header_flits + self.gap)
+        packets = self.packets(nbytes)
+        return sum(packets) + len(packets) * self.gap
 
     def packets(self, nbytes: int) -> list[int]:
         """The flits of the packets of a write of ``nbytes`` (of none: one header-only
@@ -183,30 +183,33 @@ class AlphaBeta:
         # Per accelerator, when it applied each piece of the last round it got data in,
         # right-aligned in ``width`` columns, and how many pieces that round had.
         got, count = np.zeros((n, width), np.int64), np.zeros(n, np.int64)
+        layered = {}                # the layers of each round's pairs (rounds repeat them)
         for pairs, pieces in rounds:
+            if pairs not in layered:
+                layered[pairs] = self._layers(peers, pairs)
+            layers, receivers = layered[pairs]
             k, fresh = len(pieces), got.copy()
-            send = [self.serialise(chunk_bytes(p)) + self.serialise(NOTIFY_BYTES)
-                    for p in pieces]
-            apply = [apply_cycles(-(-chunk_bytes(p) // APPLY_WORD_BYTES), self.dma_latency)
-                     for p in pieces]
-            for src, dst, share, hops in self._layers(peers, pairs):
-                distinct, which = np.unique(hops, return_inverse=True)
+            sizes = [chunk_bytes(p) for p in pieces]
+            send = [self.serialise(b) + self.serialise(NOTIFY_BYTES) for b in sizes]
+            apply = [apply_cycles(-(-b // APPLY_WORD_BYTES), self.dma_latency) for b in sizes]
+            for src, dst, share, distinct, which in layers:
+                # Per size of piece, each pair's way: the transit of its routers.
+                alphas = {b: self.engine_cycles + np.array(
+                    [self.transit(b, h) for h in distinct], np.int64)[which] for b in set(sizes)}
                 for i in range(k):
                     column = width - k + i
                     ready = np.where(column >= width - count[src], got[src, column], 0)
                     port[src] = np.maximum(port[src], ready) + share * send[i]
-                    alpha = self.engine_cycles + np.array(
-                        [self.transit(chunk_bytes(pieces[i]), h) for h in distinct])[which]
-                    unit[dst] = np.maximum(unit[dst], port[src] + alpha) + apply[i]
+                    unit[dst] = np.maximum(unit[dst], port[src] + alphas[sizes[i]]) + apply[i]
                     fresh[dst, column] = unit[dst]
-            received = np.unique(np.fromiter((d for _, d in pairs), np.int64, len(pairs)))
-            got[received], count[received] = fresh[received], k
+            got[receivers], count[receivers] = fresh[receivers], k
         return int(unit.max())
 
     @staticmethod
     def _layers(peers, pairs):
-        """``pairs`` as layers in which no accelerator sends or receives twice, in order:
-        per layer ``(src, dst, sharing, hops)`` arrays, one entry per pair."""
+        """``pairs`` as layers in which no accelerator sends or receives twice, in order, per
+        layer ``(src, dst, sharing, distinct hops, index of each pair's hops)`` arrays; and
+        every accelerator that receives."""
         layers, sent, received = [], {}, {}
         for (src, dst), share in zip(pairs, peers.sharing(pairs)):
             # The first layer after every one this sender or this receiver is in already.
@@ -215,7 +218,11 @@ class AlphaBeta:
                 layers.append([])
             layers[i].append((src, dst, share, peers.hops(src, dst)))
             sent[src] = received[dst] = i + 1
-        return [tuple(np.array(column, np.int64) for column in zip(*layer)) for layer in layers]
+        out = []
+        for layer in layers:
+            src, dst, share, hops = (np.array(c, np.int64) for c in zip(*layer))
+            out.append((src, dst, share, *np.unique(hops, return_inverse=True)))
+        return out, np.array(sorted(received), np.int64)
 
 
 def algbw(nbytes: int, seconds: float) -> float:

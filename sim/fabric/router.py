@@ -38,6 +38,7 @@ from ..voq import (frame_flit, pool_index, queue_index, queue_parts, voq_clock, 
                    voq_enqueue, voq_fits)
 
 __all__ = ["RouterState", "RouterParams", "router_params", "router_state", "packet_arrays",
+           "fabric_room",
            "trace_packets", "router_busy", "router_quiet", "router_reached", "router_cycle",
            "EGRESS_DEPTH", "OUTSTANDING",
            "PROGRESS", "FRAMES", "PACKETS", "IN_FLIGHT", "OVERFLOW", "FREE", "SWITCH", "TORUS",
@@ -171,6 +172,19 @@ def trace_packets(trace, rec: Records) -> dict:
             "p_ecn_backlog": rec.ecn_backlog, "p_head": rec.head, "p_tail": rec.tail,
             "p_out": rec.out_port, "p_dropped": rec.dropped, "p_hops": rec.hops,
             "p_path": rec.path, "p_link_cycle": rec.link_cycle, "p_link_ecn": rec.link_ecn}
+
+
+def fabric_room(cfg: FabricConfig, topo: Topology) -> int:
+    """Flits the fabric can hold at once (buffers, skid buffers, egress queues, read
+    registers, links): a bound on the packets inside it, for runs that recycle ids."""
+    sw, f = cfg.switch, cfg.fabric
+    room = 0
+    for r in range(topo.routers):
+        m = topo.endpoint_ports(r)
+        links = topo.ports(r) - m
+        room += m * sw.buffer_flits + links * sw.priorities * f.vcs * f.vc_buffer_flits
+        room += topo.ports(r) * (2 + 4 + 1)
+    return room + len(topo.links) * f.link_latency
 
 
 def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterState:

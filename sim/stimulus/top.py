@@ -23,8 +23,8 @@ from ...formats.stimulus import (GENERATOR_KEY, MODES, SINK_KEY, TIMESTAMP_BITS,
 from ...network.topology import Topology
 from ..fabric.top import DEFAULT_STALL_LIMIT, deliver_links, endpoint_ports, return_credits
 from ..kernel import kernel
-from ..fabric.router import (FREE, OUTSTANDING, PROGRESS, packet_arrays, router_cycle, router_params,
-                     router_state)
+from ..fabric.router import (FREE, OUTSTANDING, PROGRESS, fabric_room, packet_arrays, router_cycle,
+                             router_params, router_state)
 from ..source import NONE
 from ..skid_buffer import skid_ready
 from ..traffic import TrafficError, read_npz
@@ -290,17 +290,8 @@ class StimulusModel:
 
 def packet_slots(cfg: FabricConfig, topo: Topology) -> int:
     """Packet ids a stimulus run needs at most at once: every pending packet, and a
-    packet per flit of room anywhere in the fabric (buffers, skid buffers, egress
-    queues, read registers, links)."""
-    sw, f = cfg.switch, cfg.fabric
-    room = 0
-    for r in range(topo.routers):
-        m = topo.endpoint_ports(r)
-        links = topo.ports(r) - m
-        room += m * sw.buffer_flits + links * sw.priorities * f.vcs * f.vc_buffer_flits
-        room += topo.ports(r) * (2 + 4 + 1)
-    room += len(topo.links) * f.link_latency
-    return topo.endpoints * cfg.stimulus.source_queue + room
+    packet per flit of room anywhere in the fabric (:func:`~..fabric.router.fabric_room`)."""
+    return topo.endpoints * cfg.stimulus.source_queue + fabric_room(cfg, topo)
 
 
 def _generators(cfg: FabricConfig, settings: StimulusSettings, n: int,

@@ -15,7 +15,7 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
-from superfabric.sim.kernel import specialise
+from superfabric.sim.kernel import kernel, specialise
 from superfabric.sim.rdma.fabric import RdmaFabricModel
 from superfabric.sim.rdma.fault_injector import (DROP, DUP, HOLD, IDLE, PASS, REPLAY,
                                                   FaultInjector)
@@ -59,6 +59,8 @@ class Recorder:
 
     def __init__(self, monkeypatch):
         self.port = {}               # id(injector) -> its endpoint
+        self.injectors = {}          # endpoint -> its injector
+        self.start = {}              # endpoint -> its injector's state as constructed
         self.calls = []
         self.cycle = 0
         self.seen = set()            # actions and EVENTS the run reached
@@ -70,6 +72,8 @@ class Recorder:
         def _init(inj, faults, port):
             init(inj, faults, port)
             rec.port[id(inj)] = port
+            rec.injectors[port] = inj
+            rec.start[port] = _snapshot(inj)
 
         def _offer(host, e, cycle, free):
             rec.cycle = cycle
@@ -119,7 +123,7 @@ def _replay(cfg, rec):
     """Replay ``rec``'s calls into one state of every endpoint's injector."""
     st, prm = injector_state(cfg), injector_params(cfg)
     for e in range(cfg.endpoints):
-        assert _kernel_snapshot(st, e) == _snapshot(FaultInjector(cfg.faults, e))
+        assert _kernel_snapshot(st, e) == rec.start[e], f"endpoint {e} as constructed"
     none = _flit(None)
     prepare = specialise(injector_prepare, st, prm, 0, *none)
     commit = specialise(injector_commit, st, prm, 0, False, *none)
@@ -142,8 +146,60 @@ def _replay(cfg, rec):
     return counts
 
 
+#: The calls, as :func:`_replay_compiled` reads them.
+PREPARE, COMMIT, QUIET = range(3)
+
+
+@kernel
+def _replay_compiled(st, prm, kind, endpoint, sent, flits, words, out, out_words):
+    """The calls replayed in one compiled loop, as the run loop calls the kernels: call
+    ``n`` of ``kind[n]`` at ``endpoint[n]`` with the engine's flit ``flits[n]`` (has, k,
+    dst, length) and ``words[n]``; ``out[n]`` gets a prepare's flit (its word in
+    ``out_words[n]``), a commit's taken or the quiet flag."""
+    for n in range(kind.shape[0]):
+        e, has, k, dst, length = endpoint[n], flits[n, 0] != 0, flits[n, 1], flits[n, 2], \
+            flits[n, 3]
+        if kind[n] == PREPARE:
+            has, k, out_words[n], dst, length = injector_prepare(st, prm, e, has, k, words[n],
+                                                                 dst, length)
+            out[n, 0], out[n, 1], out[n, 2], out[n, 3] = has, k, dst, length
+        elif kind[n] == COMMIT:
+            out[n, 0] = injector_commit(st, prm, e, sent[n] != 0, has, k, words[n], dst, length)
+        else:
+            out[n, 0] = injector_quiet(st, e)
+
+
+def _check_compiled(cfg, rec):
+    """The calls replayed inside compiled code give the recorded results and end in the
+    class's states."""
+    n = len(rec.calls)
+    kind, endpoint, sent = (np.zeros(n, np.int64) for _ in range(3))
+    flits, words = np.zeros((n, 4), np.int64), np.zeros(n, np.uint64)
+    for i, (call, e, _, args, _, _) in enumerate(rec.calls):
+        kind[i], endpoint[i] = {"prepare": PREPARE, "commit": COMMIT, "quiet": QUIET}[call], e
+        flit = args[-1] if args else None
+        if call == "commit":
+            sent[i] = args[0]
+        if flit is not None:
+            flits[i], words[i] = (1, flit[0], flit[2], flit[3]), flit[1]
+    st, prm = injector_state(cfg), injector_params(cfg)
+    out, out_words = np.zeros((n, 4), np.int64), np.zeros(n, np.uint64)
+    _replay_compiled(st, prm, kind, endpoint, sent, flits, words, out, out_words)
+    for i, (call, e, cycle, _, want, _) in enumerate(rec.calls):
+        if call == "prepare":
+            got = (int(out[i, 1]), int(out_words[i]), int(out[i, 2]), int(out[i, 3])) \
+                if out[i, 0] else None
+        else:
+            got = bool(out[i, 0])
+        assert got == want, f"compiled call {i} ({call}), endpoint {e}, cycle {cycle}: " \
+                            f"python {want}, kernel {got}"
+    for e, inj in rec.injectors.items():
+        assert _kernel_snapshot(st, e) == _snapshot(inj), f"endpoint {e} at the end"
+
+
 def _check_run(cfg, rec, faults):
     counts = _replay(cfg, rec)
+    _check_compiled(cfg, rec)
     assert counts["prepare"] == counts["commit"] > 0 and counts["quiet"] > 0
     if faults:
         missing = ({IDLE, PASS, DROP, DUP, HOLD, REPLAY} | EVENTS) - rec.seen

@@ -21,7 +21,7 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
-from superfabric.sim.kernel import specialise
+from superfabric.sim.kernel import kernel, specialise
 from superfabric.sim.rdma.fabric import RdmaFabricModel
 from superfabric.sim.rdma.host import HostDevice, SendQueues
 from superfabric.sim.rdma.kernels.send_queues import (
@@ -172,13 +172,91 @@ def _check_final(cfg, sq, host):
         assert sq.q_head[e].tolist() == q_head, e
 
 
+#: The calls, as :func:`_replay_compiled` reads them.
+CALLS = {"offer": 0, "taken": 1, "add": 2, "next_post": 3}
+
+
+@kernel(inline=True)
+def _set_free(prm, e, ch, free, nxt, ret):
+    """Set the engine state so that channel number ``ch`` of ``e`` has ``free`` window slots
+    (poisoned: none, and less than any WR needs, with ``free = W - mask``)."""
+    C = prm.channels
+    peer = ch // C
+    if peer != e:
+        i = (peer - (peer > e)) * C + ch % C
+        nxt[e, i] = (ret[e, i] + prm.window - free) & prm.psn_mask
+
+
+@kernel
+def _replay_compiled(sq, prm, kind, endpoint, cycle, add_args, ask_first, ask_ch, ask_free,
+                     nxt, ret, out):
+    """The calls replayed in one compiled loop, as the run loop calls the kernels: call
+    ``n`` of ``kind[n]`` (:data:`CALLS`) at ``endpoint[n]`` in ``cycle[n]``; an offer's
+    channels are answered ``ask_free`` (``ask_first[n]`` to ``ask_first[n + 1]``), an add
+    takes ``add_args[n]``; ``out[n]`` gets what the call returned (0 for taken)."""
+    poison = prm.window - prm.psn_mask
+    for n in range(kind.shape[0]):
+        e = endpoint[n]
+        if kind[n] == 0:
+            for a in range(ask_first[n], ask_first[n + 1]):
+                _set_free(prm, e, ask_ch[a], ask_free[a], nxt, ret)
+            out[n] = send_queues_offer(sq, prm, e, cycle[n], nxt, ret)
+            for a in range(ask_first[n], ask_first[n + 1]):
+                _set_free(prm, e, ask_ch[a], poison, nxt, ret)
+        elif kind[n] == 1:
+            send_queues_taken(sq, prm, e)
+        elif kind[n] == 2:
+            a = add_args[n]
+            out[n] = send_queues_add(sq, prm, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7],
+                                     a[8], a[9])
+        else:
+            out[n] = send_queues_next_post(sq, prm, e, cycle[n])
+
+
+def _check_compiled(cfg, workload, rec):
+    """The calls replayed inside compiled code give the recorded results and end in the
+    class's queues."""
+    n = len(rec.calls)
+    kind, endpoint, cycle = (np.zeros(n, np.int64) for _ in range(3))
+    add_args, ask_first = np.zeros((n, 10), np.int64), np.zeros(n + 1, np.int64)
+    asks = []
+    for i, (call, e, at, args, _, _) in enumerate(rec.calls):
+        kind[i], endpoint[i], cycle[i] = CALLS[call], e, -1 if at is None else at
+        if call == "add":
+            add_args[i] = args
+        elif call == "offer":
+            asks.extend(args[0])
+        ask_first[i + 1] = len(asks)
+    ask = np.array(asks, np.int64).reshape(-1, 2)
+    prm = send_queues_params(cfg)
+    sq = send_queues_state(cfg, workload, len(rec.host.rows))
+    ret = np.random.default_rng(2).integers(0, prm.psn_mask + 1, (cfg.endpoints, (
+        cfg.endpoints - 1) * prm.channels), dtype=np.int64)
+    nxt = (ret + prm.psn_mask) & prm.psn_mask
+    out = np.zeros(n, np.int64)
+    _replay_compiled(sq, prm, kind, endpoint, cycle, add_args, ask_first, ask[:, 0].copy(),
+                     ask[:, 1].copy(), nxt, ret, out)
+    for i, (call, e, at, _, want, _) in enumerate(rec.calls):
+        if call != "taken":
+            want = NEVER if math.isinf(want) else want
+            assert out[i] == want, f"compiled call {i} ({call}), endpoint {e}, cycle {at}: " \
+                                   f"python {want}, kernel {out[i]}"
+    _check_final(cfg, sq, rec.host)
+
+
 def _run(monkeypatch, cfg, workload, **kwargs):
     rec = Recorder(monkeypatch)
     records = RdmaFabricModel(cfg).run(workload, **kwargs)
     assert not records.stalled, records.stuck
+    return records, *_check(cfg, workload, rec)
+
+
+def _check(cfg, workload, rec):
+    """Both replays of ``rec``; returns the per-call replay's state and what it exercised."""
     sq, seen = _replay(cfg, workload, rec)
     _check_final(cfg, sq, rec.host)
-    return records, sq, seen
+    _check_compiled(cfg, workload, rec)
+    return sq, seen
 
 
 GENERATED = {
@@ -261,6 +339,5 @@ def test_collective_allreduce_replays_exactly(monkeypatch, dtype):
     rec = Recorder(monkeypatch)
     records, engines, buffers = run_collective(cfg, prepared)
     assert not records.stalled and data_ok(cfg, prepared, buffers)
-    sq, seen = _replay(cfg, prepared.workload, rec)
-    _check_final(cfg, sq, rec.host)
+    sq, seen = _check(cfg, prepared.workload, rec)
     assert seen["add"] > 0 and seen["add"] == len(rec.host.rows) - len(prepared.workload.wr["post"])

@@ -16,6 +16,12 @@ not yet posted, as the heap's loop does, so an endpoint with no head due costs
 one comparison. Rows only grow, so a WR a device posts
 (:func:`send_queues_add`) joins the heads at their end.
 
+The idle skip asks each endpoint for its next post (:func:`send_queues_next_post`).
+Workloads list each endpoint's WRs by post (``generate_rdma`` sorts them so) and a
+device posts for the next cycle, so an endpoint's posts usually rise with its rows
+(``in_order``, kept while WRs are added): its heads' posts rise too, and the walk stops
+at the first head posted later.
+
 A QP in ``0 .. Q - 1`` finds its queue's head in ``q_head``. A QP out of range (a
 bad WR, which the engine completes with an error) has a queue too, as in the
 class's dictionary: its head is the endpoint's head or offered row on that QP,
@@ -51,11 +57,12 @@ SendQueueParams = namedtuple("SendQueueParams", ["endpoints", "channels", "windo
 #: queue (-1: the tail); ``last``, at a queue's head row, the queue's tail; ``h_next``,
 #: ``h_prev``, at a head, the next and previous heads of its endpoint (-1: none). Per
 #: endpoint: ``h_first``, ``h_last``, its oldest and newest heads; ``offered`` (-1: none);
+#: ``in_order``, 1 while its rows' posts never fall, and ``newest_post``, its last row's;
 #: ``q_head`` ``[E, Q]``, per QP its queue's head row (-1: empty). ``scalars[ROWS]``, the
 #: rows in use.
 SendQueueState = namedtuple("SendQueueState", [
     "wr", "post", "source", "channel", "slots", "next_row", "last", "h_next", "h_prev",
-    "h_first", "h_last", "offered", "q_head", "scalars"])
+    "h_first", "h_last", "offered", "in_order", "newest_post", "q_head", "scalars"])
 
 
 def send_queues_params(cfg: FabricConfig) -> SendQueueParams:
@@ -85,7 +92,9 @@ def send_queues_state(cfg: FabricConfig, workload, capacity: int) -> SendQueueSt
         wr=ints(capacity, 1 + len(WR_ROW_FIELDS)), post=ints(capacity), source=ints(capacity),
         channel=ints(capacity), slots=ints(capacity), next_row=ints(capacity),
         last=ints(capacity), h_next=ints(capacity), h_prev=ints(capacity), h_first=ints(E),
-        h_last=ints(E), offered=ints(E), q_head=ints(E, Q), scalars=np.zeros(1, np.int64))
+        h_last=ints(E), offered=ints(E), in_order=np.ones(E, np.int64),
+        newest_post=np.full(E, -NEVER, np.int64), q_head=ints(E, Q),
+        scalars=np.zeros(1, np.int64))
     st.wr[:n, 0] = np.arange(n)
     for c, name in enumerate(WR_ROW_FIELDS, 1):
         st.wr[:n, c] = np.asarray(wr[name], np.int64)
@@ -103,6 +112,12 @@ def send_queues_state(cfg: FabricConfig, workload, capacity: int) -> SendQueueSt
         else:
             st.next_row[st.last[head]] = i
             st.last[head] = i
+    order = np.argsort(src, kind="stable")
+    by_src, posts = src[order], st.post[order]
+    same = by_src[1:] == by_src[:-1]
+    st.in_order[by_src[1:][same & (posts[1:] < posts[:-1])]] = 0
+    newest = np.flatnonzero(np.append(~same, True)) if n else []
+    st.newest_post[by_src[newest]] = posts[newest]
     for e in range(E):
         rows = sorted(heads[e].values())
         for a, b in zip(rows, rows[1:]):
@@ -216,6 +231,9 @@ def send_queues_add(sq, prm, post, src, qp, dst, opcode, lkey, laddr, rkey, radd
     sq.wr[row, 4], sq.wr[row, 5], sq.wr[row, 6], sq.wr[row, 7] = lkey, laddr, rkey, raddr
     sq.wr[row, 8], sq.wr[row, 9] = length, row
     sq.post[row] = post
+    if post < sq.newest_post[src]:
+        sq.in_order[src] = 0
+    sq.newest_post[src] = post
     sq.source[row] = src
     bad = dst == src or not 0 <= dst < prm.endpoints or length == 0 or qp >= Q
     sq.channel[row] = -1 if bad else dst * prm.channels + qp % prm.channels
@@ -242,6 +260,8 @@ def send_queues_next_post(sq, prm, e, cycle):
         p = sq.post[row]
         if cycle < p < first:
             first = p
+            if sq.in_order[e]:
+                break
         row = sq.h_next[row]
     return first
 

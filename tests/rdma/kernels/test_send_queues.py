@@ -13,7 +13,6 @@ kernel.
 """
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -156,6 +155,10 @@ def _check_final(cfg, sq, host):
     for name in ("post", "source", "channel", "slots"):
         np.testing.assert_array_equal(getattr(sq, name)[:n], getattr(host, name), err_msg=name)
     assert sq.offered.tolist() == host.offered
+    for e in range(cfg.endpoints):
+        posts = [p for p, s in zip(host.post, host.source) if s == e]
+        assert sq.in_order[e] == (posts == sorted(posts)), e
+        assert sq.newest_post[e] == (posts[-1] if posts else -NEVER), e
     Q = cfg.rdma.per_endpoint(cfg.endpoints)
     for e in range(cfg.endpoints):
         queues = {}
@@ -277,6 +280,7 @@ def test_generated_workloads_replay_exactly(monkeypatch, fabric, case):
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3, bad_fraction=bad)
     records, sq, seen = _run(monkeypatch, cfg, workload)
     assert seen["offer"] and seen["taken"] == len(workload.wr["post"]) and seen["next_post"]
+    assert sq.in_order.all()
     if bad:
         assert (sq.channel[:sq.scalars[ROWS]] < 0).any()
     if case == "incast-congested":
@@ -324,6 +328,7 @@ def test_bad_requests_and_a_device_replay_exactly(monkeypatch):
     workload = _workload(cfg, _random_requests(cfg, 60, seed=5) + bad)
     records, sq, seen = _run(monkeypatch, cfg, workload, device=Poster(cfg, 40))
     assert seen["add"] == 40
+    assert not sq.in_order.all()
     posted = sq.wr[len(workload.wr["post"]):sq.scalars[ROWS]]
     assert (posted[:, 1] >= Q).sum() > 10
 

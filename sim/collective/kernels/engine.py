@@ -18,6 +18,7 @@ halves of the 64-bit words (:func:`lane_add`).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import NamedTuple
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = ["NEVER", "CollectiveParams", "CollectiveState", "collective_params",
            "collective_state", "collective_posts", "collective_total_wrs", "lane_add",
            "collective_received", "collective_completed", "collective_next_event",
            "collective_step", "collective_done", "timeline", "completion_cycle", "stuck",
+           "EngineView", "engines_of",
            "POST_COLUMNS", "STARTED", "APPLIED", "DONE_AT", "ARRIVALS", "NEW", "STALE",
            "BUSY_UNTIL", "FINISH", "ERRORS", "WRITE_AT", "WRITE_FIRST", "WRITE_COUNT",
            "WRITE_HEAD", "ENGINE_COLUMNS", "DONE"]
@@ -377,15 +379,45 @@ def completion_cycle(st: CollectiveState) -> int:
 
 def stuck(st: CollectiveState) -> str:
     """``CollectiveEngines.stuck``: one line on the first engine not done, "" if none."""
-    for a in range(len(st.engine)):
+    return next((e.describe() for e in engines_of(st).engines if not e.done()), "")
+
+
+class EngineView:
+    """One accelerator's engine in a :class:`CollectiveState`, read as the Python
+    ``CollectiveEngine`` is (``started``, ``applied_at``, ``done_at``, ``errors``,
+    ``arrivals``, ``applied``, ``done()``, ``describe()``), for the run's summary."""
+
+    def __init__(self, st: CollectiveState, accelerator: int):
+        a = self.accelerator = accelerator
         row = st.engine[a]
-        steps = int(st.step_base[a + 1] - st.step_base[a])
-        slots = int(st.slot_base[a + 1] - st.slot_base[a])
-        k = int(row[STARTED])
-        if k == steps and row[APPLIED] == slots:
-            continue
-        waiting = (f"step {k} waits for slot {int(st.step_wait[st.step_base[a] + k]) - 1}"
-                   if k < steps else "every step started")
-        return (f"collective engine {a}: {waiting}; {int(row[APPLIED])} of {slots} slots "
-                f"applied, {int(row[ARRIVALS])} notifications received")
-    return ""
+        steps, slots = st.step_base[a:a + 2].tolist(), st.slot_base[a:a + 2].tolist()
+        self.started = st.started[steps[0]:steps[0] + int(row[STARTED])].tolist()
+        self.applied_at = st.applied_at[slots[0]:slots[0] + int(row[APPLIED])].tolist()
+        self.done_at, self.errors = int(row[DONE_AT]), int(row[ERRORS])
+        self.arrivals = int(row[ARRIVALS])
+        self._waits = st.step_wait[steps[0]:steps[1]].tolist()
+        self._slots = slots[1] - slots[0]
+
+    @property
+    def applied(self) -> int:
+        return len(self.applied_at)
+
+    def done(self) -> bool:
+        return len(self.started) == len(self._waits) and self.applied == self._slots
+
+    def describe(self) -> str:
+        k = len(self.started)
+        waiting = (f"step {k} waits for slot {self._waits[k] - 1}"
+                   if k < len(self._waits) else "every step started")
+        return (f"collective engine {self.accelerator}: {waiting}; {self.applied} of "
+                f"{self._slots} slots applied, {self.arrivals} notifications received")
+
+
+def engines_of(st: CollectiveState) -> SimpleNamespace:
+    """Every engine of ``st`` read as ``CollectiveEngines`` is (``engines``, ``done``,
+    ``timeline()``, ``completion_cycle``, ``stuck()``), a snapshot of the state now: what
+    ``sim.collective.fabric.collective_summary`` and the tests read of a run's engines."""
+    engines = [EngineView(st, a) for a in range(len(st.engine))]
+    return SimpleNamespace(engines=engines, done=all(e.done_at >= 0 for e in engines),
+                           timeline=lambda: timeline(st), completion_cycle=completion_cycle(st),
+                           stuck=lambda: stuck(st))

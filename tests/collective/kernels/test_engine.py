@@ -22,13 +22,14 @@ from superfabric.sim.collective.engine import CollectiveEngine, CollectiveEngine
 from superfabric.sim.collective.fabric import prepare_collective, run_collective
 from superfabric.sim.collective.host_memory import Layout
 from superfabric.sim.collective.kernels.engine import (
-    ARRIVALS, NEVER, POST_COLUMNS, STARTED, collective_completed, collective_done,
+    NEVER, POST_COLUMNS, STARTED, collective_completed, collective_done,
     collective_next_event, collective_params, collective_posts, collective_received,
-    collective_state, collective_step, collective_total_wrs, completion_cycle, lane_add,
-    stuck, timeline)
+    collective_state, collective_step, collective_total_wrs, completion_cycle, engines_of,
+    lane_add, stuck, timeline)
 from superfabric.sim.rdma import fabric as fabric_module
 from superfabric.sim.rdma.host import SendQueues
 
+from ..fabrics import FABRICS as PROJECT_FABRICS
 from ..test_adder import SPECIAL, pairs
 from ..test_apply import BUFFER_WORDS, CAPACITY, initial_memory, run_model, scenario
 from ..test_apply import config as apply_config
@@ -192,13 +193,23 @@ def replay(cfg, schedule, layout, dtype, memory, events):
 
 
 def assert_same_end(st, engines: CollectiveEngines) -> None:
-    """The kernels' timeline, completion and stall line are the Python engines'."""
+    """The kernels' timeline, completion and stall line are the Python engines', and so is
+    every engine read through ``engines_of``."""
     got, want = timeline(st), engines.timeline()
     for name in ("started", "applied"):
         assert np.array_equal(got[name], want[name]), name
     assert completion_cycle(st) == engines.completion_cycle
     assert stuck(st) == engines.stuck()
-    assert [int(x) for x in st.engine[:, ARRIVALS]] == [e.arrivals for e in engines.engines]
+    view = engines_of(st)
+    assert view.done == engines.done and view.completion_cycle == engines.completion_cycle
+    assert view.stuck() == engines.stuck()
+    for name in ("started", "applied"):
+        assert np.array_equal(view.timeline()[name], want[name]), name
+    for v, e in zip(view.engines, engines.engines, strict=True):
+        assert (v.accelerator, v.started, v.applied_at, v.done_at, v.errors, v.arrivals,
+                v.applied, v.done(), v.describe()) == (
+            e.accelerator, e.started, e.applied_at, e.done_at, e.errors, e.arrivals,
+            e.applied, e.done(), e.describe())
 
 
 # -- collective runs on the RDMA model ---------------------------------------------------------
@@ -237,6 +248,16 @@ def test_allreduce_replays_exactly(monkeypatch, fabric, algo, dtype):
                                   seed=5)
     records, engines, _ = replay_run(monkeypatch, cfg, prepared)
     assert not records.stalled and engines.completion_cycle > 0
+
+
+def test_tree_on_the_32_host_leaf_spine_replays_exactly(monkeypatch):
+    """The double binary tree on the project's 4-leaf leaf-spine (``fabrics.py``), 32
+    accelerators."""
+    cfg = FabricConfig.load(overrides=BASE + PROJECT_FABRICS["leaf-spine-4"])
+    prepared = prepare_collective(cfg, op="allreduce", algo="tree", nbytes=2048, dtype="fp32",
+                                  seed=5)
+    records, _, _ = replay_run(monkeypatch, cfg, prepared)
+    assert not records.stalled and cfg.endpoints == 32
 
 
 @pytest.mark.parametrize("fabric, op, algo, nbytes, dtype", [

@@ -225,13 +225,13 @@ def _may_read(st, a, cycle):
             and row[APPLIED] < st.slot_base[a + 1] - st.slot_base[a])
 
 
-@kernel
+@kernel(inline=True)
 def collective_received(st, a):
     """The RDMA engine of ``a`` gave a receive completion: a notification has landed."""
     st.engine[a, NEW] += 1
 
 
-@kernel
+@kernel(inline=True)
 def collective_completed(st, a, status):
     """The RDMA engine of ``a`` completed a WR with ``status``."""
     if status != STATUS_OK:
@@ -246,7 +246,7 @@ def collective_next_event(st, prm, a, cycle):
     return NEVER
 
 
-@kernel
+@kernel(inline=True)
 def collective_done(st, prm):
     """Every engine's ``done_at`` is set (``CollectiveEngines.done``, after a step)."""
     return st.scalars[DONE] == prm.accelerators

@@ -1,0 +1,1 @@
+"""Compiled (numba) kernels of the RDMA model's blocks."""

@@ -4,7 +4,10 @@
 
 The arithmetic is :mod:`superfabric.formats.dcqcn`'s own functions, compiled in (they are
 written without branches, so they need no change); ``increase`` reads its units from the
-engine parameters, which carry ``DcqcnUnits``' field names. The throttled channels' alpha
+engine parameters, which carry ``DcqcnUnits``' field names. Their arguments are converted
+with ``int`` and ``bool`` (no-ops when compiled) so that under ``NUMBA_DISABLE_JIT`` they
+meet Python numbers, as in the Python model, not numpy scalars (whose booleans refuse the
+unary minus of ``select``). The throttled channels' alpha
 and increase timers are ordered lists (:mod:`.channels`), so a cycle in which nothing fires
 costs nothing; a rate change is recorded as ``(cycle, endpoint, channel number, rate)`` in
 ``st.rates`` as it happens.
@@ -93,11 +96,11 @@ def _set_rate(st, prm, e, ch, cycle, rate):
 def _increase(st, prm, e, ch, cycle, timer, byte):
     """One rate increase of channel ``ch`` for its expiries in ``cycle``."""
     sc = st.scalars
-    t = stage_after(st.timer_stage[e, ch], timer, prm.fast_recovery)
-    b = stage_after(st.byte_stage[e, ch], byte, prm.fast_recovery)
+    t = stage_after(int(st.timer_stage[e, ch]), bool(timer), prm.fast_recovery)
+    b = stage_after(int(st.byte_stage[e, ch]), bool(byte), prm.fast_recovery)
     st.timer_stage[e, ch] = t
     st.byte_stage[e, ch] = b
-    rate, target = increase(st.rate[e, ch], st.target[e, ch], t, b, prm)
+    rate, target = increase(int(st.rate[e, ch]), int(st.target[e, ch]), t, b, prm)
     st.target[e, ch] = target
     _set_rate(st, prm, e, ch, cycle, rate)
     if rate == LINE_RATE:
@@ -119,8 +122,8 @@ def rp_step(st, prm, e, cycle, cnp, sent, flits):
     byte_fired = -1
     if sent >= 0:
         # The pick needs a zero debt: the packet's, less this cycle's payment.
-        rate = st.rate[e, sent]
-        debt = debt_after(packet_debt(flits), rate)
+        rate = int(st.rate[e, sent])
+        debt = debt_after(packet_debt(int(flits)), rate)
         st.debt[e, sent] = debt
         st.debt_at[e, sent] = cycle + 1
         st.ready[e, sent] = cycle + 1 + (debt + rate - 1) // rate
@@ -133,8 +136,8 @@ def rp_step(st, prm, e, cycle, cnp, sent, flits):
                 st.flits[e, sent] = total
     if cnp >= 0:
         st.target[e, cnp] = st.rate[e, cnp]
-        new = cut(st.rate[e, cnp], st.alpha[e, cnp], prm.min_rate)
-        st.alpha[e, cnp] = alpha_raise(st.alpha[e, cnp], prm.g_shift)
+        new = cut(int(st.rate[e, cnp]), int(st.alpha[e, cnp]), prm.min_rate)
+        st.alpha[e, cnp] = alpha_raise(int(st.alpha[e, cnp]), prm.g_shift)
         st.timer_stage[e, cnp] = st.byte_stage[e, cnp] = st.flits[e, cnp] = 0
         timer_start(st.alpha_at, st.alpha_prev, st.alpha_next, sc, e, ALPHA_HEAD, ALPHA_TAIL,
                     cnp, cycle + prm.alpha_timer)
@@ -149,7 +152,7 @@ def rp_step(st, prm, e, cycle, cnp, sent, flits):
         while ch >= 0 and st.alpha_at[e, ch] <= cycle:
             after = st.alpha_next[e, ch]
             if st.alpha_at[e, ch] == cycle and ch != cnp:
-                st.alpha[e, ch] = alpha_decay(st.alpha[e, ch], prm.g_shift)
+                st.alpha[e, ch] = alpha_decay(int(st.alpha[e, ch]), prm.g_shift)
                 timer_start(st.alpha_at, st.alpha_prev, st.alpha_next, sc, e, ALPHA_HEAD,
                             ALPHA_TAIL, ch, cycle + prm.alpha_timer)
             ch = after

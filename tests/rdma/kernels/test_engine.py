@@ -15,18 +15,18 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
-from superfabric.formats.counters import RDMA_COUNTERS
+from superfabric.formats.packet import CE, NOT_ECT
 from superfabric.sim.collective.fabric import prepare_collective, run_collective
 from superfabric.sim.kernel import specialise
 from superfabric.sim.rdma import fabric as fabric_model
 from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel
+from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.kernels.engine import (
     NEVER, OUT_FIELDS, OUT_QP, OUT_RETIRED, OUT_RX_LENGTH, OUT_RX_QP, OUT_RX_SRC, OUT_STATUS,
     OUT_TAG, OUT_TAKEN, WR_COLUMNS, engine_busy_channels, engine_counters, engine_events,
     engine_events_room, engine_free_slots, engine_next_event, engine_offer, engine_params,
     engine_state, engine_step, describe_channel)
-from superfabric.sim.rdma.records import CNP_COLUMNS, RATE_COLUMNS, event_rows
 from superfabric.sim.rdma.traffic import generate_rdma
 
 from conftest import CONGESTED, RDMA_SMALL
@@ -211,9 +211,10 @@ def _generated(fabric, pattern, load, cycles, *extra, bad_fraction=0.0, seed=3):
 
 @pytest.mark.parametrize("fabric", sorted(FABRICS))
 def test_allreduce_with_drops(monkeypatch, fabric):
-    cfg, workload = _generated(fabric, "rdma-allreduce", 0.3, 600, "faults.drop_rate=0.01")
+    cfg, workload = _generated(fabric, "rdma-allreduce", 0.5, 2000, "faults.drop_rate=0.01")
     rec, calls = _differential(monkeypatch, cfg, workload)
-    assert sum(rec.counters["retransmissions"]) > 0 and calls > 10_000
+    assert sum(rec.counters["retransmissions"]) and sum(rec.counters["timeouts"])
+    assert calls > 20_000
 
 
 @pytest.mark.parametrize("fabric", sorted(FABRICS))
@@ -287,3 +288,168 @@ def test_collective_allreduce(monkeypatch, dtype):
     rec, _ = _differential(monkeypatch, cfg, prepared.workload,
                            lambda: run_collective(cfg, prepared)[0])
     assert len(rec.rx_completions) > 0
+
+
+# -- one engine under random stimulus ---------------------------------------------------
+
+#: Small windows and timers, PSNs about to wrap, and DCQCN's timers short, so that every
+#: rule of the engine acts often in a few thousand cycles.
+FUZZ = RDMA_SMALL + ["rdma.window=4", "rdma.ack_every=3", "rdma.ack_timeout=9",
+                     "rdma.retransmit_timeout=40", "rdma.start_psn=16777210",
+                     "dcqcn.cnp_interval=4", "dcqcn.alpha_timer=15", "dcqcn.increase_timer=20",
+                     "dcqcn.byte_counter=40", "dcqcn.fast_recovery=2", "dcqcn.min_rate=0.05"]
+
+
+class _Stimulus:
+    """Random WRs, flits and pauses for endpoint ``e``, aimed near its channels' and
+    contexts' PSNs and epochs and its regions' edges so that every branch is taken."""
+
+    def __init__(self, cfg, workload, e, engine, seed):
+        self.cfg, self.e, self.engine = cfg, e, engine
+        self.rng = np.random.default_rng(seed)
+        rd = cfg.rdma
+        self.E, self.C = cfg.endpoints, rd.channels_per_peer
+        self.M = wire.payload_words(cfg.switch.max_packet_flits)
+        table = workload.keys[e]
+        self.entries = table[np.flatnonzero(table[:, 1])]
+        self.flits = []
+
+    def _range(self, length):
+        """A key and a range of ``length`` words in or about one of the regions."""
+        rng = self.rng
+        entry = self.entries[rng.integers(len(self.entries))]
+        key = int(entry[1]) + (self.cfg.rdma.keys if rng.random() < 0.05 else 0)
+        va = int(entry[2]) + int(rng.integers(-2, max(1, int(entry[3]) - length + 3)))
+        return key, va & ((1 << wire.VA_BITS) - 1)
+
+    def wrs(self, count):
+        """A WR table of ``count`` rows, some bad in every way."""
+        rng, E, Q = self.rng, self.E, self.cfg.rdma.per_endpoint(self.E)
+        rows = []
+        for r in range(count):
+            length = int(rng.choice([0, 1, self.M, self.M + 1, 3 * self.M, 5])) \
+                if rng.random() < 0.3 else int(rng.integers(1, 3 * self.M))
+            dst = int(rng.choice([self.e, E])) if rng.random() < 0.05 else int(
+                rng.choice([p for p in range(E) if p != self.e]))
+            lkey, laddr = self._range(length)
+            rkey, raddr = self._range(length)
+            qp = int(rng.integers(0, Q + 1 if rng.random() < 0.05 else Q))
+            rows.append((r, qp, dst, int(rng.integers(0, 2)), lkey, laddr, rkey, raddr, length, r))
+        return np.array(rows, np.int64)
+
+    def _packet(self):
+        """The flits of a random packet to endpoint ``e`` from a random peer."""
+        rng, eng = self.rng, self.engine
+        src = int(rng.choice([p for p in range(self.E) if p != self.e]))
+        ch = int(rng.integers(0, self.C))
+        x = eng._index(src, ch)
+        mask = wire.PSN_MOD - 1
+        kind = rng.random()
+        if kind < 0.4:
+            base = [eng.una, eng.snd, eng.hsn, eng.nxt][int(rng.integers(4))][x]
+            psn = (base + int(rng.integers(-3, 4))) & mask
+            opcode = wire.ACK_OPCODE if rng.random() < 0.9 else int(rng.integers(256))
+            words = [wire.pack(wire.BTH_FIELDS, opcode=opcode, ch=ch,
+                               syndrome=int(rng.integers(0, 4)), psn=psn)]
+            reth = None
+        elif kind < 0.5:
+            words = [wire.pack(wire.BTH_FIELDS, opcode=wire.CNP_OPCODE, ch=ch)]
+            reth = None
+        else:
+            epoch = (eng.epoch_in[x] + int(rng.choice([0, 0, 0, 1, 1, 2]))) % 4
+            psn = eng.denied[x] if rng.random() < 0.15 else (
+                eng.epsn[x] + int(rng.choice([0, 0, 0, 0, -1, 1, 2, -6]))) & mask
+            mlen = int(rng.integers(1, 3 * self.M))
+            offset = int(rng.integers(0, mlen)) if rng.random() < 0.5 else 0
+            rkey, raddr = self._range(mlen)
+            opcode = int(rng.choice(list(wire.OPCODES.values())))
+            words = [wire.pack(wire.BTH_FIELDS, opcode=opcode, ack_req=int(rng.integers(0, 2)),
+                               ch=ch, epoch=epoch, dqp=int(rng.integers(0, 1 << 16)), psn=psn)]
+            reth = wire.pack(wire.RETH_FIELDS, rkey=rkey, raddr=raddr, mlen=mlen, offset=offset)
+            words.append(reth)
+            words += [int(v) for v in rng.integers(0, 1 << 64, min(self.M, mlen - offset),
+                                                   dtype=np.uint64)]
+        words[0] |= wire.hcs(words[0], reth) << 16
+        if rng.random() < 0.05:
+            k = int(rng.integers(0, min(2, len(words))))
+            words[k] ^= 1 << int(rng.integers(0, 64))
+        ce = CE if rng.random() < 0.4 else NOT_ECT
+        n = len(words)
+        return [(src, k, k == n - 1, w, ce) for k, w in enumerate(words)]
+
+    def flit(self):
+        """The flit delivered in this cycle, or None; packets come with gaps."""
+        if not self.flits and self.rng.random() < 0.3:
+            self.flits = self._packet()
+        if self.flits and self.rng.random() < 0.85:
+            return self.flits.pop(0)
+        return None
+
+
+def _fuzz(seed, dcqcn, cycles=3000):
+    """Drive endpoint 1's Python engine and the kernels with the same random stimulus,
+    comparing every call."""
+    cfg = FabricConfig.load(preset="tiny", overrides=FUZZ + [f"dcqcn.enabled={dcqcn}".lower()])
+    workload = generate_rdma(cfg, "rdma-uniform", load=0.3, cycles=2000, seed=seed)
+    e = 1
+    memory = [int(v) for v in workload.memory[e]]
+    engine = RdmaEngine(cfg, e, KeyTable(workload.keys[e], workload.page_table[e], cfg), memory)
+    stim = _Stimulus(cfg, workload, e, engine, seed)
+    wr = stim.wrs(400)
+    prm, st = engine_params(cfg), engine_state(cfg, workload)
+    kmem = np.array(workload.memory, np.uint64)
+    out = np.zeros(OUT_FIELDS, np.int64)
+    rng = stim.rng
+    row, cycle, rx = 0, 0, None
+    while cycle < cycles and row < len(wr):
+        where = f"seed {seed} cycle {cycle}"
+        offered = row if rng.random() < 0.7 else -1
+        w = tuple(int(v) for v in wr[offered]) if offered >= 0 else None
+        want = engine.next_event(cycle, w)
+        got = engine_next_event(st, prm, e, cycle, wr, offered)
+        assert got == (NEVER if want == float("inf") else want), f"{where} next: {got} {want}"
+        if not stim.flits and rng.random() < 0.3 and want > cycle:
+            cycle = int(min(want, cycle + int(rng.integers(1, 60))))
+        ch = int(rng.integers(0, stim.E * stim.C))
+        assert engine_free_slots(st, prm, e, ch) == engine.free_slots(ch), where
+        want = engine.offer()
+        has, k, word, dst, length = engine_offer(st, prm, e)
+        assert ((int(k), int(word), int(dst), int(length)) if has else None) == want, where
+        tx_taken = want is not None and rng.random() < 0.8
+        rx = stim.flit()
+        paused = (bool(rng.random() < 0.1), bool(rng.random() < 0.1))
+        want = engine.step(cycle, w, tx_taken, rx, paused)
+        src, k, last, word, ecn = rx if rx is not None else (0, 0, False, 0, 0)
+        engine_step(st, prm, e, cycle, wr, offered, tx_taken, rx is not None, src, k, last,
+                    np.uint64(word), ecn, paused[0], paused[1], kmem, out)
+        got = (bool(out[OUT_TAKEN]),
+               (int(out[OUT_QP]), int(out[OUT_TAG]), int(out[OUT_STATUS]))
+               if out[OUT_TAG] >= 0 else None,
+               (int(out[OUT_RX_SRC]), int(out[OUT_RX_QP]), int(out[OUT_RX_LENGTH]))
+               if out[OUT_RX_SRC] >= 0 else None)
+        assert got == want, f"{where} step: kernel {got}, python {want}"
+        assert bool(out[OUT_RETIRED]) == engine.retired, where
+        assert st.counters[e].tolist() == list(engine.counters.values()), where
+        if want[0]:
+            row += 1
+        cycle += 1
+    assert st.n_events[0] == len(engine.cnps) and st.n_events[1] == len(engine.rate_changes())
+    cnps, rates = engine_events(st)
+    assert cnps.tolist() == sorted([c, e, x] for c, x in engine.cnps)
+    assert rates.tolist() == sorted([c, e, ch, r] for c, ch, r in engine.rate_changes())
+    assert kmem[e].tolist() == memory
+    for name in ("nxt", "snd", "una", "ret", "hsn", "epsn", "unacked", "denied", "pend",
+                 "epoch", "epoch_in", "awaiting", "nak_sent", "msgerr"):
+        assert getattr(st, name)[e].tolist() == getattr(engine, name), name
+    return engine.counters
+
+
+@pytest.mark.parametrize("dcqcn", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_random_stimulus(dcqcn, seed):
+    counters = _fuzz(seed, dcqcn)
+    for name in ("retransmissions", "tx_acks", "naks", "timeouts", "duplicates",
+                 "out_of_sequence", "corrupt", "completions", "errors", "rx_completions"):
+        assert counters[name], name
+    if dcqcn:
+        assert counters["cnp_sent"] and counters["cnp_handled"]

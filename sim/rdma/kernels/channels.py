@@ -1,0 +1,118 @@
+"""The engine kernels' per-channel bookkeeping: names of a state index, sets of channels and
+running timers, over preallocated arrays indexed ``[e, i]`` (endpoint, state index).
+
+The Python engine (:mod:`superfabric.sim.rdma.engine`) keeps Python sets of the channels
+that can act and dicts of the running timers; a kernel cannot allocate, so here a set is a
+bit mask in int64 words of :data:`SET_BITS` bits with its size in a scalar, and the timers
+of one kind are a doubly linked list in the order they were (re)started. Every timer of a
+kind restarts at ``cycle + constant`` with the cycle never going back, so that order is
+also the order of the firing cycles: the first timer to fire is the list's head, and the
+timers firing together are a prefix of the list. Both cost O(1) per change, so an engine
+with nothing to do costs nothing, like the Python model.
+"""
+
+from ...arbiter import first_at_or_after
+from ...kernel import kernel
+
+__all__ = ["NEVER", "SET_BITS", "set_words", "peer_of", "channel_number", "set_put",
+           "set_first", "timer_remove", "timer_start", "timer_first"]
+
+#: A cycle that never comes (the Python models' ``float("inf")``).
+NEVER = 1 << 62
+
+#: Members per int64 word of a set: 32, so that every mask is a non-negative word that
+#: :func:`~superfabric.sim.arbiter.first_at_or_after` picks from, compiled or not.
+SET_BITS = 32
+_SET_SHIFT = 5
+
+
+def set_words(members: int) -> int:
+    """Words of a set of ``members`` possible members."""
+    return max(1, -(-members // SET_BITS))
+
+
+@kernel(inline=True)
+def peer_of(prm, e, i):
+    """The peer of endpoint ``e``'s channel or receive context at state index ``i``."""
+    rank = i // prm.C
+    return rank + (rank >= e)
+
+
+@kernel(inline=True)
+def channel_number(prm, e, i):
+    """The channel number (``peer * C + ch``, as the ports and records name it) of state
+    index ``i`` of endpoint ``e``."""
+    return peer_of(prm, e, i) * prm.C + i % prm.C
+
+
+@kernel
+def set_put(bits, sc, e, count, i, member):
+    """Make ``i`` a member of endpoint ``e``'s set ``bits`` or not (``member``), keeping
+    its size in ``sc[e, count]``."""
+    w = i >> _SET_SHIFT
+    b = 1 << (i & (SET_BITS - 1))
+    has = bits[e, w] & b != 0
+    if member and not has:
+        bits[e, w] |= b
+        sc[e, count] += 1
+    elif has and not member:
+        bits[e, w] &= ~b
+        sc[e, count] -= 1
+
+
+@kernel
+def set_first(bits, e, ptr):
+    """The first member of endpoint ``e``'s non-empty set ``bits`` at or after ``ptr``,
+    wrapping (``superfabric.sim.arbiter.first_at_or_after_wide``'s rule)."""
+    w0 = ptr >> _SET_SHIFT
+    high = bits[e, w0] & ~((1 << (ptr & (SET_BITS - 1))) - 1)
+    if high:
+        return (w0 << _SET_SHIFT) + first_at_or_after(high, 0)
+    words = bits.shape[1]
+    for k in range(1, words + 1):
+        w = (w0 + k) % words
+        if bits[e, w]:
+            return (w << _SET_SHIFT) + first_at_or_after(bits[e, w], 0)
+    return -1
+
+
+@kernel
+def timer_remove(at, prev, nxt, sc, e, head, tail, i):
+    """Stop timer ``i`` of endpoint ``e`` (``at[e, i]``, NEVER when not running): it leaves
+    the list whose ends are ``sc[e, head]`` and ``sc[e, tail]``."""
+    if at[e, i] == NEVER:
+        return
+    p, n = prev[e, i], nxt[e, i]
+    if p >= 0:
+        nxt[e, p] = n
+    else:
+        sc[e, head] = n
+    if n >= 0:
+        prev[e, n] = p
+    else:
+        sc[e, tail] = p
+    at[e, i] = NEVER
+
+
+@kernel
+def timer_start(at, prev, nxt, sc, e, head, tail, i, value):
+    """(Re)start timer ``i`` of endpoint ``e`` at ``value``, no earlier than any timer of
+    the list: it goes last, keeping the list in firing order."""
+    if sc[e, tail] != i:
+        timer_remove(at, prev, nxt, sc, e, head, tail, i)
+        t = sc[e, tail]
+        prev[e, i] = t
+        nxt[e, i] = -1
+        if t >= 0:
+            nxt[e, t] = i
+        else:
+            sc[e, head] = i
+        sc[e, tail] = i
+    at[e, i] = value
+
+
+@kernel(inline=True)
+def timer_first(at, sc, e, head):
+    """The value of the list's first timer (the earliest), NEVER when none runs."""
+    h = sc[e, head]
+    return NEVER if h < 0 else at[e, h]

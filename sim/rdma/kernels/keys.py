@@ -1,0 +1,45 @@
+"""Compiled :class:`superfabric.sim.rdma.keys.KeyTable`: the protection check and the
+translation of section 10.3, over the workload's tables of every endpoint.
+
+``keys`` is the workload's int64 ``[E, keys, key_columns(E)]`` array (columns
+:data:`~superfabric.sim.rdma.traffic.KEY_COLUMNS`, the peer mask in int64 words of
+:data:`~superfabric.sim.rdma.traffic.PEER_WORD_BITS` bits, low word first), ``pages`` the
+int64 ``[E, pages]`` page tables; ``prm`` holds the masks (``engine_params``).
+"""
+
+from ....formats import rdma_wire as wire
+from ...kernel import kernel
+from ..traffic import KEY_COLUMNS, PEER_WORD_BITS
+
+__all__ = ["key_allowed", "key_address"]
+
+_VALID, _KEY, _VA, _WORDS, _PAGE, _ACCESS, _PEERS = (
+    KEY_COLUMNS.index(c) for c in ("valid", "key", "va", "words", "page", "access", "peers"))
+_VA_MASK = (1 << wire.VA_BITS) - 1
+_PEER_SHIFT = PEER_WORD_BITS.bit_length() - 1
+assert 1 << _PEER_SHIFT == PEER_WORD_BITS
+
+
+@kernel(inline=True)
+def key_allowed(keys, prm, e, key, va, words, right, peer):
+    """Endpoint ``e`` lets ``[va, va + words)`` be accessed under ``key`` with ``right``
+    (and, for a remote access, ``peer >= 0``, by endpoint ``peer``): ``KeyTable.allowed``."""
+    x = key & prm.key_mask
+    base = keys[e, x, _VA]
+    if not (keys[e, x, _VALID] != 0 and keys[e, x, _KEY] == key and keys[e, x, _ACCESS] & right
+            and va >= base and va - base + words <= keys[e, x, _WORDS]):
+        return False
+    if peer < 0:
+        return True
+    return (keys[e, x, _PEERS + (peer >> _PEER_SHIFT)] >> (peer & (PEER_WORD_BITS - 1))) & 1 != 0
+
+
+@kernel(inline=True)
+def key_address(keys, pages, prm, e, key, v):
+    """The host memory address of virtual address ``v`` in the region of ``key`` at
+    endpoint ``e``: one word of ``KeyTable.addresses`` (the entry is not checked; the
+    address wraps modulo the memory)."""
+    x = key & prm.key_mask
+    o = (v - keys[e, x, _VA]) & _VA_MASK
+    page = pages[e, (keys[e, x, _PAGE] + (o >> prm.page_shift)) & prm.page_mask]
+    return ((page << prm.page_shift) | (o & prm.offset_mask)) & prm.addr_mask

@@ -11,7 +11,6 @@ import numpy as np
 from ...config import FabricConfig
 from ...network.topology import Topology
 from .alpha_beta import AlphaBeta, algbw as algbw_gbps, busbw as busbw_gbps, busbw_factor
-from .engine import CollectiveEngines
 from .host_memory import Layout
 from .library import ALGORITHMS, plan, segment_of
 from .peers import Peers
@@ -85,15 +84,17 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
 def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None,
                    capture_link: int = -1):
     """Run the plan on the RDMA fabric model; returns ``(records, engines, buffers)``:
-    the RDMA records, the :class:`CollectiveEngines` after the run and every
-    accelerator's buffer at its end. ``capture_link`` as for the RDMA model's run."""
-    from ..rdma.fabric import RdmaFabricModel
+    the RDMA records, every collective engine after the run (read as
+    :func:`~.kernels.engine.engines_of` gives them) and every accelerator's buffer at its
+    end. ``capture_link`` as for the RDMA model's run."""
+    from ..rdma.kernels.run import run
+    from .kernels.engine import engines_of
 
-    engines = CollectiveEngines(cfg, prepared.schedule, prepared.layout, prepared.dtype)
-    records = RdmaFabricModel(cfg).run(prepared.workload, stall_limit=stall_limit,
-                                       device=engines, capture_link=capture_link)
+    records, state = run(cfg, prepared.workload, stall_limit=stall_limit,
+                         collective=(prepared.schedule, prepared.layout, prepared.dtype),
+                         capture_link=capture_link)
     buffers = prepared.layout.buffers(records.memory, prepared.schedule, prepared.dtype)
-    return records, engines, buffers
+    return records, engines_of(state), buffers
 
 
 def data_ok(cfg: FabricConfig, prepared: CollectivePlan, buffers) -> bool:

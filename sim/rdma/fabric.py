@@ -102,13 +102,29 @@ class RdmaFabricModel:
                              f"(a completion names its WR by tag)")
 
     def warm(self) -> None:
-        """Compile the switch's stepping kernels (or load them from numba's cache) for
-        this configuration, before a run that is timed: the engines, injectors and hosts
-        are Python, the switch the one compiled part (:meth:`FabricCore.warm`)."""
-        FabricCore(self._cfg).warm()
+        """Compile the run loop (or load it from numba's cache) for this configuration,
+        before a run that is timed: a run of no WR."""
+        from .traffic import WR_COLUMNS, RdmaWorkload
+        cfg, E, rd = self._cfg, self._cfg.endpoints, self._cfg.rdma
+        empty = RdmaWorkload("warm", 0.0, 0, 0, {c: np.zeros(0, t) for c, t in WR_COLUMNS.items()},
+                             np.zeros((E, rd.keys, key_columns(E)), np.int64),
+                             np.zeros((E, rd.pages), np.int64),
+                             np.zeros((E, rd.memory_words), np.uint64))
+        self.run(empty)
 
-    def run(self, workload, *, stall_limit: int | None = None,
-            device: HostDevice | None = None, capture_link: int = -1) -> RdmaRecords:
+    def run(self, workload, *, stall_limit: int | None = None, collective=None,
+            capture_link: int = -1) -> RdmaRecords:
+        """Simulate until every WR has its completion (and the collective engines of
+        ``collective``, ``(schedule, layout, dtype)``, are done); returns
+        :class:`RdmaRecords`. The loop is compiled (:func:`.kernels.run.run`); the run
+        ends as :meth:`run_reference` says, which it equals record for record."""
+        from .kernels.run import run
+        self._check(workload)
+        return run(self._cfg, workload, stall_limit=stall_limit, collective=collective,
+                   capture_link=capture_link)[0]
+
+    def run_reference(self, workload, *, stall_limit: int | None = None,
+                      device: HostDevice | None = None, capture_link: int = -1) -> RdmaRecords:
         """Simulate until every WR has its completion; returns :class:`RdmaRecords`.
 
         The run ends after the cycle in which the last completion is given

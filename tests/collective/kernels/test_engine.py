@@ -19,7 +19,7 @@ from superfabric.sim import kernel as kernel_module
 from superfabric.sim.collective import engine as engine_module
 from superfabric.sim.collective.adder import add
 from superfabric.sim.collective.engine import CollectiveEngine, CollectiveEngines
-from superfabric.sim.collective.fabric import prepare_collective, run_collective
+from superfabric.sim.collective.fabric import prepare_collective
 from superfabric.sim.collective.host_memory import Layout
 from superfabric.sim.collective.kernels.engine import (
     NEVER, POST_COLUMNS, STARTED, collective_completed, collective_done,
@@ -28,6 +28,7 @@ from superfabric.sim.collective.kernels.engine import (
     lane_add, stuck, timeline)
 from superfabric.sim.rdma import fabric as fabric_module
 from superfabric.sim.rdma.host import SendQueues
+from ...rdma.kernels.reference import run_collective
 
 from ..fabrics import FABRICS as PROJECT_FABRICS
 from ..test_adder import SPECIAL, pairs

@@ -16,11 +16,12 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.packet import CE, NOT_ECT
-from superfabric.sim.collective.fabric import prepare_collective, run_collective
+from superfabric.sim.collective.fabric import prepare_collective
 from superfabric.sim.kernel import specialise
 from superfabric.sim.rdma import fabric as fabric_model
 from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel
+from .reference import run_collective
 from superfabric.sim.rdma.keys import KeyTable
 from superfabric.sim.rdma.kernels.engine import (
     NEVER, OUT_FIELDS, OUT_QP, OUT_RETIRED, OUT_RX_LENGTH, OUT_RX_QP, OUT_RX_SRC, OUT_STATUS,
@@ -195,7 +196,7 @@ def _check_end(rec, engines, got) -> None:
 def _differential(monkeypatch, cfg, workload, run=None):
     """Record ``run`` (default: the RDMA model on ``workload``), replay, check; returns the
     records and the number of calls replayed."""
-    run = run or (lambda: RdmaFabricModel(cfg).run(workload))
+    run = run or (lambda: RdmaFabricModel(cfg).run_reference(workload))
     rec, logs, engines = _record(monkeypatch, run)
     assert not rec.stalled, rec.stuck
     got = _replay(cfg, workload, logs)

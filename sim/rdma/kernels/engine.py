@@ -184,7 +184,8 @@ EngineState = namedtuple("EngineState", [
     "to_send", "to_retire", "pending", "np_pending",
     # Timer lists: the cycle each counts from (NEVER: stopped) and the links.
     "rto_base", "rto_prev", "rto_next", "ack_base", "ack_prev", "ack_next",
-    # DCQCN: the notification point's last CNP per context; the reaction point per channel.
+    # DCQCN: the notification point's last CNP per context; the reaction point per channel
+    # (one column each when DCQCN is off).
     "np_last", "rate", "target", "alpha", "timer_stage", "byte_stage", "flits", "debt",
     "debt_at", "ready", "alpha_at", "alpha_prev", "alpha_next", "increase_at",
     "increase_prev", "increase_next",
@@ -244,6 +245,10 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
     def channels(fill=0, dtype=np.int64):
         return np.full((E, NC), fill, dtype)
 
+    def rp(fill=0, dtype=np.int64):
+        """A notification or reaction point array: one column without DCQCN (never read)."""
+        return np.full((E, NC if prm.dcqcn else 1), fill, dtype)
+
     rows = 1024 + _event_rows(cfg)
     return EngineState(
         nxt=channels(start), snd=channels(start), una=channels(start), ret=channels(start),
@@ -258,12 +263,10 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         rto_base=channels(NEVER), rto_prev=channels(-1, np.int32),
         rto_next=channels(-1, np.int32), ack_base=channels(NEVER),
         ack_prev=channels(-1, np.int32), ack_next=channels(-1, np.int32),
-        np_last=channels(-NEVER), rate=channels(LINE_RATE), target=channels(LINE_RATE),
-        alpha=channels(ALPHA_ONE), timer_stage=channels(0), byte_stage=channels(0),
-        flits=channels(0), debt=channels(0), debt_at=channels(0), ready=channels(0),
-        alpha_at=channels(NEVER), alpha_prev=channels(-1, np.int32),
-        alpha_next=channels(-1, np.int32), increase_at=channels(NEVER),
-        increase_prev=channels(-1, np.int32), increase_next=channels(-1, np.int32),
+        np_last=rp(-NEVER), rate=rp(LINE_RATE), target=rp(LINE_RATE), alpha=rp(ALPHA_ONE),
+        timer_stage=rp(), byte_stage=rp(), flits=rp(), debt=rp(), debt_at=rp(), ready=rp(),
+        alpha_at=rp(NEVER), alpha_prev=rp(-1, np.int32), alpha_next=rp(-1, np.int32),
+        increase_at=rp(NEVER), increase_prev=rp(-1, np.int32), increase_next=rp(-1, np.int32),
         tx_header=np.zeros((E, 2), np.uint64), ring_word=np.zeros((E, prm.depth), np.uint64),
         ring_at=np.zeros((E, prm.depth), np.int64), rx_bth=np.zeros(E, np.uint64),
         scalars=scalars, counters=np.zeros((E, len(RDMA_COUNTERS)), np.int64),
@@ -387,7 +390,7 @@ def _first_sendable(st, e, ptr, cycle):
 # -- the uplink ------------------------------------------------------------------------
 
 
-@kernel
+@kernel(inline=True)
 def engine_free_slots(st, prm, e, ch):
     """``RdmaEngine.free_slots``: the window slots channel number ``ch`` of endpoint ``e``
     has free (all of them toward ``e`` itself)."""
@@ -398,7 +401,7 @@ def engine_free_slots(st, prm, e, ch):
     return prm.W - ((st.nxt[e, i] - st.ret[e, i]) & _PSN_MASK)
 
 
-@kernel
+@kernel(inline=True)
 def engine_offer(st, prm, e):
     """``RdmaEngine.offer``: the transmitter's flit in this cycle, ``(has, k, word, dst,
     length)`` (``has`` False: none). A payload word is offered once its read arrived."""
@@ -418,7 +421,7 @@ def _reading(st, e):
     return sc[e, TX_LEN] > 0 and (sc[e, RD_NEXT] < sc[e, TX_WORDS] or sc[e, RING_IN_FLIGHT] > 0)
 
 
-@kernel
+@kernel(inline=True)
 def engine_next_event(st, prm, e, cycle, wr, r):
     """``RdmaEngine.next_event``: ``cycle`` if endpoint ``e``'s engine acts in it (with WR
     row ``r`` offered, -1: none, and nothing arriving), else the first cycle a timer of it
@@ -447,7 +450,7 @@ def engine_next_event(st, prm, e, cycle, wr, r):
 # -- one cycle -------------------------------------------------------------------------
 
 
-@kernel
+@kernel(inline=True)
 def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
                 rx_ecn, data_paused, control_paused, memory, out):
     """``RdmaEngine.step``: simulate ``cycle`` of endpoint ``e``'s engine and clock its edge.
@@ -459,11 +462,10 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     returns whether the run made progress (a WR taken, a completion given, a packet
     retired: the fabric's stall rule).
 
-    Each part first decides from the state at the start of the cycle, then the updates
-    apply in the order of section 10.6's steps, as in the Python engine.
+    Compiled into its caller, so that a cycle with nothing to decide costs a few loads and
+    stores; the others are :func:`_engine_cycle`'s.
     """
-    sc, cnt = st.scalars, st.counters
-    W, M, C = prm.W, prm.M, prm.C
+    sc = st.scalars
     out[OUT_TAKEN] = 0
     out[OUT_QP] = out[OUT_STATUS] = out[OUT_RX_QP] = out[OUT_RX_LENGTH] = 0
     out[OUT_TAG] = out[OUT_RX_SRC] = -1
@@ -476,7 +478,22 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     if (r < 0 and not rx_has and not tx_taken and sc[e, N_RETIRE] == 0
             and cycle < _wakeup(st, prm, e) and not _reading(st, e) and not pickable):
         return False                 # nothing to decide in this cycle
+    return _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last,
+                         rx_word, rx_ecn, data_paused, control_paused, memory, out,
+                         cnp_pending, idle)
 
+
+@kernel
+def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
+                  rx_ecn, data_paused, control_paused, memory, out, cnp_pending, idle):
+    """:func:`engine_step`'s cycle when there is something to decide (``cnp_pending``: a
+    CNP is pending; ``idle``: the transmitter is).
+
+    Each part first decides from the state at the start of the cycle, then the updates
+    apply in the order of section 10.6's steps, as in the Python engine.
+    """
+    sc, cnt = st.scalars, st.counters
+    W, M, C = prm.W, prm.M, prm.C
     # -- decisions, all from the state at the start of the cycle --------
     # 2. The retire unit: the slot it retires and the completion of a message's last packet.
     ret_ch, ret_last, ret_err = -1, False, False

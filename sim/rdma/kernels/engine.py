@@ -36,8 +36,8 @@ from ...kernel import kernel
 from ..host import WR_ROW_FIELDS
 from ..records import CNP_COLUMNS, RATE_COLUMNS, event_rows
 from ..traffic import key_columns
-from .channels import NEVER, channel_number, peer_of, set_first, set_put, set_words, \
-    timer_first, timer_remove, timer_start
+from .channels import NEVER, peer_of, set_first, set_first_at_most, set_min, set_put, \
+    set_words, timer_first, timer_remove, timer_start
 from .dcqcn import (ALPHA_HEAD, ALPHA_TAIL, DCQCN_SCALARS, INCREASE_HEAD, INCREASE_TAIL,
                     N_CNP_PENDING, N_CNPS, N_RATES, RP_NEXT, SOONEST, np_marked, np_pick,
                     record_cnp, rp_step)
@@ -220,10 +220,13 @@ def engine_params(cfg: FabricConfig) -> EngineParams:
         hai_rate=u.hai_rate, min_rate=u.min_rate)
 
 
-def _event_rows(cfg: FabricConfig) -> int:
-    """Event rows one cycle of every engine may add: a CNP and a rate change per channel."""
+def _event_rows(cfg: FabricConfig) -> dict[str, int]:
+    """Per event array, the rows one cycle of every engine may add: a CNP, and a rate
+    change per channel (none without DCQCN)."""
     E = cfg.endpoints
-    return E * (E - 1) * cfg.rdma.channels_per_peer
+    dcqcn = cfg.dcqcn.enabled
+    return {"cnps": E if dcqcn else 0,
+            "rates": E * (E - 1) * cfg.rdma.channels_per_peer if dcqcn else 0}
 
 
 def engine_state(cfg: FabricConfig, workload) -> EngineState:
@@ -249,7 +252,7 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         """A notification or reaction point array: one column without DCQCN (never read)."""
         return np.full((E, NC if prm.dcqcn else 1), fill, dtype)
 
-    rows = 1024 + _event_rows(cfg)
+    rows = {name: 1024 + need for name, need in _event_rows(cfg).items()}
     return EngineState(
         nxt=channels(start), snd=channels(start), una=channels(start), ret=channels(start),
         hsn=channels(start), msgerr=channels(False, np.bool_), epoch=channels(0, np.int8),
@@ -271,8 +274,9 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         ring_at=np.zeros((E, prm.depth), np.int64), rx_bth=np.zeros(E, np.uint64),
         scalars=scalars, counters=np.zeros((E, len(RDMA_COUNTERS)), np.int64),
         keys=keys, pages=pages,
-        cnps=np.zeros((rows, len(CNP_COLUMNS)), np.int64),
-        rates=np.zeros((rows, len(RATE_COLUMNS)), np.int64), n_events=np.zeros(2, np.int64),
+        cnps=np.zeros((rows["cnps"], len(CNP_COLUMNS)), np.int64),
+        rates=np.zeros((rows["rates"], len(RATE_COLUMNS)), np.int64),
+        n_events=np.zeros(2, np.int64),
         fired=np.zeros(max(1, NC), np.int64), ack_fired=np.zeros(max(1, NC), np.int64),
         rp_fired=np.zeros(max(1, NC), np.int64))
 
@@ -283,8 +287,8 @@ def engine_events_room(st: EngineState, cfg: FabricConfig) -> EngineState:
     need = _event_rows(cfg)
     for name, n in (("cnps", int(st.n_events[N_CNPS])), ("rates", int(st.n_events[N_RATES]))):
         rows = getattr(st, name)
-        if n + need > len(rows):
-            grown = np.zeros((2 * (n + need), rows.shape[1]), np.int64)
+        if n + need[name] > len(rows):
+            grown = np.zeros((2 * (n + need[name]), rows.shape[1]), np.int64)
             grown[:len(rows)] = rows
             st = st._replace(**{name: grown})
     return st
@@ -331,60 +335,8 @@ def _soonest(st, e):
     none), kept in ``scalars`` until the channels to send or their pacers change."""
     sc = st.scalars
     if sc[e, SOONEST] < 0:
-        soonest = NEVER
-        for w in range(st.to_send.shape[1]):
-            m = st.to_send[e, w]
-            while m:
-                b = m & -m
-                i = w * 32 + _bit(b)
-                soonest = min(soonest, st.ready[e, i])
-                m ^= b
-        sc[e, SOONEST] = soonest
+        sc[e, SOONEST] = set_min(st.to_send, st.ready, e, NEVER)
     return sc[e, SOONEST]
-
-
-@kernel(inline=True)
-def _bit(b):
-    """The position of the one bit set in ``b`` (below 2**32)."""
-    n = 0
-    if b >= 1 << 16:
-        n += 16
-        b >>= 16
-    if b >= 1 << 8:
-        n += 8
-        b >>= 8
-    if b >= 1 << 4:
-        n += 4
-        b >>= 4
-    if b >= 1 << 2:
-        n += 2
-        b >>= 2
-    if b >= 2:
-        n += 1
-    return n
-
-
-@kernel
-def _first_sendable(st, e, ptr, cycle):
-    """The first channel to send at or after ``ptr``, wrapping, whose pacer lets it start
-    a packet in ``cycle`` (``RdmaEngine._sendable`` and the round robin's pick), or -1."""
-    bits = st.to_send
-    words = bits.shape[1]
-    w0 = ptr >> 5
-    for k in range(words + 1):
-        w = (w0 + k) % words
-        m = bits[e, w]
-        if k == 0:
-            m &= ~((1 << (ptr & 31)) - 1)
-        elif k == words:
-            m &= (1 << (ptr & 31)) - 1
-        while m:
-            b = m & -m
-            i = w * 32 + _bit(b)
-            if st.ready[e, i] <= cycle:
-                return i
-            m ^= b
-    return -1
 
 
 # -- the uplink ------------------------------------------------------------------------
@@ -539,7 +491,8 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
             if not prm.dcqcn:
                 pick_ch = set_first(st.to_send, e, sc[e, TX_PTR])
             elif _soonest(st, e) <= cycle:
-                pick_ch = _first_sendable(st, e, sc[e, TX_PTR], cycle)
+                # RdmaEngine._sendable's channels, the round robin's pick among them.
+                pick_ch = set_first_at_most(st.to_send, st.ready, e, sc[e, TX_PTR], cycle)
     # 4 and 6. The timers reaching their timeouts (a timer holding t in this cycle fires
     # when t + 1 reaches its timeout); a context picked in this cycle is not timed out.
     fired = ack_fired = 0

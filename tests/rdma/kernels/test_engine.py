@@ -130,7 +130,6 @@ def _replay(cfg, workload, logs) -> SimpleNamespace:
                       np.uint64(0), 0, False, False, memory, out)
     next_event = specialise(engine_next_event, st, prm, 0, 0, wr, 0)
     free_slots = specialise(engine_free_slots, st, prm, 0, 0)
-    room = len(st.rates) // 2
     calls = 0
     for e, log in logs.items():
         cycle = 0
@@ -144,9 +143,7 @@ def _replay(cfg, workload, logs) -> SimpleNamespace:
             elif kind == "step":
                 _, cycle, w, tx_taken, rx, paused, want, retired, counters = call
                 where = f"endpoint {e} cycle {cycle} call {n} ({kind})"
-                if max(st.n_events) > room:
-                    st = engine_events_room(st, cfg)
-                    room = len(st.rates) // 2
+                st = engine_events_room(st, cfg)
                 src, k, last, word, ecn = rx if rx is not None else (0, 0, False, 0, 0)
                 progress = step(st, prm, e, cycle, wr, -1 if w is None else w[0], tx_taken,
                                 rx is not None, src, k, last, np.uint64(word), ecn,

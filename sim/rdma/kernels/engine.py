@@ -51,6 +51,8 @@ __all__ = ["NEVER", "EngineParams", "EngineState", "engine_params", "engine_stat
            "bth_pack", "reth_pack", "hcs"]
 
 _PSN_MASK = wire.PSN_MOD - 1
+# A slot's segment offset is an int16: a message is at most 2**LEN_BITS - 1 words.
+assert wire.LEN_BITS < 16
 _VA_MASK = (1 << wire.VA_BITS) - 1
 _PEND_ACK, _PEND_SEQ, _PEND_ACC = 1, 2, 4
 _EPOCHS = 1 << wire.EPOCH_BITS

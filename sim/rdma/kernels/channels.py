@@ -11,17 +11,17 @@ timers firing together are a prefix of the list. Both cost O(1) per change, so a
 with nothing to do costs nothing, like the Python model.
 """
 
-from ...arbiter import first_at_or_after
 from ...kernel import kernel
 
 __all__ = ["NEVER", "SET_BITS", "set_words", "peer_of", "channel_number", "set_put",
-           "set_first", "timer_remove", "timer_start", "timer_first"]
+           "set_first", "set_first_at_most", "set_min", "timer_remove", "timer_start",
+           "timer_first"]
 
 #: A cycle that never comes (the Python models' ``float("inf")``).
 NEVER = 1 << 62
 
-#: Members per int64 word of a set: 32, so that every mask is a non-negative word that
-#: :func:`~superfabric.sim.arbiter.first_at_or_after` picks from, compiled or not.
+#: Members per int64 word of a set: 32, so that a word is never negative and its bits are
+#: the same numbers compiled and under ``NUMBA_DISABLE_JIT`` (Python ints, no wrap at 64).
 SET_BITS = 32
 _SET_SHIFT = 5
 
@@ -45,6 +45,27 @@ def channel_number(prm, e, i):
     return peer_of(prm, e, i) * prm.C + i % prm.C
 
 
+@kernel(inline=True)
+def _bit(b):
+    """The position of the one bit set in ``b`` (a word of a set)."""
+    n = 0
+    if b >= 1 << 16:
+        n += 16
+        b >>= 16
+    if b >= 1 << 8:
+        n += 8
+        b >>= 8
+    if b >= 1 << 4:
+        n += 4
+        b >>= 4
+    if b >= 1 << 2:
+        n += 2
+        b >>= 2
+    if b >= 2:
+        n += 1
+    return n
+
+
 @kernel
 def set_put(bits, sc, e, count, i, member):
     """Make ``i`` a member of endpoint ``e``'s set ``bits`` or not (``member``), keeping
@@ -63,17 +84,54 @@ def set_put(bits, sc, e, count, i, member):
 @kernel
 def set_first(bits, e, ptr):
     """The first member of endpoint ``e``'s non-empty set ``bits`` at or after ``ptr``,
-    wrapping (``superfabric.sim.arbiter.first_at_or_after_wide``'s rule)."""
+    wrapping (the rule of ``superfabric.sim.arbiter.first_at_or_after_wide``)."""
     w0 = ptr >> _SET_SHIFT
     high = bits[e, w0] & ~((1 << (ptr & (SET_BITS - 1))) - 1)
     if high:
-        return (w0 << _SET_SHIFT) + first_at_or_after(high, 0)
+        return (w0 << _SET_SHIFT) + _bit(high & -high)
     words = bits.shape[1]
     for k in range(1, words + 1):
         w = (w0 + k) % words
         if bits[e, w]:
-            return (w << _SET_SHIFT) + first_at_or_after(bits[e, w], 0)
+            return (w << _SET_SHIFT) + _bit(bits[e, w] & -bits[e, w])
     return -1
+
+
+@kernel
+def set_first_at_most(bits, values, e, ptr, limit):
+    """The first member ``i`` of endpoint ``e``'s set ``bits`` at or after ``ptr``,
+    wrapping, with ``values[e, i] <= limit``; -1 for none."""
+    words = bits.shape[1]
+    w0 = ptr >> _SET_SHIFT
+    below = (1 << (ptr & (SET_BITS - 1))) - 1
+    for k in range(words + 1):
+        w = (w0 + k) % words
+        m = bits[e, w]
+        if k == 0:
+            m &= ~below
+        elif k == words:
+            m &= below
+        while m:
+            b = m & -m
+            i = (w << _SET_SHIFT) + _bit(b)
+            if values[e, i] <= limit:
+                return i
+            m ^= b
+    return -1
+
+
+@kernel
+def set_min(bits, values, e, none):
+    """The least ``values[e, i]`` over the members ``i`` of endpoint ``e``'s set ``bits``
+    (``none`` when it is empty)."""
+    least = none
+    for w in range(bits.shape[1]):
+        m = bits[e, w]
+        while m:
+            b = m & -m
+            least = min(least, values[e, (w << _SET_SHIFT) + _bit(b)])
+            m ^= b
+    return least
 
 
 @kernel

@@ -36,8 +36,8 @@ from ...kernel import kernel
 from ..host import WR_ROW_FIELDS
 from ..records import CNP_COLUMNS, RATE_COLUMNS, event_rows
 from ..traffic import key_columns
-from .channels import NEVER, channel_number, peer_of, set_first, set_put, set_words, \
-    timer_first, timer_remove, timer_start
+from .channels import NEVER, peer_of, set_first, set_first_at_most, set_min, set_put, \
+    set_words, timer_first, timer_remove, timer_start
 from .dcqcn import (ALPHA_HEAD, ALPHA_TAIL, DCQCN_SCALARS, INCREASE_HEAD, INCREASE_TAIL,
                     N_CNP_PENDING, N_CNPS, N_RATES, RP_NEXT, SOONEST, np_marked, np_pick,
                     record_cnp, rp_step)
@@ -51,6 +51,8 @@ __all__ = ["NEVER", "EngineParams", "EngineState", "engine_params", "engine_stat
            "bth_pack", "reth_pack", "hcs"]
 
 _PSN_MASK = wire.PSN_MOD - 1
+# A slot's segment offset is an int16: a message is at most 2**LEN_BITS - 1 words.
+assert wire.LEN_BITS < 16
 _VA_MASK = (1 << wire.VA_BITS) - 1
 _PEND_ACK, _PEND_SEQ, _PEND_ACC = 1, 2, 4
 _EPOCHS = 1 << wire.EPOCH_BITS
@@ -184,7 +186,8 @@ EngineState = namedtuple("EngineState", [
     "to_send", "to_retire", "pending", "np_pending",
     # Timer lists: the cycle each counts from (NEVER: stopped) and the links.
     "rto_base", "rto_prev", "rto_next", "ack_base", "ack_prev", "ack_next",
-    # DCQCN: the notification point's last CNP per context; the reaction point per channel.
+    # DCQCN: the notification point's last CNP per context; the reaction point per channel
+    # (one column each when DCQCN is off).
     "np_last", "rate", "target", "alpha", "timer_stage", "byte_stage", "flits", "debt",
     "debt_at", "ready", "alpha_at", "alpha_prev", "alpha_next", "increase_at",
     "increase_prev", "increase_next",
@@ -219,10 +222,13 @@ def engine_params(cfg: FabricConfig) -> EngineParams:
         hai_rate=u.hai_rate, min_rate=u.min_rate)
 
 
-def _event_rows(cfg: FabricConfig) -> int:
-    """Event rows one cycle of every engine may add: a CNP and a rate change per channel."""
+def _event_rows(cfg: FabricConfig) -> dict[str, int]:
+    """Per event array, the rows one cycle of every engine may add: a CNP, and a rate
+    change per channel (none without DCQCN)."""
     E = cfg.endpoints
-    return E * (E - 1) * cfg.rdma.channels_per_peer
+    dcqcn = cfg.dcqcn.enabled
+    return {"cnps": E if dcqcn else 0,
+            "rates": E * (E - 1) * cfg.rdma.channels_per_peer if dcqcn else 0}
 
 
 def engine_state(cfg: FabricConfig, workload) -> EngineState:
@@ -244,7 +250,11 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
     def channels(fill=0, dtype=np.int64):
         return np.full((E, NC), fill, dtype)
 
-    rows = 1024 + _event_rows(cfg)
+    def rp(fill=0, dtype=np.int64):
+        """A notification or reaction point array: one column without DCQCN (never read)."""
+        return np.full((E, NC if prm.dcqcn else 1), fill, dtype)
+
+    rows = {name: 1024 + need for name, need in _event_rows(cfg).items()}
     return EngineState(
         nxt=channels(start), snd=channels(start), una=channels(start), ret=channels(start),
         hsn=channels(start), msgerr=channels(False, np.bool_), epoch=channels(0, np.int8),
@@ -258,18 +268,17 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         rto_base=channels(NEVER), rto_prev=channels(-1, np.int32),
         rto_next=channels(-1, np.int32), ack_base=channels(NEVER),
         ack_prev=channels(-1, np.int32), ack_next=channels(-1, np.int32),
-        np_last=channels(-NEVER), rate=channels(LINE_RATE), target=channels(LINE_RATE),
-        alpha=channels(ALPHA_ONE), timer_stage=channels(0), byte_stage=channels(0),
-        flits=channels(0), debt=channels(0), debt_at=channels(0), ready=channels(0),
-        alpha_at=channels(NEVER), alpha_prev=channels(-1, np.int32),
-        alpha_next=channels(-1, np.int32), increase_at=channels(NEVER),
-        increase_prev=channels(-1, np.int32), increase_next=channels(-1, np.int32),
+        np_last=rp(-NEVER), rate=rp(LINE_RATE), target=rp(LINE_RATE), alpha=rp(ALPHA_ONE),
+        timer_stage=rp(), byte_stage=rp(), flits=rp(), debt=rp(), debt_at=rp(), ready=rp(),
+        alpha_at=rp(NEVER), alpha_prev=rp(-1, np.int32), alpha_next=rp(-1, np.int32),
+        increase_at=rp(NEVER), increase_prev=rp(-1, np.int32), increase_next=rp(-1, np.int32),
         tx_header=np.zeros((E, 2), np.uint64), ring_word=np.zeros((E, prm.depth), np.uint64),
         ring_at=np.zeros((E, prm.depth), np.int64), rx_bth=np.zeros(E, np.uint64),
         scalars=scalars, counters=np.zeros((E, len(RDMA_COUNTERS)), np.int64),
         keys=keys, pages=pages,
-        cnps=np.zeros((rows, len(CNP_COLUMNS)), np.int64),
-        rates=np.zeros((rows, len(RATE_COLUMNS)), np.int64), n_events=np.zeros(2, np.int64),
+        cnps=np.zeros((rows["cnps"], len(CNP_COLUMNS)), np.int64),
+        rates=np.zeros((rows["rates"], len(RATE_COLUMNS)), np.int64),
+        n_events=np.zeros(2, np.int64),
         fired=np.zeros(max(1, NC), np.int64), ack_fired=np.zeros(max(1, NC), np.int64),
         rp_fired=np.zeros(max(1, NC), np.int64))
 
@@ -280,8 +289,8 @@ def engine_events_room(st: EngineState, cfg: FabricConfig) -> EngineState:
     need = _event_rows(cfg)
     for name, n in (("cnps", int(st.n_events[N_CNPS])), ("rates", int(st.n_events[N_RATES]))):
         rows = getattr(st, name)
-        if n + need > len(rows):
-            grown = np.zeros((2 * (n + need), rows.shape[1]), np.int64)
+        if n + need[name] > len(rows):
+            grown = np.zeros((2 * (n + need[name]), rows.shape[1]), np.int64)
             grown[:len(rows)] = rows
             st = st._replace(**{name: grown})
     return st
@@ -328,66 +337,14 @@ def _soonest(st, e):
     none), kept in ``scalars`` until the channels to send or their pacers change."""
     sc = st.scalars
     if sc[e, SOONEST] < 0:
-        soonest = NEVER
-        for w in range(st.to_send.shape[1]):
-            m = st.to_send[e, w]
-            while m:
-                b = m & -m
-                i = w * 32 + _bit(b)
-                soonest = min(soonest, st.ready[e, i])
-                m ^= b
-        sc[e, SOONEST] = soonest
+        sc[e, SOONEST] = set_min(st.to_send, st.ready, e, NEVER)
     return sc[e, SOONEST]
-
-
-@kernel(inline=True)
-def _bit(b):
-    """The position of the one bit set in ``b`` (below 2**32)."""
-    n = 0
-    if b >= 1 << 16:
-        n += 16
-        b >>= 16
-    if b >= 1 << 8:
-        n += 8
-        b >>= 8
-    if b >= 1 << 4:
-        n += 4
-        b >>= 4
-    if b >= 1 << 2:
-        n += 2
-        b >>= 2
-    if b >= 2:
-        n += 1
-    return n
-
-
-@kernel
-def _first_sendable(st, e, ptr, cycle):
-    """The first channel to send at or after ``ptr``, wrapping, whose pacer lets it start
-    a packet in ``cycle`` (``RdmaEngine._sendable`` and the round robin's pick), or -1."""
-    bits = st.to_send
-    words = bits.shape[1]
-    w0 = ptr >> 5
-    for k in range(words + 1):
-        w = (w0 + k) % words
-        m = bits[e, w]
-        if k == 0:
-            m &= ~((1 << (ptr & 31)) - 1)
-        elif k == words:
-            m &= (1 << (ptr & 31)) - 1
-        while m:
-            b = m & -m
-            i = w * 32 + _bit(b)
-            if st.ready[e, i] <= cycle:
-                return i
-            m ^= b
-    return -1
 
 
 # -- the uplink ------------------------------------------------------------------------
 
 
-@kernel
+@kernel(inline=True)
 def engine_free_slots(st, prm, e, ch):
     """``RdmaEngine.free_slots``: the window slots channel number ``ch`` of endpoint ``e``
     has free (all of them toward ``e`` itself)."""
@@ -398,7 +355,7 @@ def engine_free_slots(st, prm, e, ch):
     return prm.W - ((st.nxt[e, i] - st.ret[e, i]) & _PSN_MASK)
 
 
-@kernel
+@kernel(inline=True)
 def engine_offer(st, prm, e):
     """``RdmaEngine.offer``: the transmitter's flit in this cycle, ``(has, k, word, dst,
     length)`` (``has`` False: none). A payload word is offered once its read arrived."""
@@ -418,7 +375,7 @@ def _reading(st, e):
     return sc[e, TX_LEN] > 0 and (sc[e, RD_NEXT] < sc[e, TX_WORDS] or sc[e, RING_IN_FLIGHT] > 0)
 
 
-@kernel
+@kernel(inline=True)
 def engine_next_event(st, prm, e, cycle, wr, r):
     """``RdmaEngine.next_event``: ``cycle`` if endpoint ``e``'s engine acts in it (with WR
     row ``r`` offered, -1: none, and nothing arriving), else the first cycle a timer of it
@@ -447,7 +404,7 @@ def engine_next_event(st, prm, e, cycle, wr, r):
 # -- one cycle -------------------------------------------------------------------------
 
 
-@kernel
+@kernel(inline=True)
 def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
                 rx_ecn, data_paused, control_paused, memory, out):
     """``RdmaEngine.step``: simulate ``cycle`` of endpoint ``e``'s engine and clock its edge.
@@ -459,11 +416,10 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     returns whether the run made progress (a WR taken, a completion given, a packet
     retired: the fabric's stall rule).
 
-    Each part first decides from the state at the start of the cycle, then the updates
-    apply in the order of section 10.6's steps, as in the Python engine.
+    Compiled into its caller, so that a cycle with nothing to decide costs a few loads and
+    stores; the others are :func:`_engine_cycle`'s.
     """
-    sc, cnt = st.scalars, st.counters
-    W, M, C = prm.W, prm.M, prm.C
+    sc = st.scalars
     out[OUT_TAKEN] = 0
     out[OUT_QP] = out[OUT_STATUS] = out[OUT_RX_QP] = out[OUT_RX_LENGTH] = 0
     out[OUT_TAG] = out[OUT_RX_SRC] = -1
@@ -476,7 +432,22 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     if (r < 0 and not rx_has and not tx_taken and sc[e, N_RETIRE] == 0
             and cycle < _wakeup(st, prm, e) and not _reading(st, e) and not pickable):
         return False                 # nothing to decide in this cycle
+    return _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last,
+                         rx_word, rx_ecn, data_paused, control_paused, memory, out,
+                         cnp_pending, idle)
 
+
+@kernel
+def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
+                  rx_ecn, data_paused, control_paused, memory, out, cnp_pending, idle):
+    """:func:`engine_step`'s cycle when there is something to decide (``cnp_pending``: a
+    CNP is pending; ``idle``: the transmitter is).
+
+    Each part first decides from the state at the start of the cycle, then the updates
+    apply in the order of section 10.6's steps, as in the Python engine.
+    """
+    sc, cnt = st.scalars, st.counters
+    W, M, C = prm.W, prm.M, prm.C
     # -- decisions, all from the state at the start of the cycle --------
     # 2. The retire unit: the slot it retires and the completion of a message's last packet.
     ret_ch, ret_last, ret_err = -1, False, False
@@ -522,7 +493,8 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
             if not prm.dcqcn:
                 pick_ch = set_first(st.to_send, e, sc[e, TX_PTR])
             elif _soonest(st, e) <= cycle:
-                pick_ch = _first_sendable(st, e, sc[e, TX_PTR], cycle)
+                # RdmaEngine._sendable's channels, the round robin's pick among them.
+                pick_ch = set_first_at_most(st.to_send, st.ready, e, sc[e, TX_PTR], cycle)
     # 4 and 6. The timers reaching their timeouts (a timer holding t in this cycle fires
     # when t + 1 reaches its timeout); a context picked in this cycle is not timed out.
     fired = ack_fired = 0

@@ -13,7 +13,7 @@ the RTL's routing logic is held against them block by block.
 """
 
 __all__ = ["dimension_rank", "torus_dor_hop", "class_vcs", "best_vc", "torus_escape",
-           "dor_margin", "torus_route", "ecmp_hash", "fat_tree_route", "ESCAPE_VCS"]
+           "dor_margin", "torus_route", "ecmp_hash", "ecmp_vc", "fat_tree_route", "ESCAPE_VCS"]
 
 #: Under adaptive torus routing, VCs 0 (lower) and 1 (upper) form the escape network.
 ESCAPE_VCS = 2
@@ -182,6 +182,13 @@ def ecmp_hash(src, dst, flow):
     return x & 0xFFFF
 
 
+def ecmp_vc(src, dst, flow, vcs):
+    """The VC of a fat-tree packet under ``ecmp`` on every link: the flow's, from the hash's
+    high byte (its spine takes the low bits), so a flow keeps one VC, hence one queue at
+    every router of its one path, and arrives in order, as RDMA's go-back-N needs."""
+    return (ecmp_hash(src, dst, flow) >> 8) % vcs
+
+
 def fat_tree_route(leaves, spines, hosts, r, src, dst, prio, vcs, adaptive, credits):
     """Output port and VC at fat-tree router ``r`` for a packet from ``src`` to ``dst``."""
     t = dst // hosts
@@ -199,5 +206,8 @@ def fat_tree_route(leaves, spines, hosts, r, src, dst, prio, vcs, adaptive, cred
         port = hosts + spine
     else:
         port = t
-    vc, _ = best_vc(credits, port, prio, 0, vcs)
+    if adaptive:
+        vc, _ = best_vc(credits, port, prio, 0, vcs)
+    else:
+        vc = ecmp_vc(src, dst, prio, vcs)
     return port, vc

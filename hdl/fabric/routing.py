@@ -222,10 +222,14 @@ class Routing(wiring.Component):
                 m.d.comb += better.eq(most_s > most)
                 spine, most = Mux(better, s, spine), Mux(better, most_s, most)
         else:
-            spine = _ecmp_hash(m, self.src, self.dst, self.prio) % spines
+            h = _ecmp_hash(m, self.src, self.dst, self.prio)
+            spine = h % spines
         up = Signal(range(spines))
         m.d.comb += up.eq(spine)
-        up_vc = Array(_best_vc(m, c, 0, f.vcs, f"vc{s}")[0] for s, c in enumerate(credits))[up]
+        if f.routing == "adaptive":
+            up_vc = Array(_best_vc(m, c, 0, f.vcs, f"vc{s}")[0] for s, c in enumerate(credits))[up]
+        else:
+            up_vc = self._flow_vc(m, h)
         with m.If(_div(self.dst, hosts) == self.router_id):
             m.d.comb += [self.out.eq(_mod(self.dst, hosts)), self.vc.eq(0)]
         with m.Else():
@@ -235,9 +239,16 @@ class Routing(wiring.Component):
         f = self._cfg.fabric
         down = Signal(range(self._ports))
         m.d.comb += down.eq(_div(self.dst, self._topo.hosts_per_leaf))
-        vcs = Array(_best_vc(m, self._credits(leaf), 0, f.vcs, f"vc{leaf}")[0]
-                    for leaf in range(self._ports))
-        m.d.comb += [self.out.eq(down), self.vc.eq(vcs[down])]
+        if f.routing == "adaptive":
+            vc = Array(_best_vc(m, self._credits(leaf), 0, f.vcs, f"vc{leaf}")[0]
+                       for leaf in range(self._ports))[down]
+        else:
+            vc = self._flow_vc(m, _ecmp_hash(m, self.src, self.dst, self.prio))
+        m.d.comb += [self.out.eq(down), self.vc.eq(vc)]
+
+    def _flow_vc(self, m, h):
+        """Under ``ecmp`` the flow's VC on every link (superfabric.network.routing.ecmp_vc)."""
+        return _mod(h[8:], self._cfg.fabric.vcs)
 
 
 def _div(value, divisor):

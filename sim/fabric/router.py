@@ -60,8 +60,8 @@ SKID_PKT, SKID_FLIT, SKID_VC = range(3)
 # The routing functions are defined once, in superfabric.network.routing, as plain
 # Python; these make them callable from compiled code.
 for _rule in (routing.dimension_rank, routing.torus_dor_hop, routing.class_vcs,
-              routing.best_vc, routing.ecmp_hash, routing.torus_escape, routing.dor_margin,
-              routing.torus_route, routing.fat_tree_route):
+              routing.best_vc, routing.ecmp_hash, routing.ecmp_vc, routing.torus_escape,
+              routing.dor_margin, routing.torus_route, routing.fat_tree_route):
     register_jitable(_rule)
 
 #: The configuration as the kernels read it (all integers; flags are 0 or 1).

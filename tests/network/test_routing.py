@@ -5,8 +5,8 @@ import itertools
 import numpy as np
 import pytest
 
-from superfabric.network.routing import (dimension_rank, ecmp_hash, fat_tree_route, torus_dor_hop,
-                                        torus_route)
+from superfabric.network.routing import (dimension_rank, ecmp_hash, ecmp_vc, fat_tree_route,
+                                        torus_dor_hop, torus_route)
 from superfabric.network.topology import Topology
 
 
@@ -144,6 +144,22 @@ def test_fat_tree_paths_go_up_once_and_down():
         down, _ = fat_tree_route(8, 4, 8, spine, src, dst, 0, 2, False, credits)
         assert topo.peer(spine, down) == (dst // 8, 8 + port - 8)
     assert spines_used == {8, 9, 10, 11}
+
+
+def test_ecmp_gives_a_flow_one_vc_on_every_link_whatever_the_credits():
+    rng = np.random.default_rng(1)
+    vcs_used = set()
+    for src, dst in itertools.product(range(64), repeat=2):
+        if src // 8 == dst // 8:
+            continue
+        credits = rng.integers(0, 40, (12, 1, 4))
+        up, vc_up = fat_tree_route(8, 4, 8, src // 8, src, dst, 0, 4, False, credits)
+        spine = 8 + (up - 8)           # the leaves' routers come first, then the spines
+        _, vc_down = fat_tree_route(8, 4, 8, spine, src, dst, 0, 4, False,
+                                    rng.integers(0, 40, (12, 1, 4)))
+        assert vc_up == vc_down == ecmp_vc(src, dst, 0, 4) == (ecmp_hash(src, dst, 0) >> 8) % 4
+        vcs_used.add(vc_up)
+    assert vcs_used == {0, 1, 2, 3}
 
 
 def test_fat_tree_adaptive_picks_the_uplink_with_most_credits():

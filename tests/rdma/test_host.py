@@ -38,9 +38,9 @@ def test_a_device_posts_in_reaction_to_completions():
     cfg = _config()
     D, words = cfg.rdma.dma_latency, 5
     w = _workload(cfg, [{"post": 7, "src": 0, "qp": 0, "dst": 1, "opcode": 0, "length": words}])
-    alone = RdmaFabricModel(cfg).run(w)
+    alone = RdmaFabricModel(cfg).run_reference(w)
     chain = Chain(w, 2)
-    rec = RdmaFabricModel(cfg).run(w, device=chain)
+    rec = RdmaFabricModel(cfg).run_reference(w, device=chain)
     # The workload's own WR runs as it does without the device.
     assert (rec.taken[0], rec.done[0]) == (alone.taken[0], alone.done[0])
     assert len(rec.taken) == 3 and list(rec.status) == [0, 0, 0]

@@ -30,6 +30,7 @@ from ....formats.collective import (DEFAULT_NAN, LOCAL_KEY, NOTIFY_FIELDS, REMOT
                                     write_words)
 from ....formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ...kernel import kernel
+from ...rdma.kernels.channels import NEVER
 from ..host_memory import Layout, words_of
 from ..reference import DTYPES
 
@@ -42,8 +43,6 @@ __all__ = ["NEVER", "CollectiveParams", "CollectiveState", "collective_params",
            "BUSY_UNTIL", "FINISH", "ERRORS", "WRITE_AT", "WRITE_FIRST", "WRITE_COUNT",
            "WRITE_HEAD", "ENGINE_COLUMNS", "DONE"]
 
-#: "Never" as a cycle (the Python model's ``float("inf")``).
-NEVER = 1 << 62
 
 #: The columns of ``CollectiveState.engine``, per accelerator: steps started, slots applied,
 #: the cycle after it was done (-1: not yet), receive completions counted, those given in

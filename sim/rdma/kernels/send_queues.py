@@ -36,13 +36,12 @@ from ....config import FabricConfig
 from ....formats.rdma_wire import PSN_MOD, payload_words
 from ...kernel import kernel
 from ..host import WR_ROW_FIELDS
+from .channels import NEVER
 
 __all__ = ["NEVER", "ROWS", "SendQueueParams", "SendQueueState", "send_queues_params",
            "send_queues_state", "send_queues_offer", "send_queues_taken", "send_queues_add",
            "send_queues_next_post", "heads", "owed"]
 
-#: A cycle that never comes (the class's ``float("inf")``).
-NEVER = 1 << 62
 #: Index of SendQueueState.scalars: the rows of ``wr`` in use.
 ROWS = 0
 

@@ -28,7 +28,7 @@ from superfabric.sim.collective.kernels.engine import (
     lane_add, stuck, timeline)
 from superfabric.sim.rdma import fabric as fabric_module
 from superfabric.sim.rdma.host import SendQueues
-from ...rdma.kernels.reference import run_collective
+from rdma.kernels.reference import run_collective
 
 from ..fabrics import FABRICS as PROJECT_FABRICS
 from ..test_adder import SPECIAL, pairs

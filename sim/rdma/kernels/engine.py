@@ -45,7 +45,8 @@ from .keys import key_address, key_allowed
 
 __all__ = ["NEVER", "EngineParams", "EngineState", "engine_params", "engine_state",
            "engine_offer", "engine_step", "engine_next_event", "engine_free_slots",
-           "engine_events", "engine_events_room", "engine_counters", "engine_busy_channels",
+           "engine_events", "engine_events_room", "event_rows_per_cycle", "engine_counters",
+           "engine_busy_channels",
            "describe_channel", "WR_COLUMNS", "OUT_FIELDS", "OUT_TAKEN", "OUT_QP", "OUT_TAG",
            "OUT_STATUS", "OUT_RX_SRC", "OUT_RX_QP", "OUT_RX_LENGTH", "OUT_RETIRED",
            "bth_pack", "reth_pack", "hcs"]
@@ -222,7 +223,7 @@ def engine_params(cfg: FabricConfig) -> EngineParams:
         hai_rate=u.hai_rate, min_rate=u.min_rate)
 
 
-def _event_rows(cfg: FabricConfig) -> dict[str, int]:
+def event_rows_per_cycle(cfg: FabricConfig) -> dict[str, int]:
     """Per event array, the rows one cycle of every engine may add: a CNP, and a rate
     change per channel (none without DCQCN)."""
     E = cfg.endpoints
@@ -254,7 +255,7 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         """A notification or reaction point array: one column without DCQCN (never read)."""
         return np.full((E, NC if prm.dcqcn else 1), fill, dtype)
 
-    rows = {name: 1024 + need for name, need in _event_rows(cfg).items()}
+    rows = {name: 1024 + need for name, need in event_rows_per_cycle(cfg).items()}
     return EngineState(
         nxt=channels(start), snd=channels(start), una=channels(start), ret=channels(start),
         hsn=channels(start), msgerr=channels(False, np.bool_), epoch=channels(0, np.int8),
@@ -286,7 +287,7 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
 def engine_events_room(st: EngineState, cfg: FabricConfig) -> EngineState:
     """``st``, its event arrays grown if they lack room for one more cycle of every engine
     (the kernels drop events past the arrays' end, counting them still)."""
-    need = _event_rows(cfg)
+    need = event_rows_per_cycle(cfg)
     for name, n in (("cnps", int(st.n_events[N_CNPS])), ("rates", int(st.n_events[N_RATES]))):
         rows = getattr(st, name)
         if n + need[name] > len(rows):

@@ -37,6 +37,7 @@ from .dcqcn import N_CNPS, N_RATES
 from .engine import (NEVER, OUT_FIELDS, OUT_RETIRED, OUT_RX_LENGTH, OUT_RX_QP, OUT_RX_SRC,
                      OUT_STATUS, OUT_TAG, OUT_TAKEN, describe_channel, engine_busy_channels,
                      engine_counters, engine_events, engine_events_room, engine_next_event,
+                     event_rows_per_cycle,
                      engine_offer, engine_params, engine_state, engine_step)
 from .fault_injector import (injector_commit, injector_params, injector_prepare, injector_quiet,
                              injector_state)
@@ -135,7 +136,7 @@ def _idle_until(rs, fst, fprm, est, eprm, ist, iprm, sq, sqprm, wr, cycle, endpo
 def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, memory,
               kind_prio, kind_ecn, endpoint_port, offer_pkt, offer_flit, offer_vc, ready,
               paused_row, sink_enable, sink_times, delivered, arrived, flits, flit_word, outs,
-              out_word, sent, paused, rx, rx_word, engine_out, posts, room_events):
+              out_word, sent, paused, rx, rx_word, engine_out, posts, room_cnps, room_rates):
     """Run from ``rs.scalars[CYCLE]`` until every WR has completed and the device is done
     (:data:`DONE`), the stall limit (:data:`STALLED`), a record array without room for
     another cycle (:data:`NEED_ROOM`; grow it and call again) or a flit that found no
@@ -145,7 +146,8 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
     its flits; ``flits`` and ``outs`` (``[E, 4]``: has, k, dst, length, with their words
     in ``flit_word`` and ``out_word``), ``sent``, ``paused`` (``[E, 2]``: data, control),
     ``rx`` (``[E, 5]``: has, src, k, last, ecn; ``rx_word``), ``engine_out`` and ``posts``
-    are scratch. ``room_events`` is the room the engines' event rows need for one cycle.
+    are scratch. ``room_cnps`` and ``room_rates`` are the rows the engines' events may take
+    in one cycle (:func:`~.engine.event_rows_per_cycle`).
     """
     E = prm.endpoints
     cycle, last_progress = rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS]
@@ -158,8 +160,8 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
                 or rs.scalars[RXC_COUNT] + E > rs.rx_completions.shape[0]
                 or rs.scalars[DELIVERED_COUNT] + E > rs.delivered.shape[0]
                 or rs.scalars[WORDS_COUNT] + E * max_flits > rs.delivered_words.shape[0]
-                or est.n_events[N_CNPS] + room_events > est.cnps.shape[0]
-                or est.n_events[N_RATES] + room_events > est.rates.shape[0]
+                or est.n_events[N_CNPS] + room_cnps > est.cnps.shape[0]
+                or est.n_events[N_RATES] + room_rates > est.rates.shape[0]
 ):
             status = NEED_ROOM
             break
@@ -399,14 +401,18 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
         np.zeros(E, np.bool_), np.zeros((E, 2), np.bool_),         # sent, paused
         np.zeros((E, 5), np.int64), np.zeros(E, np.uint64),        # rx, rx_word
         np.zeros(OUT_FIELDS, np.int64), collective_posts(cprm))    # engine_out, posts
-    room_events = E * (E - 1) * rd.channels_per_peer
+    room = event_rows_per_cycle(cfg)
     while True:
         status = run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm,
-                           memory, *scratch, room_events)
+                           memory, *scratch, room["cnps"], room["rates"])
         if status != NEED_ROOM:
             break
+        before = _room(rs, fst, est)
         rs, fst = _grown(rs, fst, E, sw.max_packet_flits)
         est = engine_events_room(est, cfg)
+        if _room(rs, fst, est) == before:
+            raise RuntimeError(f"cycle {int(rs.scalars[CYCLE])}: the run loop asked for room "
+                               f"that no record array lacks")
     if status == OVERFLOWED:
         raise LinkOverflow(f"cycle {int(rs.scalars[CYCLE])}: a flit reached a link input with "
                            f"its skid buffer full (the link's credits were wrong)")
@@ -440,6 +446,12 @@ def _grown(rs: RunState, fst, E: int, max_flits: int):
         depth_rows=_doubled(rs.depth_rows, cycle, cycle + 1))
     frames = int(fst.scalars[FRAMES])
     return rs, fst._replace(frames=_doubled(fst.frames, frames, frames + E))
+
+
+def _room(rs: RunState, fst, est) -> tuple:
+    """The sizes of the record arrays the loop may ask to grow."""
+    return (len(rs.rx_completions), len(rs.delivered), len(rs.delivered_words),
+            len(rs.depth_rows), len(fst.frames), len(est.cnps), len(est.rates))
 
 
 def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool) -> RdmaRecords:

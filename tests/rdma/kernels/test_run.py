@@ -10,26 +10,15 @@ from superfabric.config import FabricConfig
 from superfabric.sim.collective.fabric import prepare_collective
 from superfabric.sim.collective.kernels.engine import completion_cycle, timeline
 from superfabric.sim.rdma.fabric import RdmaFabricModel
-from .reference import run_collective
 from superfabric.sim.rdma.kernels.run import run
 from superfabric.sim.rdma.traffic import generate_rdma
 
-from conftest import CONGESTED, RDMA_SMALL
+from .. import test_fabrics as fabric_tests
+from .reference import run_collective
 
-BASE = RDMA_SMALL + ["rdma.retransmit_timeout=256", "rdma.memory_words=4096"]
-FABRICS = {
-    "switch": [],
-    "torus": ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"],
-    "leaf-spine": ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
-                   "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"],
-}
-CASES = {
-    "allreduce-drops": (["faults.drop_rate=0.01"], "rdma-allreduce", 0.3, 800),
-    "uniform-faults": (["faults.drop_rate=0.03", "faults.duplicate_rate=0.02",
-                        "faults.reorder_rate=0.02", "faults.corrupt_rate=0.02"],
-                       "rdma-uniform", 0.3, 800),
-    "incast-congested": (CONGESTED, "rdma-incast", 0.6, 400),
-}
+#: The fabrics of the model's fabric tests, and the switch.
+FABRICS = {"switch": [], **fabric_tests.FABRICS}
+BASE, CASES = fabric_tests.BASE, fabric_tests.CASES
 FIELDS = ("taken", "done", "status", "completions", "order", "rx_completions", "memory",
           "cnps", "rates", "pfc_frames", "queue_depth", "delivered", "delivered_words")
 

@@ -18,7 +18,6 @@ flits to the engines), then the injectors' and engines' updates.
 import numpy as np
 
 from ...config import FabricConfig
-from ...formats.packet import ECT0, NOT_ECT
 from .fault_injector import FaultInjector
 from .engine import RdmaEngine
 from .host import WR_ROW_FIELDS, HostDevice, SendQueues
@@ -27,22 +26,9 @@ from .traffic import key_columns
 from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
                       RdmaRecords, event_rows)
 from ..fabric.core import FabricCore
+from .kernels.run import default_stall_limit, packet_class, run as compiled_run
 
 __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
-
-def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:
-    """The traffic class and ECN codepoint of an RDMA packet of ``length`` flits (section 10.4):
-    one-flit packets (ACKs, NAKs, CNPs) are control, the others data, ECN-capable with DCQCN."""
-    rd = cfg.rdma
-    if length == 1:
-        return rd.control_priority, NOT_ECT
-    return rd.data_priority, ECT0 if cfg.dcqcn.enabled else NOT_ECT
-
-
-def default_stall_limit(cfg: FabricConfig) -> int:
-    """Cycles without a WR taken or a completion given that end a run as stalled."""
-    return 8 * cfg.rdma.retransmit_timeout + 10_000
-
 
 class _Uplinks:
     """The injectors' side of the switch inputs, as :meth:`FabricCore.step` expects a source.
@@ -118,9 +104,8 @@ class RdmaFabricModel:
         ``collective``, ``(schedule, layout, dtype)``, are done); returns
         :class:`RdmaRecords`. The loop is compiled (:func:`.kernels.run.run`); the run
         ends as :meth:`run_reference` says, which it equals record for record."""
-        from .kernels.run import run
         self._check(workload)
-        return run(self._cfg, workload, stall_limit=stall_limit, collective=collective,
+        return compiled_run(self._cfg, workload, stall_limit=stall_limit, collective=collective,
                    capture_link=capture_link)[0]
 
     def run_reference(self, workload, *, stall_limit: int | None = None,

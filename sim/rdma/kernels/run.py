@@ -1,8 +1,8 @@
 """The RDMA fabric's run loop, compiled: every endpoint's engine, fault injector and send
-queues, the collective engines and the fabric, a block of cycles per call.
+queues, the collective engines and the fabric, in one loop.
 
 The cycle is section 10.11's, in the order of :meth:`superfabric.sim.rdma.fabric.
-RdmaFabricModel.run`: the hosts' offers, the idle skip, the engines' flits and the
+RdmaFabricModel.run_reference`: the hosts' offers, the idle skip, the engines' flits and the
 injectors', the packets registered with the fabric, the fabric's cycle
 (:func:`~superfabric.sim.fabric.top.fabric_cycle`) and its deliveries, then per endpoint the
 injector's and the engine's updates and the records of its WRs, then the device's cycle,
@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ....config import FabricConfig
+from ....formats.packet import ECT0, NOT_ECT
 from ....network.topology import Topology
 from ...collective.host_memory import Layout
 from ...collective.kernels.engine import (collective_completed, collective_done,
@@ -31,7 +32,6 @@ from ...kernel import kernel
 from ...pfc import quanta_to_cycles
 from ...skid_buffer import skid_ready
 from ...source import NONE
-from ..fabric import default_stall_limit, packet_class
 from ..records import DELIVERED_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
 from .dcqcn import N_CNPS, N_RATES
 from .engine import (NEVER, OUT_FIELDS, OUT_RETIRED, OUT_RX_LENGTH, OUT_RX_QP, OUT_RX_SRC,
@@ -44,7 +44,8 @@ from .fault_injector import (injector_commit, injector_params, injector_prepare,
 from .send_queues import (owed, send_queues_add, send_queues_next_post, send_queues_offer,
                           send_queues_params, send_queues_state, send_queues_taken)
 
-__all__ = ["RunState", "run_block", "DONE", "STALLED", "NEED_ROOM", "OVERFLOWED"]
+__all__ = ["RunState", "RunParams", "run_block", "run", "packet_class", "default_stall_limit",
+           "packet_ids", "DONE", "STALLED", "NEED_ROOM", "OVERFLOWED"]
 
 #: What :func:`run_block` returns as its status.
 DONE, STALLED, NEED_ROOM, OVERFLOWED = range(4)
@@ -90,14 +91,15 @@ class RunState(NamedTuple):
 
 
 class RunParams(NamedTuple):
-    """The loop's constants: endpoints, classes, the packet kinds by length."""
+    """The loop's constants: endpoints, classes (the RDMA data and control classes),
+    the flit width (pause quanta to cycles), the stall limit, and whether collective
+    engines run."""
 
     endpoints: int
     priorities: int
     data_class: int
     control_class: int
     data_width: int
-    pfc_on: bool
     stall_limit: int
     has_device: bool
 
@@ -110,7 +112,7 @@ def _offers(rs, sq, sqprm, est, cycle, endpoints):
 
 
 @kernel(inline=True)
-def _idle_until(rs, fst, fprm, est, eprm, ist, iprm, sq, sqprm, wr, cycle, endpoints):
+def _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, endpoints):
     """The first cycle anything acts in, when the fabric and the injectors are quiet;
     else ``cycle`` (``_idle_until`` of the Python loop)."""
     if fst.scalars[IN_FLIGHT]:
@@ -166,7 +168,7 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
             status = NEED_ROOM
             break
         _offers(rs, sq, sqprm, est, cycle, E)
-        nxt = _idle_until(rs, fst, fprm, est, eprm, ist, iprm, sq, sqprm, wr, cycle, E)
+        nxt = _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, E)
         if prm.has_device:
             t = NEVER
             for a in range(E):
@@ -333,6 +335,20 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
 
 
 
+def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:
+    """The traffic class and ECN codepoint of an RDMA packet of ``length`` flits (section 10.4):
+    one-flit packets (ACKs, NAKs, CNPs) are control, the others data, ECN-capable with DCQCN."""
+    rd = cfg.rdma
+    if length == 1:
+        return rd.control_priority, NOT_ECT
+    return rd.data_priority, ECT0 if cfg.dcqcn.enabled else NOT_ECT
+
+
+def default_stall_limit(cfg: FabricConfig) -> int:
+    """Cycles without a WR taken or a completion given that end a run as stalled."""
+    return 8 * cfg.rdma.retransmit_timeout + 10_000
+
+
 def packet_ids(cfg: FabricConfig, topo: Topology) -> int:
     """Packet ids the run needs at once: one under way at every injector, and one per flit
     of room anywhere in the fabric (:func:`~superfabric.sim.fabric.router.fabric_room`)."""
@@ -386,7 +402,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
     rs.scalars[OUTSTANDING_WRS] = wrs
     rs.scalars[DEVICE_DONE] = collective is None or bool(collective_done(cst, cprm))
     prm = RunParams(E, sw.priorities, rd.data_priority, rd.control_priority, sw.data_width,
-                    cfg.pfc.enabled, stall_limit, collective is not None)
+                    stall_limit, collective is not None)
     ports = len(fst.port_endpoint)
     scratch = (
         np.array([0] + [k[0] for k in kinds], np.int64),          # kind_prio

@@ -448,21 +448,9 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     apply in the order of section 10.6's steps, as in the Python engine.
     """
     sc, cnt = st.scalars, st.counters
-    W, M, C = prm.W, prm.M, prm.C
     # -- decisions, all from the state at the start of the cycle --------
     # 2. The retire unit: the slot it retires and the completion of a message's last packet.
-    ret_ch, ret_last, ret_err = -1, False, False
-    done, c_qp, c_tag, c_status = False, 0, -1, 0
-    if sc[e, N_RETIRE] > 0:
-        ret_ch = set_first(st.to_retire, e, sc[e, RET_PTR])
-        slot = st.ret[e, ret_ch] % W
-        row = st.slot_row[e, ret_ch, slot]
-        ret_last = st.slot_off[e, ret_ch, slot] + M >= wr[row, _LENGTH]
-        ret_err = st.slot_err[e, ret_ch, slot]
-        if ret_last:
-            failed = st.msgerr[e, ret_ch] or ret_err
-            done, c_qp, c_tag = True, wr[row, _QP], wr[row, _TAG]
-            c_status = wire.STATUS_REMOTE if failed else wire.STATUS_OK
+    ret_ch, ret_last, ret_err, done, c_qp, c_tag, c_status = _retire_decision(st, prm, e, wr)
     # 1. The segmenter: a failing WR completes once the engine is drained.
     seg_ch, taken = -1, False
     if r >= 0:
@@ -471,7 +459,7 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
             if not done and sc[e, BUSY] == 0:
                 done, c_qp, c_tag, c_status = True, wr[r, _QP], wr[r, _TAG], status
                 taken = True
-        elif (st.nxt[e, ch] - st.ret[e, ch]) & _PSN_MASK < W:
+        elif (st.nxt[e, ch] - st.ret[e, ch]) & _PSN_MASK < prm.W:
             seg_ch = ch
     # The payload read requested now (if the buffer has room) and the word arriving.
     request, request_word = False, np.uint64(0)
@@ -484,35 +472,10 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     first_in_flight = (sc[e, RING_HEAD] + sc[e, RING_BUFFERED]) % prm.depth
     arriving = sc[e, RING_IN_FLIGHT] > 0 and st.ring_at[e, first_in_flight] == cycle
     # 3. The transmitter's pick: CNPs, acknowledgements, data, each while not paused.
-    pick_cnp, pick_x, pick_ch = False, -1, -1
-    if idle:
-        if cnp_pending and not control_paused:
-            pick_cnp = True          # the notification point names the context at the latch
-        elif sc[e, N_PENDING] > 0 and not control_paused:
-            pick_x = set_first(st.pending, e, 0)
-        elif sc[e, N_SEND] > 0 and not data_paused:
-            if not prm.dcqcn:
-                pick_ch = set_first(st.to_send, e, sc[e, TX_PTR])
-            elif _soonest(st, e) <= cycle:
-                # RdmaEngine._sendable's channels, the round robin's pick among them.
-                pick_ch = set_first_at_most(st.to_send, st.ready, e, sc[e, TX_PTR], cycle)
-    # 4 and 6. The timers reaching their timeouts (a timer holding t in this cycle fires
-    # when t + 1 reaches its timeout); a context picked in this cycle is not timed out.
-    fired = ack_fired = 0
-    if cycle >= sc[e, TIMER_NEXT]:
-        edge = cycle + 1
-        ch = sc[e, RTO_HEAD]
-        while ch >= 0 and st.rto_base[e, ch] + prm.rto <= edge:
-            if st.rto_base[e, ch] + prm.rto == edge:
-                st.fired[fired] = ch
-                fired += 1
-            ch = st.rto_next[e, ch]
-        x = sc[e, ACK_HEAD]
-        while x >= 0 and st.ack_base[e, x] + prm.ato <= edge:
-            if st.ack_base[e, x] + prm.ato == edge and x != pick_x:
-                st.ack_fired[ack_fired] = x
-                ack_fired += 1
-            x = st.ack_next[e, x]
+    pick_cnp, pick_x, pick_ch = _pick_decision(st, prm, e, cycle, idle, cnp_pending,
+                                               data_paused, control_paused)
+    # 4 and 6. The timers reaching their timeouts.
+    fired, ack_fired = _timers_fired(st, prm, e, cycle, pick_x)
     # 5. The receiver.
     (ack_t, new_una, new_snd, err_psn, cnp_t, marked, vx, verdict, write_addr, rcpl_src,
      rcpl_qp, rcpl_len) = _receive(st, prm, e, rx_has, rx_src, rx_k, rx_last, rx_word, rx_ecn)
@@ -521,32 +484,14 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     if seg_ch >= 0:
         taken = _segment(st, prm, e, wr, r, seg_ch)
     if ret_ch >= 0:
-        sc[e, RETIRED] = 1
-        nxt_ret = (st.ret[e, ret_ch] + 1) & _PSN_MASK
-        st.ret[e, ret_ch] = nxt_ret
-        if nxt_ret == st.nxt[e, ret_ch]:
-            sc[e, BUSY] -= 1
-        st.msgerr[e, ret_ch] = False if ret_last else (st.msgerr[e, ret_ch] or ret_err)
-        sc[e, RET_PTR] = (ret_ch + 1) % prm.NC
+        _retire(st, prm, e, ret_ch, ret_last, ret_err)
     if done:
         cnt[e, _COMPLETIONS] += 1
         if c_status != wire.STATUS_OK:
             cnt[e, _ERRORS] += 1
     # 3. The latch: the packet picked, (dst, flits, BTH, RETH, payload key, va, words).
-    p_dst, p_len, p_bth, p_reth, p_key, p_va, p_words = 0, 0, np.uint64(0), np.uint64(0), 0, 0, 0
-    if pick_cnp:
-        x = np_pick(st, e)
-        record_cnp(st, prm, e, cycle, x)
-        p_bth = bth_pack(wire.CNP_OPCODE, 0, x % C, 0, 0, 0, 0)
-        p_bth |= _put(hcs(p_bth, np.uint64(0)), _B_HCS)
-        cnt[e, _CNP_SENT] += 1
-        p_dst, p_len = peer_of(prm, e, x), 1
-    elif pick_x >= 0:
-        p_bth = _pick_acknowledgement(st, prm, e, pick_x)
-        p_dst, p_len = peer_of(prm, e, pick_x), 1
-    elif pick_ch >= 0:
-        p_bth, p_reth, p_key, p_va, p_words = _pick_data(st, prm, e, wr, pick_ch)
-        p_dst, p_len = peer_of(prm, e, pick_ch), 2 + p_words
+    p_dst, p_len, p_bth, p_reth, p_key, p_va, p_words = _latch(st, prm, e, wr, cycle,
+                                                               pick_cnp, pick_x, pick_ch)
     # 4. Go back N on the channels timed out (a timeout yields to an ACK/NAK for it).
     for k in range(fired):
         ch = st.fired[k]
@@ -559,7 +504,7 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
         if new_snd >= 0:
             st.snd[e, ack_t] = new_snd
         if err_psn >= 0:
-            st.slot_err[e, ack_t, err_psn % W] = True
+            st.slot_err[e, ack_t, err_psn % prm.W] = True
             st.epoch[e, ack_t] = (st.epoch[e, ack_t] + 1) % _EPOCHS
     if verdict != _V_NONE:
         _apply_verdict(st, prm, e, vx, verdict)
@@ -578,19 +523,132 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
         st.pend[e, st.ack_fired[k]] |= _PEND_ACK
     _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cycle, p_dst,
                       p_len, p_bth, p_reth, p_key, p_va, p_words)
+    _refresh(st, prm, e, cycle + 1, (seg_ch, ret_ch, pick_ch), fired, ack_t, pick_x,
+             ack_fired, vx if verdict != _V_NONE else -1)
 
-    # Bring the sets and the timers up to date with the state at the end of the cycle.
-    start = cycle + 1            # a timer restarted at 0 holds 0 in the next cycle
-    touched = False
-    if seg_ch >= 0:
-        _refresh_channel(st, prm, e, seg_ch, False, start)
-        touched = True
-    if ret_ch >= 0:
-        _refresh_channel(st, prm, e, ret_ch, False, start)
-        touched = True
+    out[OUT_TAKEN] = taken
+    if done:
+        out[OUT_QP], out[OUT_TAG], out[OUT_STATUS] = c_qp, c_tag, c_status
+    if rcpl_src >= 0:
+        out[OUT_RX_SRC], out[OUT_RX_QP], out[OUT_RX_LENGTH] = rcpl_src, rcpl_qp, rcpl_len
+    out[OUT_RETIRED] = sc[e, RETIRED]
+    return taken or done or ret_ch >= 0
+
+
+@kernel(inline=True)
+def _retire_decision(st, prm, e, wr):
+    """Section 10.6 step 2's decision: the channel whose oldest slot retires (-1: none),
+    whether that slot is its message's last packet and its error bit, and the completion
+    ``(done, qp, tag, status)`` of a last packet."""
+    sc = st.scalars
+    ret_ch, ret_last, ret_err = -1, False, False
+    done, c_qp, c_tag, c_status = False, 0, -1, 0
+    if sc[e, N_RETIRE] > 0:
+        ret_ch = set_first(st.to_retire, e, sc[e, RET_PTR])
+        slot = st.ret[e, ret_ch] % prm.W
+        row = st.slot_row[e, ret_ch, slot]
+        ret_last = st.slot_off[e, ret_ch, slot] + prm.M >= wr[row, _LENGTH]
+        ret_err = st.slot_err[e, ret_ch, slot]
+        if ret_last:
+            failed = st.msgerr[e, ret_ch] or ret_err
+            done, c_qp, c_tag = True, wr[row, _QP], wr[row, _TAG]
+            c_status = wire.STATUS_REMOTE if failed else wire.STATUS_OK
+    return ret_ch, ret_last, ret_err, done, c_qp, c_tag, c_status
+
+
+@kernel(inline=True)
+def _retire(st, prm, e, ch, last, err):
+    """Step 2's update: channel ``ch``'s oldest slot retires."""
+    sc = st.scalars
+    sc[e, RETIRED] = 1
+    nxt_ret = (st.ret[e, ch] + 1) & _PSN_MASK
+    st.ret[e, ch] = nxt_ret
+    if nxt_ret == st.nxt[e, ch]:
+        sc[e, BUSY] -= 1
+    st.msgerr[e, ch] = False if last else (st.msgerr[e, ch] or err)
+    sc[e, RET_PTR] = (ch + 1) % prm.NC
+
+
+@kernel(inline=True)
+def _pick_decision(st, prm, e, cycle, idle, cnp_pending, data_paused, control_paused):
+    """Step 3's pick while the transmitter is idle: a CNP, else the context owed an
+    acknowledgement (-1: none), else the channel with data to send (-1: none); control
+    and data each only while their class is not paused."""
+    sc = st.scalars
+    pick_cnp, pick_x, pick_ch = False, -1, -1
+    if idle:
+        if cnp_pending and not control_paused:
+            pick_cnp = True          # the notification point names the context at the latch
+        elif sc[e, N_PENDING] > 0 and not control_paused:
+            pick_x = set_first(st.pending, e, 0)
+        elif sc[e, N_SEND] > 0 and not data_paused:
+            if not prm.dcqcn:
+                pick_ch = set_first(st.to_send, e, sc[e, TX_PTR])
+            elif _soonest(st, e) <= cycle:
+                # RdmaEngine._sendable's channels, the round robin's pick among them.
+                pick_ch = set_first_at_most(st.to_send, st.ready, e, sc[e, TX_PTR], cycle)
+    return pick_cnp, pick_x, pick_ch
+
+
+@kernel(inline=True)
+def _timers_fired(st, prm, e, cycle, pick_x):
+    """Steps 4 and 6: the channels whose retransmission timers and the contexts whose
+    acknowledgement timers time out at this cycle's edge, into ``st.fired`` and
+    ``st.ack_fired``; returns their counts. A timer holding t in this cycle fires when
+    t + 1 reaches its timeout; a context picked in this cycle (``pick_x``) is not timed
+    out."""
+    sc = st.scalars
+    fired = ack_fired = 0
+    if cycle >= sc[e, TIMER_NEXT]:
+        edge = cycle + 1
+        ch = sc[e, RTO_HEAD]
+        while ch >= 0 and st.rto_base[e, ch] + prm.rto <= edge:
+            if st.rto_base[e, ch] + prm.rto == edge:
+                st.fired[fired] = ch
+                fired += 1
+            ch = st.rto_next[e, ch]
+        x = sc[e, ACK_HEAD]
+        while x >= 0 and st.ack_base[e, x] + prm.ato <= edge:
+            if st.ack_base[e, x] + prm.ato == edge and x != pick_x:
+                st.ack_fired[ack_fired] = x
+                ack_fired += 1
+            x = st.ack_next[e, x]
+    return fired, ack_fired
+
+
+@kernel(inline=True)
+def _latch(st, prm, e, wr, cycle, pick_cnp, pick_x, pick_ch):
+    """Step 3's latch: the packet picked as ``(dst, flits, BTH, RETH, payload key, va,
+    words)`` (0 flits: none)."""
+    if pick_cnp:
+        x = np_pick(st, e)
+        record_cnp(st, prm, e, cycle, x)
+        bth = bth_pack(wire.CNP_OPCODE, 0, x % prm.C, 0, 0, 0, 0)
+        bth |= _put(hcs(bth, np.uint64(0)), _B_HCS)
+        st.counters[e, _CNP_SENT] += 1
+        return peer_of(prm, e, x), 1, bth, np.uint64(0), 0, 0, 0
+    if pick_x >= 0:
+        bth = _pick_acknowledgement(st, prm, e, pick_x)
+        return peer_of(prm, e, pick_x), 1, bth, np.uint64(0), 0, 0, 0
     if pick_ch >= 0:
-        _refresh_channel(st, prm, e, pick_ch, False, start)
-        touched = True
+        bth, reth, key, va, words = _pick_data(st, prm, e, wr, pick_ch)
+        return peer_of(prm, e, pick_ch), 2 + words, bth, reth, key, va, words
+    return 0, 0, np.uint64(0), np.uint64(0), 0, 0, 0
+
+
+@kernel(inline=True)
+def _refresh(st, prm, e, start, changed, fired, ack_t, pick_x, ack_fired, verdict_x):
+    """Bring the sets and the timers up to date with the state at the end of the cycle, in
+    the order of the steps: the ``changed`` channels (segmented, retired, picked; -1: none),
+    the channels timed out (``st.fired``) and the one acknowledged (``ack_t``), whose timers
+    restart, the context picked (``pick_x``) and those timed out (``st.ack_fired``), whose
+    timers restart, and the one a verdict changed (``verdict_x``). ``start``: a timer
+    restarted at 0 holds 0 in the next cycle."""
+    touched = False
+    for ch in changed:
+        if ch >= 0:
+            _refresh_channel(st, prm, e, ch, False, start)
+            touched = True
     for k in range(fired):
         _refresh_channel(st, prm, e, st.fired[k], True, start)
         touched = True
@@ -603,23 +661,16 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     for k in range(ack_fired):
         _refresh_context(st, prm, e, st.ack_fired[k], True, start)
         touched = True
-    if verdict != _V_NONE:
-        _refresh_context(st, prm, e, vx, False, start)
+    if verdict_x >= 0:
+        _refresh_context(st, prm, e, verdict_x, False, start)
         touched = True
     if touched:
+        sc = st.scalars
         sc[e, SOONEST] = -1
-        rto, ato = timer_first(st.rto_base, sc, e, RTO_HEAD), timer_first(st.ack_base, sc, e,
-                                                                          ACK_HEAD)
+        rto = timer_first(st.rto_base, sc, e, RTO_HEAD)
+        ato = timer_first(st.ack_base, sc, e, ACK_HEAD)
         sc[e, TIMER_NEXT] = min(NEVER if rto == NEVER else rto + prm.rto - 1,
                                 NEVER if ato == NEVER else ato + prm.ato - 1)
-
-    out[OUT_TAKEN] = taken
-    if done:
-        out[OUT_QP], out[OUT_TAG], out[OUT_STATUS] = c_qp, c_tag, c_status
-    if rcpl_src >= 0:
-        out[OUT_RX_SRC], out[OUT_RX_QP], out[OUT_RX_LENGTH] = rcpl_src, rcpl_qp, rcpl_len
-    out[OUT_RETIRED] = sc[e, RETIRED]
-    return taken or done or ret_ch >= 0
 
 
 @kernel

@@ -51,7 +51,8 @@ __all__ = ["RunState", "RunParams", "run_block", "run", "packet_class", "default
 DONE, STALLED, NEED_ROOM, OVERFLOWED = range(4)
 
 # RunState.scalars
-CYCLE, LAST_PROGRESS, OUTSTANDING_WRS, RXC_COUNT, DELIVERED_COUNT, WORDS_COUNT, DEVICE_DONE = range(7)
+(CYCLE, LAST_PROGRESS, OUTSTANDING_WRS, RXC_COUNT, DELIVERED_COUNT, WORDS_COUNT,
+ DEVICE_DONE) = range(7)
 
 
 class RunState(NamedTuple):
@@ -154,28 +155,16 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
     E = prm.endpoints
     cycle, last_progress = rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS]
     wr = sq.wr
-    max_flits = rs.words.shape[1]
     status = DONE
     while rs.scalars[OUTSTANDING_WRS] > 0 or not rs.scalars[DEVICE_DONE]:
-        if (fst.scalars[FREE] < E
-                or fst.scalars[FRAMES] + E > fst.frames.shape[0]
-                or rs.scalars[RXC_COUNT] + E > rs.rx_completions.shape[0]
-                or rs.scalars[DELIVERED_COUNT] + E > rs.delivered.shape[0]
-                or rs.scalars[WORDS_COUNT] + E * max_flits > rs.delivered_words.shape[0]
-                or est.n_events[N_CNPS] + room_cnps > est.cnps.shape[0]
-                or est.n_events[N_RATES] + room_rates > est.rates.shape[0]
-):
+        if _short_of_room(rs, fst, est, E, room_cnps, room_rates):
             status = NEED_ROOM
             break
         _offers(rs, sq, sqprm, est, cycle, E)
         nxt = _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, E)
         if prm.has_device:
-            t = NEVER
             for a in range(E):
-                u = collective_next_event(cst, cprm, a, cycle)
-                if u < t:
-                    t = u
-            nxt = min(nxt, t)
+                nxt = min(nxt, collective_next_event(cst, cprm, a, cycle))
         if nxt > cycle:
             cycle = min(nxt, last_progress + prm.stall_limit)
             _offers(rs, sq, sqprm, est, cycle, E)
@@ -187,53 +176,9 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
             break
         for e in range(E):
             rs.depth_rows[cycle, e] = rs.depth[e]
-        # The classes the fabric's pause frames hold in this cycle, before this
-        # cycle's frames (which hold from the next).
-        for e in range(E):
-            paused[e, 0] = rs.pause_from[e, prm.data_class] <= cycle < rs.pause_until[
-                e, prm.data_class]
-            paused[e, 1] = rs.pause_from[e, prm.control_class] <= cycle < rs.pause_until[
-                e, prm.control_class]
-
-        # The engines' flits, the injectors', and the packets they start registered.
-        for e in range(E):
-            has, k, word, dst, length = engine_offer(est, eprm, e)
-            flits[e, 0], flits[e, 1], flits[e, 2], flits[e, 3] = has, k, dst, length
-            flit_word[e] = word
-            o_has, o_k, o_word, o_dst, o_len = injector_prepare(ist, iprm, e, has, k, word, dst,
-                                                                length)
-            outs[e, 0], outs[e, 1], outs[e, 2], outs[e, 3] = o_has, o_k, o_dst, o_len
-            out_word[e] = o_word
-            sent[e] = False
-            g = endpoint_port[e]
-            offer_pkt[g] = NONE
-            if not o_has:
-                continue
-            if rs.current[e] < 0:
-                # Ids are recycled (``router_params(recycle=True)``): the fabric frees a
-                # packet's id at its last flit's delivery or drop.
-                fst.scalars[FREE] -= 1
-                pkt = fst.free_ids[fst.scalars[FREE]]
-                fst.p_length[pkt] = o_len
-                fst.p_src[pkt] = e
-                fst.p_dst[pkt] = o_dst
-                fst.p_prio[pkt] = kind_prio[o_len]
-                fst.p_ecn_in[pkt] = kind_ecn[o_len]
-                fst.p_ecn_out[pkt] = kind_ecn[o_len]
-                fst.p_ecn_backlog[pkt] = -1
-                fst.p_dropped[pkt] = False
-                fst.p_hops[pkt] = 0
-                fst.p_link_cycle[pkt] = -1
-                fst.p_link_ecn[pkt] = 0
-                fst.scalars[PACKETS] += 1
-                fst.scalars[OUTSTANDING] += 1
-                rs.current[e] = pkt
-                rs.origin[pkt] = e
-            if skid_ready(fst.skid_n, g):
-                offer_pkt[g] = rs.current[e]
-                offer_flit[g] = o_k
-                sent[e] = True
-
+        _paused(rs, prm, paused, cycle)
+        _inject(rs, fst, est, eprm, ist, iprm, kind_prio, kind_ecn, endpoint_port, offer_pkt,
+                offer_flit, flits, flit_word, outs, out_word, sent)
         fst.scalars[PROGRESS] = 0
         handed, frames = fabric_cycle(fst, fprm, cycle, offer_pkt, offer_flit, offer_vc, ready,
                                       paused_row, sink_enable, sink_times, delivered, arrived)
@@ -241,98 +186,197 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
             status = OVERFLOWED
             break
         if frames:
-            for e in range(E):
-                g = endpoint_port[e]
-                enable = fst.tx_enable[g]
-                if enable:
-                    for p in range(prm.priorities):
-                        if enable >> p & 1:
-                            rs.pause_from[e, p] = cycle + 1
-                            rs.pause_until[e, p] = cycle + 1 + quanta_to_cycles(
-                                fst.tx_times[g, p], prm.data_width)
-
-        # The deliveries, as each engine receives them, and their records.
-        for e in range(E):
-            rx[e, 0] = 0
-        for i in range(handed):
-            o, pkt, k, last = delivered[i, 0], delivered[i, 1], delivered[i, 2], delivered[i, 3]
-            ecn = fst.p_ecn_out[pkt]
-            rx[o, 0], rx[o, 1], rx[o, 2], rx[o, 3], rx[o, 4] = 1, rs.origin[pkt], k, last, ecn
-            rx_word[o] = rs.words[pkt, k]
-            if k == 0:
-                rs.head[o] = cycle
-            rs.depth[o] -= 1
-            if last:
-                n = rs.scalars[DELIVERED_COUNT]
-                row = rs.delivered[n]
-                row[0], row[1], row[2], row[3], row[4] = rs.head[o], o, rs.origin[pkt], k + 1, ecn
-                row[5], row[6] = fst.p_link_cycle[pkt], fst.p_link_ecn[pkt]
-                rs.scalars[DELIVERED_COUNT] = n + 1
-                w = rs.scalars[WORDS_COUNT]
-                for j in range(k + 1):
-                    rs.delivered_words[w + j] = rs.words[pkt, j]
-                rs.scalars[WORDS_COUNT] = w + k + 1
-
-        # The flits the fabric took.
-        for e in range(E):
-            if sent[e]:
-                pkt = rs.current[e]
-                k = outs[e, 1]
-                rs.words[pkt, k] = out_word[e]
-                rs.depth[outs[e, 2]] += 1
-                if k == outs[e, 3] - 1:
-                    rs.current[e] = -1
-
-        # The injectors' and the engines' updates, the WRs' records, the device told.
-        progress = False
-        for e in range(E):
-            tx_taken = injector_commit(ist, iprm, e, sent[e], flits[e, 0], flits[e, 1],
-                                       flit_word[e], flits[e, 2], flits[e, 3])
-            r = rs.offered[e]
-            engine_step(est, eprm, e, cycle, wr, r, tx_taken, rx[e, 0], rx[e, 1], rx[e, 2],
-                        rx[e, 3], rx_word[e], rx[e, 4], paused[e, 0], paused[e, 1], memory,
-                        engine_out)
-            taken, tag = engine_out[OUT_TAKEN], engine_out[OUT_TAG]
-            cpl_status, rx_src = engine_out[OUT_STATUS], engine_out[OUT_RX_SRC]
-            if taken:
-                send_queues_taken(sq, sqprm, e)
-                rs.taken[r] = cycle
-            if tag >= 0:
-                if rs.count[tag] == 0:
-                    rs.scalars[OUTSTANDING_WRS] -= 1
-                rs.count[tag] += 1
-                rs.done[tag], rs.status[tag], rs.order[tag] = cycle, cpl_status, rs.given[e]
-                rs.given[e] += 1
-                if prm.has_device:
-                    collective_completed(cst, e, cpl_status)
-            if rx_src >= 0:
-                n = rs.scalars[RXC_COUNT]
-                rs.rx_completions[n, 0], rs.rx_completions[n, 1] = cycle, e
-                rs.rx_completions[n, 2], rs.rx_completions[n, 3] = rx_src, engine_out[OUT_RX_QP]
-                rs.rx_completions[n, 4] = engine_out[OUT_RX_LENGTH]
-                rs.scalars[RXC_COUNT] = n + 1
-                if prm.has_device:
-                    collective_received(cst, e)
-            # A packet retired is progress too: a long message completes only at its last.
-            if taken or tag >= 0 or engine_out[OUT_RETIRED]:
-                progress = True
-
+            _pause_frames(rs, prm, fst, endpoint_port, cycle)
+        _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word)
+        _flits_taken(rs, outs, out_word, sent)
+        progress = _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, wr,
+                                   cycle, flits, flit_word, sent, paused, rx, rx_word,
+                                   engine_out)
         if prm.has_device:
-            for a in range(E):
-                acted, n = collective_step(cst, cprm, a, cycle, memory, posts)
-                progress |= acted
-                for j in range(n):
-                    send_queues_add(sq, sqprm, posts[j, 0], posts[j, 1], posts[j, 2], posts[j, 3],
-                                    posts[j, 4], posts[j, 5], posts[j, 6], posts[j, 7],
-                                    posts[j, 8], posts[j, 9])
-                    rs.scalars[OUTSTANDING_WRS] += 1
-            rs.scalars[DEVICE_DONE] = collective_done(cst, cprm)
+            progress |= _device_step(rs, cst, cprm, sq, sqprm, cycle, memory, posts, E)
         if progress:
             last_progress = cycle + 1
         cycle += 1
     rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS] = cycle, last_progress
     return status
 
+
+@kernel(inline=True)
+def _short_of_room(rs, fst, est, E, room_cnps, room_rates):
+    """Whether a record array lacks room for another cycle of every endpoint. Packet ids
+    never run short: :func:`packet_ids` gives one per flit of room and one per injector."""
+    return (fst.scalars[FRAMES] + E > fst.frames.shape[0]
+            or rs.scalars[RXC_COUNT] + E > rs.rx_completions.shape[0]
+            or rs.scalars[DELIVERED_COUNT] + E > rs.delivered.shape[0]
+            or rs.scalars[WORDS_COUNT] + E * rs.words.shape[1] > rs.delivered_words.shape[0]
+            or est.n_events[N_CNPS] + room_cnps > est.cnps.shape[0]
+            or est.n_events[N_RATES] + room_rates > est.rates.shape[0])
+
+
+@kernel(inline=True)
+def _paused(rs, prm, paused, cycle):
+    """The classes the fabric's pause frames hold in this cycle, before this cycle's frames
+    (which hold from the next): ``paused[e]`` = (data, control)."""
+    for e in range(prm.endpoints):
+        for j in range(2):
+            p = prm.data_class if j == 0 else prm.control_class
+            paused[e, j] = rs.pause_from[e, p] <= cycle < rs.pause_until[e, p]
+
+
+@kernel
+def _inject(rs, fst, est, eprm, ist, iprm, kind_prio, kind_ecn, endpoint_port, offer_pkt,
+            offer_flit, flits, flit_word, outs, out_word, sent):
+    """The engines' flits, the injectors' (which may drop or corrupt them), and the packets
+    they start registered with the fabric; a flit is offered where its link input has
+    room."""
+    for e in range(len(rs.current)):
+        has, k, word, dst, length = engine_offer(est, eprm, e)
+        flits[e, 0], flits[e, 1], flits[e, 2], flits[e, 3] = has, k, dst, length
+        flit_word[e] = word
+        o_has, o_k, o_word, o_dst, o_len = injector_prepare(ist, iprm, e, has, k, word, dst,
+                                                            length)
+        outs[e, 0], outs[e, 1], outs[e, 2], outs[e, 3] = o_has, o_k, o_dst, o_len
+        out_word[e] = o_word
+        sent[e] = False
+        g = endpoint_port[e]
+        offer_pkt[g] = NONE
+        if not o_has:
+            continue
+        if rs.current[e] < 0:
+            # Ids are recycled (``router_params(recycle=True)``): the fabric frees a
+            # packet's id at its last flit's delivery or drop.
+            fst.scalars[FREE] -= 1
+            pkt = fst.free_ids[fst.scalars[FREE]]
+            fst.p_length[pkt] = o_len
+            fst.p_src[pkt] = e
+            fst.p_dst[pkt] = o_dst
+            fst.p_prio[pkt] = kind_prio[o_len]
+            fst.p_ecn_in[pkt] = kind_ecn[o_len]
+            fst.p_ecn_out[pkt] = kind_ecn[o_len]
+            fst.p_ecn_backlog[pkt] = -1
+            fst.p_dropped[pkt] = False
+            fst.p_hops[pkt] = 0
+            fst.p_link_cycle[pkt] = -1
+            fst.p_link_ecn[pkt] = 0
+            fst.scalars[PACKETS] += 1
+            fst.scalars[OUTSTANDING] += 1
+            rs.current[e] = pkt
+            rs.origin[pkt] = e
+        if skid_ready(fst.skid_n, g):
+            offer_pkt[g] = rs.current[e]
+            offer_flit[g] = o_k
+            sent[e] = True
+
+
+@kernel
+def _pause_frames(rs, prm, fst, endpoint_port, cycle):
+    """The pause frames the fabric sent on the endpoints' links in this cycle: each class
+    it names is held from the next cycle for the frame's quanta."""
+    for e in range(prm.endpoints):
+        g = endpoint_port[e]
+        enable = fst.tx_enable[g]
+        for p in range(prm.priorities):
+            if enable >> p & 1:
+                rs.pause_from[e, p] = cycle + 1
+                rs.pause_until[e, p] = cycle + 1 + quanta_to_cycles(fst.tx_times[g, p],
+                                                                    prm.data_width)
+
+
+@kernel
+def _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word):
+    """The fabric's deliveries as each engine receives them (``rx``, ``rx_word``), and the
+    record of every packet whose last flit arrived."""
+    for e in range(len(rx)):
+        rx[e, 0] = 0
+    for i in range(handed):
+        o, pkt, k, last = delivered[i, 0], delivered[i, 1], delivered[i, 2], delivered[i, 3]
+        ecn = fst.p_ecn_out[pkt]
+        rx[o, 0], rx[o, 1], rx[o, 2], rx[o, 3], rx[o, 4] = 1, rs.origin[pkt], k, last, ecn
+        rx_word[o] = rs.words[pkt, k]
+        if k == 0:
+            rs.head[o] = cycle
+        rs.depth[o] -= 1
+        if last:
+            n = rs.scalars[DELIVERED_COUNT]
+            row = rs.delivered[n]
+            row[0], row[1], row[2], row[3], row[4] = rs.head[o], o, rs.origin[pkt], k + 1, ecn
+            row[5], row[6] = fst.p_link_cycle[pkt], fst.p_link_ecn[pkt]
+            rs.scalars[DELIVERED_COUNT] = n + 1
+            w = rs.scalars[WORDS_COUNT]
+            for j in range(k + 1):
+                rs.delivered_words[w + j] = rs.words[pkt, j]
+            rs.scalars[WORDS_COUNT] = w + k + 1
+
+
+@kernel(inline=True)
+def _flits_taken(rs, outs, out_word, sent):
+    """The flits the fabric took: their words kept by packet id, the depth toward their
+    destinations counted, and an injector's packet done at its last flit."""
+    for e in range(len(rs.current)):
+        if sent[e]:
+            pkt = rs.current[e]
+            k = outs[e, 1]
+            rs.words[pkt, k] = out_word[e]
+            rs.depth[outs[e, 2]] += 1
+            if k == outs[e, 3] - 1:
+                rs.current[e] = -1
+
+
+@kernel
+def _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, wr, cycle, flits,
+                    flit_word, sent, paused, rx, rx_word, engine_out):
+    """The injectors' and the engines' updates, the records of their WRs and the device
+    told of completions and arrivals; returns whether any made progress (a WR taken, a
+    completion given, a packet retired: a long message completes only at its last)."""
+    progress = False
+    for e in range(prm.endpoints):
+        tx_taken = injector_commit(ist, iprm, e, sent[e], flits[e, 0], flits[e, 1],
+                                   flit_word[e], flits[e, 2], flits[e, 3])
+        r = rs.offered[e]
+        engine_step(est, eprm, e, cycle, wr, r, tx_taken, rx[e, 0], rx[e, 1], rx[e, 2],
+                    rx[e, 3], rx_word[e], rx[e, 4], paused[e, 0], paused[e, 1], memory,
+                    engine_out)
+        taken, tag = engine_out[OUT_TAKEN], engine_out[OUT_TAG]
+        cpl_status, rx_src = engine_out[OUT_STATUS], engine_out[OUT_RX_SRC]
+        if taken:
+            send_queues_taken(sq, sqprm, e)
+            rs.taken[r] = cycle
+        if tag >= 0:
+            if rs.count[tag] == 0:
+                rs.scalars[OUTSTANDING_WRS] -= 1
+            rs.count[tag] += 1
+            rs.done[tag], rs.status[tag], rs.order[tag] = cycle, cpl_status, rs.given[e]
+            rs.given[e] += 1
+            if prm.has_device:
+                collective_completed(cst, e, cpl_status)
+        if rx_src >= 0:
+            n = rs.scalars[RXC_COUNT]
+            rs.rx_completions[n, 0], rs.rx_completions[n, 1] = cycle, e
+            rs.rx_completions[n, 2], rs.rx_completions[n, 3] = rx_src, engine_out[OUT_RX_QP]
+            rs.rx_completions[n, 4] = engine_out[OUT_RX_LENGTH]
+            rs.scalars[RXC_COUNT] = n + 1
+            if prm.has_device:
+                collective_received(cst, e)
+        if taken or tag >= 0 or engine_out[OUT_RETIRED]:
+            progress = True
+    return progress
+
+
+@kernel
+def _device_step(rs, cst, cprm, sq, sqprm, cycle, memory, posts, E):
+    """The collective engines' cycle: the WRs they post join the send queues. Returns
+    whether any acted."""
+    progress = False
+    for a in range(E):
+        acted, n = collective_step(cst, cprm, a, cycle, memory, posts)
+        progress |= acted
+        for j in range(n):
+            send_queues_add(sq, sqprm, posts[j, 0], posts[j, 1], posts[j, 2], posts[j, 3],
+                            posts[j, 4], posts[j, 5], posts[j, 6], posts[j, 7], posts[j, 8],
+                            posts[j, 9])
+            rs.scalars[OUTSTANDING_WRS] += 1
+    rs.scalars[DEVICE_DONE] = collective_done(cst, cprm)
+    return progress
 
 
 def packet_class(cfg: FabricConfig, length: int) -> tuple[int, int]:

@@ -42,8 +42,9 @@ def test_workloads_run_the_same(fabric, case):
     cfg = FabricConfig.load(preset="tiny", overrides=BASE + FABRICS[fabric] + overrides)
     workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3,
                              bad_fraction=0.2 if case == "uniform-faults" else 0.0)
-    python = RdmaFabricModel(cfg).run_reference(workload, capture_link=0 if fabric != "switch" else -1)
-    compiled, _ = run(cfg, workload, capture_link=0 if fabric != "switch" else -1)
+    link = 0 if fabric != "switch" else -1
+    python = RdmaFabricModel(cfg).run_reference(workload, capture_link=link)
+    compiled, _ = run(cfg, workload, capture_link=link)
     assert_same(python, compiled)
     if case == "uniform-faults":
         assert sum(compiled.counters["retransmissions"]) > 0

@@ -1,5 +1,9 @@
 """Cycle-exact golden model of :class:`superfabric.hdl.rdma.fabric.RdmaFabric`.
 
+:meth:`RdmaFabricModel.run` runs the compiled loop (:mod:`.kernels.run`);
+:meth:`RdmaFabricModel.run_reference` is the same model as Python objects, cycle by
+cycle, which the kernels' tests hold the compiled loop against. Below, the reference.
+
 ``cfg.endpoints`` endpoints, each an RDMA engine (:mod:`.engine`) with
 its host memory and a fault injector (:mod:`.fault_injector`) on its
 uplink, attached to the switch or the fabric of routers
@@ -20,13 +24,14 @@ import numpy as np
 from ...config import FabricConfig
 from .fault_injector import FaultInjector
 from .engine import RdmaEngine
-from .host import WR_ROW_FIELDS, HostDevice, SendQueues
+from .host import HostDevice, SendQueues
 from .keys import KeyTable
 from .traffic import key_columns
 from .records import (CNP_COLUMNS, DELIVERED_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS,
                       RdmaRecords, event_rows)
 from ..fabric.core import FabricCore
-from .kernels.run import default_stall_limit, packet_class, run as compiled_run
+from .kernels.run import (check_workload, default_stall_limit, packet_class,
+                          run as compiled_run)
 
 __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
 
@@ -68,25 +73,6 @@ class RdmaFabricModel:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg
 
-    def _check(self, workload) -> None:
-        """Refuse tables or memories whose shape does not match the configuration."""
-        cfg = self._cfg
-        E, rd = cfg.endpoints, cfg.rdma
-        for name, shape in (("keys", (E, rd.keys, key_columns(E))),
-                            ("page_table", (E, rd.pages)), ("memory", (E, rd.memory_words))):
-            got = np.shape(getattr(workload, name))
-            if got != shape:
-                raise ValueError(f"workload.{name}: shape {got}, must be {shape}")
-        missing = [c for c in ("post", "src") + WR_ROW_FIELDS if c not in workload.wr]
-        if missing:
-            raise ValueError(f"workload.wr: column {missing[0]!r} missing")
-        tags = np.asarray(workload.wr["tag"])
-        wrong = np.flatnonzero(tags != np.arange(len(tags)))
-        if wrong.size:
-            i = int(wrong[0])
-            raise ValueError(f"workload.wr['tag'][{i}] = {int(tags[i])}: must be the row index {i} "
-                             f"(a completion names its WR by tag)")
-
     def warm(self) -> None:
         """Compile the run loop (or load it from numba's cache) for this configuration,
         before a run that is timed: a run of no WR."""
@@ -104,9 +90,8 @@ class RdmaFabricModel:
         ``collective``, ``(schedule, layout, dtype)``, are done); returns
         :class:`RdmaRecords`. The loop is compiled (:func:`.kernels.run.run`); the run
         ends as :meth:`run_reference` says, which it equals record for record."""
-        self._check(workload)
         return compiled_run(self._cfg, workload, stall_limit=stall_limit, collective=collective,
-                   capture_link=capture_link)[0]
+                            capture_link=capture_link)[0]
 
     def run_reference(self, workload, *, stall_limit: int | None = None,
                       device: HostDevice | None = None, capture_link: int = -1) -> RdmaRecords:
@@ -124,7 +109,7 @@ class RdmaFabricModel:
         them. ``capture_link`` (a link id of the fabric) records in the delivered rows the
         cycle each packet entered that link and its codepoint there.
         """
-        self._check(workload)
+        check_workload(self._cfg, workload)
         cfg = self._cfg
         E = cfg.endpoints
         stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit

@@ -32,7 +32,9 @@ from ...kernel import kernel
 from ...pfc import quanta_to_cycles
 from ...skid_buffer import skid_ready
 from ...source import NONE
+from ..host import WR_ROW_FIELDS
 from ..records import DELIVERED_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
+from ..traffic import key_columns
 from .dcqcn import N_CNPS, N_RATES
 from .engine import (NEVER, OUT_FIELDS, OUT_RETIRED, OUT_RX_LENGTH, OUT_RX_QP, OUT_RX_SRC,
                      OUT_STATUS, OUT_TAG, OUT_TAKEN, describe_channel, engine_busy_channels,
@@ -44,8 +46,8 @@ from .fault_injector import (injector_commit, injector_params, injector_prepare,
 from .send_queues import (owed, send_queues_add, send_queues_next_post, send_queues_offer,
                           send_queues_params, send_queues_state, send_queues_taken)
 
-__all__ = ["RunState", "RunParams", "run_block", "run", "packet_class", "default_stall_limit",
-           "packet_ids", "DONE", "STALLED", "NEED_ROOM", "OVERFLOWED"]
+__all__ = ["RunState", "RunParams", "run_block", "run", "check_workload", "packet_class",
+           "default_stall_limit", "packet_ids", "DONE", "STALLED", "NEED_ROOM", "OVERFLOWED"]
 
 #: What :func:`run_block` returns as its status.
 DONE, STALLED, NEED_ROOM, OVERFLOWED = range(4)
@@ -407,11 +409,33 @@ def _no_collective(cfg: FabricConfig):
     return schedule, Layout(0, 0, 0, 0, 0, 0), "int32"
 
 
+def check_workload(cfg: FabricConfig, workload) -> None:
+    """Refuse tables or memories whose shape does not match the configuration, and WRs
+    whose tags are not their rows."""
+    E, rd = cfg.endpoints, cfg.rdma
+    for name, shape in (("keys", (E, rd.keys, key_columns(E))),
+                        ("page_table", (E, rd.pages)), ("memory", (E, rd.memory_words))):
+        got = np.shape(getattr(workload, name))
+        if got != shape:
+            raise ValueError(f"workload.{name}: shape {got}, must be {shape}")
+    missing = [c for c in ("post", "src") + WR_ROW_FIELDS if c not in workload.wr]
+    if missing:
+        raise ValueError(f"workload.wr: column {missing[0]!r} missing")
+    tags = np.asarray(workload.wr["tag"])
+    wrong = np.flatnonzero(tags != np.arange(len(tags)))
+    if wrong.size:
+        i = int(wrong[0])
+        raise ValueError(f"workload.wr['tag'][{i}] = {int(tags[i])}: must be the row index {i} "
+                         f"(a completion names its WR by tag)")
+
+
 def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collective=None,
         capture_link: int = -1):
     """Run ``workload`` (with the collective engines of ``collective``, ``(schedule, layout,
     dtype)``, or none) on the compiled loop; returns ``(RdmaRecords, collective state or
-    None)``, as :meth:`RdmaFabricModel.run` with :class:`CollectiveEngines`."""
+    None)``, as :meth:`RdmaFabricModel.run` with :class:`CollectiveEngines`. A workload
+    that does not fit ``cfg`` is refused (:func:`check_workload`)."""
+    check_workload(cfg, workload)
     E, rd, sw = cfg.endpoints, cfg.rdma, cfg.switch
     stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
     topo = Topology.of(cfg)

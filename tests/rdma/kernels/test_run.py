@@ -3,6 +3,8 @@
 memories, CNPs, rate changes, pause frames, queue depths, delivered packets and their
 words), and the collective engines' timelines."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -79,3 +81,23 @@ def test_collectives_run_the_same(fabric, algo, dtype):
     for key in ("started", "applied"):
         assert np.array_equal(ours[key], theirs[key]), key
     assert completion_cycle(cst) == engines.completion_cycle
+
+
+@pytest.mark.parametrize("field", ["memory", "tag"])
+def test_a_workload_that_does_not_fit_is_refused_by_every_entry(field):
+    """The compiled loop itself refuses a workload whose memory does not have the
+    configuration's shape, or whose tags are not their rows, so run_collective, which
+    calls it directly, refuses it too; the message names the field."""
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE)
+    workload = generate_rdma(cfg, "rdma-uniform", load=0.3, cycles=800, seed=3)
+    if field == "memory":
+        workload = dataclasses.replace(
+            workload, memory=np.zeros((cfg.endpoints, cfg.rdma.memory_words + 1), np.uint64))
+        words, e = cfg.rdma.memory_words, cfg.endpoints
+        message = rf"workload\.memory: shape \({e}, {words + 1}\), must be \({e}, {words}\)"
+    else:
+        workload.wr["tag"] = workload.wr["tag"][::-1].copy()
+        message = r"workload\.wr\['tag'\]\[0\] = \d+: must be the row index 0"
+    for entry in (lambda: run(cfg, workload), lambda: RdmaFabricModel(cfg).run(workload)):
+        with pytest.raises(ValueError, match=message):
+            entry()

@@ -10,8 +10,10 @@ of ``switch.data_width`` bits a cycle, every packet of at most
 gap (the RDMA transmitter's pick and its wait for the first payload word), and
 the apply the receiving engine's (section 15.8.3). The
 rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
-write) run as a pipeline at every accelerator: a segment leaves once its port is
-free and the segment of the round before it forwards is applied there. Unsegmented,
+write, those its schedule sends, so a small message's empty chunks cost only their
+header) run as a pipeline at every accelerator: a segment leaves once its port is
+free and the segment of the round before it forwards is applied there; writes that
+share a link take turns on it, flit by flit. Unsegmented,
 and with the apply left out, this is Hockney's ``T = a * alpha + b * m * beta``
 of Thakur, Rabenseifner and Gropp (2005).
 """
@@ -165,12 +167,13 @@ class AlphaBeta:
         writes differ: some chunks are empty). At every accelerator, segments pair with those
         it got in the last round it got any, from the last: a segment leaves once the port
         is free and its partner (the data it forwards; none for the first segments of a
-        write longer than the one it got) is applied. A segment arrives ``engine_cycles +
-        transit`` after its serialisation ends, slowed as its port by the most of the
-        round's writes that share a link of its route, and is applied once the receiver's
-        apply unit is free, in ``apply_cycles`` of its words on the wire (the dequantiser
-        of a compressed chunk taken to keep up). The time is when the last segment is
-        applied."""
+        write longer than the one it got) is applied. A segment holds its port for the
+        longer of its serialisation and the flits of the most of the round's writes that
+        share a link of its route (the link carries theirs in the port's idle cycles),
+        arrives ``engine_cycles + transit`` after that, and is applied once the
+        receiver's apply unit is free, in ``apply_cycles`` of its words on the wire (the
+        dequantiser of a compressed chunk taken to keep up). The time is when the last
+        segment is applied."""
         segment = segment_of(algo, segment)
         rounds = algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes))
         # Per round, per write, the bytes of each of its segments on the wire, right-aligned
@@ -201,9 +204,9 @@ class AlphaBeta:
                 for i in range(k):
                     on = wire[index, i] >= 0
                     s, d, column = src[on], dst[on], width - k + i
-                    send, alpha, apply = self._writes(wire[index[on], i], hops[on])
+                    send, flits, alpha, apply = self._writes(wire[index[on], i], hops[on])
                     ready = np.where(column >= width - count[s], got[s, column], 0)
-                    port[s] = np.maximum(port[s], ready) + share[on] * send
+                    port[s] = np.maximum(port[s], ready) + np.maximum(send, share[on] * flits)
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[d, column] = unit[d]
             got, count = fresh, fresh_count
@@ -219,17 +222,18 @@ class AlphaBeta:
 
     def _writes(self, nbytes, hops):
         """Per write of ``nbytes[i]`` bytes on the wire through ``hops[i]`` routers: the
-        cycles its port is busy (it and its notification), from the end of that to its
-        arrival, and its apply; three arrays."""
+        cycles its port is busy (it and its notification), their flits, from the end of
+        that to its arrival, and its apply; four arrays."""
         distinct, which = np.unique(np.stack([nbytes, hops], axis=1), axis=0,
                                     return_inverse=True)
         costs = np.array([self._write(int(b), int(h)) for b, h in distinct], np.int64)
         return costs[which.reshape(-1)].T
 
     @functools.lru_cache(maxsize=4096)
-    def _write(self, nbytes: int, hops: int) -> tuple[int, int, int]:
+    def _write(self, nbytes: int, hops: int) -> tuple[int, int, int, int]:
         """:meth:`_writes` of one write."""
         return (self.serialise(nbytes) + self.serialise(NOTIFY_BYTES),
+                sum(self.packets(nbytes)) + sum(self.packets(NOTIFY_BYTES)),
                 self.engine_cycles + self.transit(nbytes, hops),
                 apply_cycles(-(-nbytes // APPLY_WORD_BYTES), self.dma_latency))
 

@@ -10,8 +10,10 @@ of ``switch.data_width`` bits a cycle, every packet of at most
 gap (the RDMA transmitter's pick and its wait for the first payload word), and
 the apply the receiving engine's (section 15.8.3). The
 rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
-write) run as a pipeline at every accelerator: a segment leaves once its port is
-free and the segment of the round before it forwards is applied there. Unsegmented,
+write, those its schedule sends, so a small message's empty chunks cost only their
+header) run as a pipeline at every accelerator: a segment leaves once its port is
+free and the segment of the round before it forwards is applied there; writes that
+share a link take turns on it, flit by flit. Unsegmented,
 and with the apply left out, this is Hockney's ``T = a * alpha + b * m * beta``
 of Thakur, Rabenseifner and Gropp (2005).
 """
@@ -161,70 +163,95 @@ class AlphaBeta:
         compressed, section 16.6).
 
         Per round, every accelerator's port sends its writes' segments one after the
-        other, each with its notification. At every accelerator, segments pair with those
+        other, each with its notification, every write at its own size (a small message's
+        writes differ: some chunks are empty). At every accelerator, segments pair with those
         it got in the last round it got any, from the last: a segment leaves once the port
         is free and its partner (the data it forwards; none for the first segments of a
-        round longer than that one) is applied. A segment arrives ``engine_cycles +
-        transit`` after its serialisation ends, slowed as its port by the most of the
-        round's writes that share a link of its route, and is applied once the receiver's
-        apply unit is free, in ``apply_cycles`` of its words on the wire (the dequantiser
-        of a compressed chunk taken to keep up). The time is when the last segment is
-        applied."""
+        write longer than the one it got) is applied. A segment holds its port for the
+        longer of its serialisation and the flits of the most of the round's writes that
+        share a link of its route (the link carries theirs in the port's idle cycles),
+        arrives ``engine_cycles + transit`` after that, and is applied once the
+        receiver's apply unit is free, in ``apply_cycles`` of its words on the wire (the
+        dequantiser of a compressed chunk taken to keep up). The time is when the last
+        segment is applied."""
         segment = segment_of(algo, segment)
-        rounds = []
-        for pairs, elements in algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes)):
-            pieces = [elements]
-            if segment and elements > segment:
-                pieces = [segment] * (elements // segment) + [elements % segment] * bool(
-                    elements % segment)
-            rounds.append((pairs, pieces))
-        n, width = peers.n, max((len(p) for _, p in rounds), default=1)
+        rounds = algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes))
+        # Per round, per write, the bytes of each of its segments on the wire, right-aligned
+        # in the round's columns (-1: none), so a write's last segment is in the last column.
+        sized = []
+        for pairs, elements in rounds:
+            distinct, which = np.unique(elements, return_inverse=True)
+            pieces = [[chunk_bytes(e) for e in self._cut(int(e), segment)] for e in distinct]
+            k = max(len(p) for p in pieces)
+            wire = np.full((len(distinct), k), -1, np.int64)
+            for row, p in enumerate(pieces):
+                wire[row, k - len(p):] = p
+            sized.append((pairs, wire[which.reshape(-1)]))
+        n, width = peers.n, max((w.shape[1] for _, w in sized), default=1)
         port, unit = np.zeros(n, np.int64), np.zeros(n, np.int64)
         # Per accelerator, when it applied each piece of the last round it got data in,
-        # right-aligned in ``width`` columns, and how many pieces that round had.
+        # right-aligned in ``width`` columns, and how many pieces it got then.
         got, count = np.zeros((n, width), np.int64), np.zeros(n, np.int64)
         layered = {}                # the layers of each round's pairs (rounds repeat them)
-        for pairs, pieces in rounds:
+        for pairs, wire in sized:
             if pairs not in layered:
                 layered[pairs] = self._layers(peers, pairs)
             layers, receivers = layered[pairs]
-            k, fresh = len(pieces), got.copy()
-            sizes = [chunk_bytes(p) for p in pieces]
-            send = [self.serialise(b) + self.serialise(NOTIFY_BYTES) for b in sizes]
-            apply = [apply_cycles(-(-b // APPLY_WORD_BYTES), self.dma_latency) for b in sizes]
-            for src, dst, share, distinct, which in layers:
-                # Per size of piece, each pair's way: the transit of its routers.
-                alphas = {b: self.engine_cycles + np.array(
-                    [self.transit(b, h) for h in distinct], np.int64)[which] for b in set(sizes)}
+            fresh, fresh_count, k = got.copy(), count.copy(), wire.shape[1]
+            fresh_count[receivers] = 0
+            for index, src, dst, share, hops in layers:
+                fresh_count[dst] = np.maximum(fresh_count[dst], (wire[index] >= 0).sum(axis=1))
                 for i in range(k):
-                    column = width - k + i
-                    ready = np.where(column >= width - count[src], got[src, column], 0)
-                    port[src] = np.maximum(port[src], ready) + share * send[i]
-                    unit[dst] = np.maximum(unit[dst], port[src] + alphas[sizes[i]]) + apply[i]
-                    fresh[dst, column] = unit[dst]
-            got[receivers], count[receivers] = fresh[receivers], k
+                    on = wire[index, i] >= 0
+                    s, d, column = src[on], dst[on], width - k + i
+                    send, flits, alpha, apply = self._writes(wire[index[on], i], hops[on])
+                    ready = np.where(column >= width - count[s], got[s, column], 0)
+                    port[s] = np.maximum(port[s], ready) + np.maximum(send, share[on] * flits)
+                    unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
+                    fresh[d, column] = unit[d]
+            got, count = fresh, fresh_count
         return int(unit.max())
+
+    @staticmethod
+    def _cut(elements: int, segment: int) -> list[int]:
+        """The elements of each segment of a write of ``elements`` (``Builder``'s cut)."""
+        if not segment or elements <= segment:
+            return [elements]
+        return [segment] * (elements // segment) + [elements % segment] * bool(
+            elements % segment)
+
+    def _writes(self, nbytes, hops):
+        """Per write of ``nbytes[i]`` bytes on the wire through ``hops[i]`` routers: the
+        cycles its port is busy (it and its notification), their flits, from the end of
+        that to its arrival, and its apply; four arrays."""
+        distinct, which = np.unique(np.stack([nbytes, hops], axis=1), axis=0,
+                                    return_inverse=True)
+        costs = np.array([self._write(int(b), int(h)) for b, h in distinct], np.int64)
+        return costs[which.reshape(-1)].T
+
+    @functools.lru_cache(maxsize=4096)
+    def _write(self, nbytes: int, hops: int) -> tuple[int, int, int, int]:
+        """:meth:`_writes` of one write."""
+        return (self.serialise(nbytes) + self.serialise(NOTIFY_BYTES),
+                sum(self.packets(nbytes)) + sum(self.packets(NOTIFY_BYTES)),
+                self.engine_cycles + self.transit(nbytes, hops),
+                apply_cycles(-(-nbytes // APPLY_WORD_BYTES), self.dma_latency))
 
     @staticmethod
     def _layers(peers, pairs):
         """``pairs`` as layers in which no accelerator sends or receives twice, in order, per
-        layer ``(src, dst, sharing, distinct hops, index of each pair's hops)`` arrays; and
-        every accelerator that receives."""
+        layer ``(index in pairs, src, dst, sharing, hops)`` arrays; and every accelerator
+        that receives."""
         layers, sent, received = [], {}, {}
-        for (src, dst), share in zip(pairs, peers.sharing(pairs)):
+        for index, ((src, dst), share) in enumerate(zip(pairs, peers.sharing(pairs))):
             # The first layer after every one this sender or this receiver is in already.
             i = max(sent.get(src, 0), received.get(dst, 0))
             if i == len(layers):
                 layers.append([])
-            layers[i].append((src, dst, share, peers.hops(src, dst)))
+            layers[i].append((index, src, dst, share, peers.hops(src, dst)))
             sent[src] = received[dst] = i + 1
-        out = []
-        for layer in layers:
-            src, dst, share, hops = (np.array(c, np.int64) for c in zip(*layer))
-            out.append((src, dst, share, *np.unique(hops, return_inverse=True)))
-        return out, np.array(sorted(received), np.int64)
-
-
+        return ([tuple(np.array(c, np.int64) for c in zip(*layer)) for layer in layers],
+                np.array(sorted(received), np.int64))
 def algbw(nbytes: int, seconds: float) -> float:
     """nccl-tests' algorithm bandwidth in GB/s: the message size over the time."""
     return nbytes / seconds / 1e9

@@ -18,7 +18,7 @@ ZeRO++'s hierarchical reduce-scatter).
 
 from __future__ import annotations
 
-from .rings import ring_fold, run_shares
+from .rings import ring_fold, run_shares, share_rounds
 from .schedule import Builder, blocks
 
 __all__ = ["OPS", "ALL_OPS", "axes", "build", "order", "steps", "rounds", "build_all",
@@ -94,27 +94,6 @@ def _order(peers, order, lo: int, hi: int, fold=ring_fold):
     return out
 
 
-def _line_pairs(line, distance: int) -> tuple:
-    """The ``(src, dst)`` pairs of a line when every position writes ``distance`` ahead."""
-    return tuple((line[p], line[(p + distance) % len(line)]) for p in range(len(line)))
-
-
-def _rounds(peers, order, op, elements: int, shares: int, direct: bool = False):
-    """Per axis ``k``, ``k - 1`` rounds over all its lines (around the rings, or ``d`` ahead
-    in round ``d`` for the direct exchange), each sending ``1 / k`` of what the accelerator
-    holds."""
-    per_axis, span = [], shares
-    for d in order:
-        span *= peers.digits[d]
-        lines, k = peers.lines(d), peers.digits[d]
-        per_axis.append([(tuple(p for line in lines for p in _line_pairs(line, t if direct
-                                                                         else 1)),
-                          -(-elements // span)) for t in range(1, k)])
-    rs = [r for p in per_axis for r in p]
-    ag = [r for p in reversed(per_axis) for r in p]
-    return {"allreduce": rs + ag, "reducescatter": rs, "allgather": ag}[op]
-
-
 def build(peers, op: str, elements: int, segment: int = 0):
     """The dimension-wise schedule, in segments of ``segment`` elements (0: whole chunks)."""
     b = Builder(peers.n, op, "dimwise", elements, elements, segment)
@@ -127,21 +106,27 @@ def order(peers, op: str, elements: int):
     return _order(peers, axes(peers), 0, elements)
 
 
+def _direct_turns(phase):
+    """The rounds of a phase of :func:`_share` as a direct exchange: in each line every
+    position writes to every other, ``d`` ahead in round ``d = 1 .. k-1``, the chunk the
+    receiver keeps (adding) or its own (copying); per round its writes ``(src, dst, lo, hi,
+    reduce)``."""
+    k = len(phase[0][0])
+    for d in range(1, k):
+        yield [(src, line[(p + d) % k], *(chunks[(p + d) % k] if reduce else chunks[p]), reduce)
+               for line, chunks, reduce in phase for p, src in enumerate(line)]
+
+
 def _exchange(b: Builder, phases) -> None:
-    """Run the phases of :func:`_share` as direct exchanges: in each line every position
-    writes to every other, ``d`` ahead in turn (``d = 1 .. k-1``), the chunk the receiver
-    keeps (adding) or its own (copying), once it has every chunk of the phase before."""
+    """Run the phases of :func:`_share` as direct exchanges (:func:`_direct_turns`), each
+    write once its sender has every chunk of the phase before."""
     before = {}
     for phase in phases:
         got = {}
-        k = len(phase[0][0])
-        for d in range(1, k):
-            for line, chunks, reduce in phase:
-                for p, src in enumerate(line):
-                    q = (p + d) % k
-                    lo, hi = chunks[q] if reduce else chunks[p]
-                    got.setdefault(line[q], []).append(
-                        b.send(src, line[q], lo, hi, reduce=reduce, after=before.get(src, ())))
+        for turn in _direct_turns(phase):
+            for src, dst, lo, hi, reduce in turn:
+                got.setdefault(dst, []).append(
+                    b.send(src, dst, lo, hi, reduce=reduce, after=before.get(src, ())))
         before = got
 
 
@@ -160,8 +145,11 @@ def order_direct(peers, op: str, elements: int):
 
 def rounds_direct(peers, op: str, elements: int):
     """The alpha-beta rounds: per axis of length ``k``, ``k - 1`` rounds, every member
-    writing ``d`` ahead in its line in round ``d``."""
-    return _rounds(peers, axes(peers), op, elements, 1, direct=True)
+    writing ``d`` ahead in its line in round ``d`` the chunk :func:`build_direct` sends."""
+    return [(tuple((src, dst) for src, dst, *_ in turn),
+             tuple(hi - lo for _, _, lo, hi, _ in turn))
+            for phase in _share(peers, op, axes(peers), 0, elements)
+            for turn in _direct_turns(phase)]
 
 
 def steps(peers, op: str) -> int:
@@ -173,7 +161,7 @@ def steps(peers, op: str) -> int:
 
 def rounds(peers, op: str, elements: int):
     """The alpha-beta rounds: axis by axis, the data shrinking by each axis's length."""
-    return _rounds(peers, axes(peers), op, elements, 1)
+    return share_rounds([_share(peers, op, axes(peers), 0, elements)])
 
 
 def _rotations(peers):
@@ -181,13 +169,18 @@ def _rotations(peers):
     return [order[s:] + order[:s] for s in range(len(order))]
 
 
+def _all_shares(peers, op: str, elements: int) -> list:
+    """One share of the message per axis, each in its own rotation of the axes."""
+    rotations = _rotations(peers)
+    parts = blocks(0, elements, len(rotations))
+    return [_share(peers, op, r, lo, hi) for r, (lo, hi) in zip(rotations, parts)]
+
+
 def build_all(peers, op: str, elements: int, segment: int = 0):
     """The all-axes-at-once schedule: one share of the message per axis, in segments of
     ``segment`` elements (0: whole chunks)."""
     b = Builder(peers.n, op, "dimwise-all", elements, elements, segment)
-    rotations = _rotations(peers)
-    parts = blocks(0, elements, len(rotations))
-    run_shares(b, [_share(peers, op, r, lo, hi) for r, (lo, hi) in zip(rotations, parts)])
+    run_shares(b, _all_shares(peers, op, elements))
     return b.schedule()
 
 
@@ -204,10 +197,6 @@ def steps_all(peers, op: str) -> int:
 
 
 def rounds_all(peers, op: str, elements: int):
-    """The longest share's rounds, each round writing one chunk of every share (the
-    largest of them each: the shares' axes at a round can differ in length)."""
-    rotations = _rotations(peers)
-    per = [_rounds(peers, r, op, elements, len(rotations)) for r in rotations]
-    length = max(len(p) for p in per)
-    return [(tuple(x for p in per if t < len(p) for x in p[t][0]),
-             max(p[t][1] for p in per if t < len(p))) for t in range(length)]
+    """The longest share's rounds, each round writing one chunk of every share still
+    running (the shares' axes at a round can differ in length)."""
+    return share_rounds(_all_shares(peers, op, elements))

@@ -23,30 +23,36 @@ def build(peers, op: str, elements: int, segment: int = 0):
     n = peers.n
     b = Builder(n, op, "direct", elements, 2 * elements if op == "alltoall" else elements,
                 segment)
-    cuts = blocks(0, elements, n)
     if op == "broadcast":
         for d in range(1, n):
             b.send(0, d, 0, elements, reduce=False)
         return b.schedule()
-    if op == "alltoall":
-        each = elements // n
-        for d in range(1, n):
-            for a in range(n):
-                j = (a + d) % n
-                b.send(a, j, j * each, (j + 1) * each, reduce=False,
-                       dst_lo=elements + a * each)
-        return b.schedule()
     added = {a: [] for a in range(n)}
-    if op != "allgather":
-        for d in range(1, n):
-            for a in range(n):
-                j = (a + d) % n
-                added[j].append(b.send(a, j, *cuts[j], reduce=True))
-    if op != "reducescatter":
-        for d in range(1, n):
-            for a in range(n):
-                b.send(a, (a + d) % n, *cuts[a], reduce=False, after=added[a])
+    for turn in _turns(op, n, elements):
+        for a, j, lo, hi, reduce in turn:
+            if op == "alltoall":
+                b.send(a, j, lo, hi, reduce=False, dst_lo=elements + a * (hi - lo))
+            elif reduce:
+                added[j].append(b.send(a, j, lo, hi, reduce=True))
+            else:
+                b.send(a, j, lo, hi, reduce=False, after=added[a])
     return b.schedule()
+
+
+def _turns(op: str, n: int, elements: int):
+    """The rounds of every operation but broadcast: in round ``d`` every ``a`` writes to
+    ``j = a + d``, ``(a, j, lo, hi, reduce)``; all-to-all block ``j`` of its input, the
+    reduce-scatter block ``j`` (adding), the all-gather its own block ``a``; all-reduce the
+    reduce-scatter's rounds, then the all-gather's."""
+    cuts = blocks(0, elements, n)
+    if op == "alltoall":
+        cuts = [(j * (elements // n), (j + 1) * (elements // n)) for j in range(n)]
+    phases = {"allreduce": ("add", "own"), "reducescatter": ("add",), "allgather": ("own",),
+              "alltoall": ("theirs",)}[op]
+    for phase in phases:
+        for d in range(1, n):
+            yield [(a, (a + d) % n, *cuts[a if phase == "own" else (a + d) % n], phase == "add")
+                   for a in range(n)]
 
 
 def order(peers, op: str, elements: int):
@@ -67,7 +73,7 @@ def rounds(peers, op: str, elements: int):
     (broadcast: only accelerator 0), all-reduce twice."""
     n = peers.n
     if op == "broadcast":
-        return [(((0, d),), elements) for d in range(1, n)]
-    one = [(tuple((a, (a + d) % n) for a in range(n)), -(-elements // n)) for d in range(1, n)]
-    return one * 2 if op == "allreduce" else one
+        return [(((0, d),), (elements,)) for d in range(1, n)]
+    return [(tuple((a, j) for a, j, *_ in turn), tuple(hi - lo for _, _, lo, hi, _ in turn))
+            for turn in _turns(op, n, elements)]
 

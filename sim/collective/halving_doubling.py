@@ -38,25 +38,33 @@ def _held(r: int, levels: int, j: int, cuts) -> tuple[int, int]:
     return cuts[first][0], cuts[first + (1 << shift) - 1][1]
 
 
-def _exchange(b: Builder, p: int, levels: int, cuts, last: dict, reduce: bool) -> None:
-    steps = range(levels) if reduce else reversed(range(levels))
-    for j in steps:
+def _turns(p: int, levels: int, cuts, reduce: bool):
+    """The halving (``reduce``) or doubling steps: per step, every write ``(r, partner, lo,
+    hi)``, the range the partner keeps when halving, the one ``r`` holds when doubling."""
+    for j in (range(levels) if reduce else reversed(range(levels))):
         d = p >> (j + 1)
+        yield [(r, r ^ d, *_held(r ^ d if reduce else r, levels, j, cuts)) for r in range(p)]
+
+
+def _exchange(b: Builder, p: int, levels: int, cuts, last: dict, reduce: bool) -> None:
+    for turn in _turns(p, levels, cuts, reduce):
         arrived = {}
-        for r in range(p):
-            partner = r ^ d
-            lo, hi = _held(partner if reduce else r, levels, j, cuts)
+        for r, partner, lo, hi in turn:
             arrived[partner] = b.send(r, partner, lo, hi, reduce=reduce, after=(last.get(r),))
         last.update(arrived)
 
 
+def _binomial(n: int):
+    """The broadcast's steps: in step ``j`` every ``r < 2^j`` sends to ``r + 2^j``."""
+    for j in range((n - 1).bit_length()):
+        yield [(r, r + (1 << j)) for r in range(1 << j) if r + (1 << j) < n]
+
+
 def _broadcast(b: Builder, n: int, elements: int) -> None:
     got = {}
-    for j in range((n - 1).bit_length()):
-        for r in range(1 << j):
-            if r + (1 << j) < n:
-                got[r + (1 << j)] = b.send(r, r + (1 << j), 0, elements, reduce=False,
-                                           after=(got.get(r),))
+    for turn in _binomial(n):
+        for r, to in turn:
+            got[to] = b.send(r, to, 0, elements, reduce=False, after=(got.get(r),))
 
 
 def build(peers, op: str, elements: int, segment: int = 0):
@@ -107,15 +115,18 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The alpha-beta rounds: per step its partners and its share of the data."""
+    """The alpha-beta rounds: per step its partners and the elements each writes, those
+    :func:`build` sends."""
     n = peers.n
     if op == "broadcast":
-        return [(tuple((r, r + (1 << j)) for r in range(1 << j) if r + (1 << j) < n), elements)
-                for j in range((n - 1).bit_length())]
+        return [(tuple(turn), (elements,) * len(turn)) for turn in _binomial(n)]
     p, levels = _power(n), _levels(op, n)
-    extra = [(tuple((p + i, i) for i in range(n - p)), elements)] if n > p else []
-    halving = [(tuple((r, r ^ (p >> (j + 1))) for r in range(p)), -(-elements // (2 << j)))
-               for j in range(levels)]
-    rs, ag = (halving if op != "allgather" else []), (halving[::-1] if op != "reducescatter"
-                                                      else [])
-    return extra + rs + ag + extra
+    cuts = blocks(0, elements, p)
+    whole = (elements,) * (n - p)
+    out = [(tuple((p + i, i) for i in range(n - p)), whole)] if n > p else []
+    for reduce in {"allreduce": (True, False), "reducescatter": (True,),
+                   "allgather": (False,)}[op]:
+        out += [(tuple((r, partner) for r, partner, _, _ in turn),
+                 tuple(hi - lo for _, _, lo, hi in turn))
+                for turn in _turns(p, levels, cuts, reduce)]
+    return out + ([(tuple((i, p + i) for i in range(n - p)), whole)] if n > p else [])

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from .schedule import Builder, blocks
 
-__all__ = ["OPS", "ring_round", "run_shares", "ring_fold", "build_rings", "order_rings",
-           "ring_rounds", "ring_pairs", "build", "order", "steps", "rounds"]
+__all__ = ["OPS", "ring_round", "run_shares", "share_rounds", "ring_fold", "build_rings",
+           "order_rings", "ring_rounds", "ring_pairs", "build", "order", "steps", "rounds"]
 
 OPS = ("allreduce", "reducescatter", "allgather", "broadcast")
 
@@ -26,26 +26,45 @@ def ring_round(b: Builder, ring, chunks, k: int, reduce: bool, last: dict) -> No
     q = len(ring)
     arrived = {}
     for p in range(q):
-        lo, hi = chunks[(p - k - (1 if reduce else 0)) % q]
+        lo, hi = _sent(chunks, p, k, reduce)
         src, dst = ring[p], ring[(p + 1) % q]
         arrived[dst] = b.send(src, dst, lo, hi, reduce=reduce, after=(last.get(src),))
     last.update(arrived)
 
 
-def run_shares(b: Builder, shares) -> None:
-    """Build concurrent streams of ring phases in lockstep: round ``t`` of every share, then
-    round ``t + 1``. A share is a list of phases, one after the other; a phase is a list of
-    rings running at once, ``(ring, chunks, reduce)``, all of one length ``q``, for ``q - 1``
-    rounds."""
-    last = [{} for _ in shares]
+def _sent(chunks, p: int, k: int, reduce: bool) -> tuple[int, int]:
+    """The chunk position ``p`` sends in round ``k`` of a ring phase over ``chunks``."""
+    return chunks[(p - k - (1 if reduce else 0)) % len(chunks)]
+
+
+def _lockstep(shares):
+    """Concurrent streams of ring phases in lockstep: per round ``t``, the rings of every
+    share's phase at ``t``, ``(share, ring, chunks, k, reduce)``, round ``k`` of that phase.
+    A share is a list of phases, one after the other; a phase is a list of rings running at
+    once, ``(ring, chunks, reduce)``, all of one length ``q``, for ``q - 1`` rounds."""
     programs = [[(phase, k) for phase in share for k in range(len(phase[0][0]) - 1)]
                 for share in shares]
     for t in range(max(len(p) for p in programs)):
-        for s, program in enumerate(programs):
-            if t < len(program):
-                phase, k = program[t]
-                for ring, chunks, reduce in phase:
-                    ring_round(b, ring, chunks, k, reduce, last[s])
+        yield [(s, ring, chunks, program[t][1], reduce) for s, program in enumerate(programs)
+               if t < len(program) for ring, chunks, reduce in program[t][0]]
+
+
+def run_shares(b: Builder, shares) -> None:
+    """Build concurrent streams of ring phases in lockstep (:func:`_lockstep`): round ``t`` of
+    every share, then round ``t + 1``."""
+    last = [{} for _ in shares]
+    for turn in _lockstep(shares):
+        for s, ring, chunks, k, reduce in turn:
+            ring_round(b, ring, chunks, k, reduce, last[s])
+
+
+def share_rounds(shares) -> list:
+    """The alpha-beta rounds of :func:`run_shares`: per round, its ``(src, dst)`` pairs and
+    the elements each writes, in the order the schedule creates the sends."""
+    return [(tuple(pair for _, ring, *_ in turn for pair in ring_pairs(ring)),
+             tuple(hi - lo for _, ring, chunks, k, reduce in turn for lo, hi in
+                   (_sent(chunks, p, k, reduce) for p in range(len(ring)))))
+            for turn in _lockstep(shares)]
 
 
 def ring_fold(ring, i: int, sub=lambda a: a) -> tuple:
@@ -78,14 +97,19 @@ def _broadcast(peers, elements: int, segment: int) -> Builder:
     b = Builder(peers.n, "broadcast", "ring", elements, elements, segment)
     ring, segments = peers.ring, blocks(0, elements, peers.n)
     got = {}
-    for t in range(2 * peers.n - 2):
-        for p in range(peers.n - 1):
-            s = t - p
-            if 0 <= s < len(segments):
-                src, dst = ring[p], ring[p + 1]
-                got[dst, s] = b.send(src, dst, *segments[s], reduce=False,
-                                     after=(got.get((src, s)),))
+    for turn in _chain(peers.n):
+        for p, s in turn:
+            src, dst = ring[p], ring[p + 1]
+            got[dst, s] = b.send(src, dst, *segments[s], reduce=False,
+                                 after=(got.get((src, s)),))
     return b
+
+
+def _chain(n: int):
+    """The rounds of the broadcast's chain over ``n`` positions: per round ``t``, every
+    ``(position, segment)`` that position ``p`` forwards to ``p + 1``, segment ``t - p``."""
+    for t in range(2 * n - 2):
+        yield [(p, t - p) for p in range(n - 1) if 0 <= t - p < n]
 
 
 def build_rings(peers, op: str, elements: int, directions: int, name: str, segment: int = 0):
@@ -113,15 +137,15 @@ def ring_pairs(ring) -> tuple:
 
 
 def ring_rounds(peers, op: str, elements: int, directions: int):
-    """The alpha-beta rounds ``(pairs, elements of each write)`` of the rings."""
-    n = peers.n
-    pairs = ring_pairs(peers.ring)
-    if directions == 2:
-        pairs += ring_pairs(peers.ring[::-1])
-    if op == "broadcast":
-        return [(pairs[:-1], -(-elements // n))] * (2 * n - 2)
-    count = {"allreduce": 2 * (n - 1), "reducescatter": n - 1, "allgather": n - 1}[op]
-    return [(pairs, -(-elements // (n * directions)))] * count
+    """The alpha-beta rounds ``(pairs, elements of each write)`` of the rings in
+    ``directions`` directions: the chunks :func:`build_rings` sends, round by round."""
+    if op == "broadcast" and directions == 1:
+        ring, segments = peers.ring, blocks(0, elements, peers.n)
+        return [(tuple((ring[p], ring[p + 1]) for p, _ in turn),
+                 tuple(segments[s][1] - segments[s][0] for _, s in turn))
+                for turn in _chain(peers.n)]
+    return share_rounds([_phases(op, ring, chunks)
+                         for ring, chunks in _halves(peers, elements, directions)])
 
 
 def build(peers, op: str, elements: int, segment: int = 0):
@@ -143,5 +167,5 @@ def steps(peers, op: str) -> int:
 
 
 def rounds(peers, op: str, elements: int):
-    """The alpha-beta rounds: ``(pairs, elements each accelerator sends)`` per round."""
+    """The alpha-beta rounds: ``(pairs, elements of each write)`` per round."""
     return ring_rounds(peers, op, elements, 1)

@@ -93,12 +93,18 @@ def _sends(peers, op: str, elements: int, segments: int):
     return out
 
 
+def _pieces(op: str, elements: int, segments: int):
+    """Per tree, its ``segments`` pieces ``(lo, hi)``: all-reduce sends each half of the
+    message up and down one tree, broadcast the whole message down tree 0."""
+    halves = blocks(0, elements, 2 if op == "allreduce" else 1)
+    return [blocks(lo, hi, segments) for lo, hi in halves]
+
+
 def build(peers, op: str, elements: int, segments: int = 1):
     """The double binary tree's schedule (one tree for broadcast)."""
     if segments < 1:
         raise ValueError(f"segments = {segments}: must be at least 1")
-    halves = blocks(0, elements, 2 if op == "allreduce" else 1)
-    pieces = [blocks(lo, hi, segments) for lo, hi in halves]
+    pieces = _pieces(op, elements, segments)
     b = Builder(peers.n, op, "tree", elements, elements)
     got = {}
     for _, t, s, src, dst, reduce in _sends(peers, op, elements, segments):
@@ -142,10 +148,11 @@ def steps(peers, op: str) -> int:
 
 def rounds(peers, op: str, elements: int, segments: int = 1):
     """The alpha-beta rounds: the idealised run's times (:func:`_sends`), each round the
-    sends of one time, a piece each (with one segment only one level of each tree is busy
-    in a round)."""
-    piece = -(-elements // ((2 if op == "allreduce" else 1) * segments))
+    sends of one time, each with its piece's elements (with one segment only one level of
+    each tree is busy in a round)."""
+    pieces = _pieces(op, elements, segments)
     by_time = {}
-    for time, _, _, src, dst, _ in _sends(peers, op, elements, segments):
-        by_time.setdefault(time, []).append((src, dst))
-    return [(tuple(by_time[time]), piece) for time in sorted(by_time)]
+    for time, t, s, src, dst, _ in _sends(peers, op, elements, segments):
+        lo, hi = pieces[t][s]
+        by_time.setdefault(time, []).append(((src, dst), hi - lo))
+    return [tuple(zip(*by_time[time])) for time in sorted(by_time)]

@@ -1,12 +1,14 @@
 """The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 15.6)."""
 
+from collections import Counter
+
 import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
                                                    busbw_factor, packet_gap)
 from superfabric.sim.collective.engine import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
-from superfabric.sim.collective.schedule import OPS
+from superfabric.sim.collective.schedule import OPS, elements_of
 
 from .fabrics import FABRICS, config, peers
 
@@ -50,6 +52,24 @@ def test_a_write_is_slowed_by_the_most_writes_on_a_link_of_its_route():
     # Dimension order: 0 -> 2 and 1 -> 3 both cross the link from 1 to 2; 4 -> 5 is alone.
     assert p.route(0, 2)[1] == p.route(1, 3)[0]
     assert p.sharing(((0, 2), (1, 3), (4, 5))) == [2, 2, 1]
+
+
+@pytest.mark.parametrize("fabric", sorted(FABRICS))
+def test_the_rounds_are_the_schedules_writes(fabric):
+    """Every write the model prices is one the schedule sends, at its own size: with fewer
+    elements than accelerators most chunks are empty, and an odd count leaves them
+    unequal."""
+    p = peers(fabric)
+    for op in OPS:
+        for name in (a for a in ALGORITHMS if supports(a, op, p)):
+            for nbytes in (8, 1028):
+                rounds = ALGORITHMS[name].rounds(p, op, elements_of(nbytes))
+                assert all(len(pairs) == len(elements) for pairs, elements in rounds)
+                priced = Counter((src, dst, e) for pairs, elements in rounds
+                                 for (src, dst), e in zip(pairs, elements))
+                sent = Counter((a, step.peer, step.length) for a, steps in
+                               enumerate(plan(p, op, name, nbytes).steps) for step in steps)
+                assert priced == sent, (name, op, nbytes)
 
 
 def test_the_ring_matches_its_closed_form():

@@ -297,11 +297,14 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     from ..sim.rdma.fabric import RdmaFabricModel
     from ..sim.rdma.metrics import rdma_summary
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     collective = workload if isinstance(workload, CollectivePlan) else None
     if collective is not None:
+        if collective.records == "summary" and link >= 0:
+            raise TrafficError(f"traffic.pattern = {traffic!r}: records = summary keeps no "
+                               f"delivered packets: --capture-link needs records = full")
         workload = collective.workload
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
     compile_seconds = _compile(progress, RdmaFabricModel(cfg).warm)
     t0 = time.perf_counter()

@@ -42,6 +42,8 @@ class CollectivePlan:
         The alpha-beta prediction of the collective's cycles.
     segment : int
         Elements of a segment (0: whole chunks, section 15.2).
+    records : str
+        What the model's run records (:data:`~.pattern.RECORDS`).
     """
 
     schedule: Schedule
@@ -52,13 +54,15 @@ class CollectivePlan:
     workload: object
     predicted: int
     segment: int
+    records: str = "full"
 
 
 def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dtype: str,
                        seed: int, segment_packets: int = 0,
-                       pattern: str = "collective") -> CollectivePlan:
+                       pattern: str = "collective", records: str = "full") -> CollectivePlan:
     """The plan of one collective on ``cfg``'s fabric, its chunks cut in segments of
-    ``segment_packets`` full packets' payload (0: whole chunks).
+    ``segment_packets`` full packets' payload (0: whole chunks), its run recording
+    ``records``.
 
     Raises
     ------
@@ -78,7 +82,7 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
                           layout.workload(cfg, schedule, data, seed=seed, pattern=pattern),
                           model.predict(peers, op, schedule.algorithm, nbytes,
                                         segment=segment),
-                          segment_of(schedule.algorithm, segment))
+                          segment_of(schedule.algorithm, segment), records)
 
 
 def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None,
@@ -92,7 +96,8 @@ def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=N
 
     records, state = run(cfg, prepared.workload, stall_limit=stall_limit,
                          collective=(prepared.schedule, prepared.layout, prepared.dtype),
-                         capture_link=capture_link)
+                         capture_link=capture_link,
+                         summary=prepared.records == "summary")
     buffers = prepared.layout.buffers(records.memory, prepared.schedule, prepared.dtype)
     return records, engines_of(state), buffers
 

@@ -16,7 +16,7 @@ from .schedule import ELEMENT_BYTES, OPS
 if TYPE_CHECKING:
     from .fabric import CollectivePlan
 
-__all__ = ["PATTERN", "SEGMENT_PACKETS", "MAX_SEGMENT_PACKETS", "PATTERN_PARAMS",
+__all__ = ["PATTERN", "SEGMENT_PACKETS", "MAX_SEGMENT_PACKETS", "RECORDS", "PATTERN_PARAMS",
            "parse_collective"]
 
 #: The traffic pattern of ``superfabric run`` that runs a collective.
@@ -25,6 +25,12 @@ PATTERN = "collective"
 SEGMENT_PACKETS = 16
 #: The most full packets' payload a segment may name.
 MAX_SEGMENT_PACKETS = 1 << 12
+#: What the model's run records (``records=``): ``full``, every record of
+#: :class:`~superfabric.sim.rdma.records.RdmaRecords`; ``summary``, all but the two that grow
+#: with the cycles and the traffic (``queue_depth``, a row per cycle, and the ``delivered``
+#: packets with their words), left empty: a long collective's results need only its
+#: completions, counters and memories.
+RECORDS = ("full", "summary")
 #: Its parameters (``collective:op=allreduce,algo=ring,bytes=4096,dtype=int32,segment=16``).
 PATTERN_PARAMS = {PATTERN: {
     "op": PatternParam("allreduce", str, 0, 0, "the operation", OPS),
@@ -34,6 +40,9 @@ PATTERN_PARAMS = {PATTERN: {
     "dtype": PatternParam("int32", str, 0, 0, "the element type", tuple(DTYPES)),
     "segment": PatternParam(SEGMENT_PACKETS, int, 0, MAX_SEGMENT_PACKETS,
                             "full packets' payload per segment of a chunk, 0 whole chunks"),
+    "records": PatternParam("full", str, 0, 0, "the model's records: full, or summary "
+                            "without the per-cycle queue depths and the delivered packets",
+                            RECORDS),
 }}
 
 
@@ -57,7 +66,7 @@ def parse_collective(cfg: FabricConfig, traffic: str, *, seed: int) -> Collectiv
     try:
         return prepare_collective(cfg, op=p["op"], algo=p["algo"], nbytes=p["bytes"],
                                   dtype=p["dtype"], seed=seed, segment_packets=p["segment"],
-                                  pattern=traffic)
+                                  pattern=traffic, records=p["records"])
     except (TrafficError, ConfigError):
         raise
     except ValueError as e:

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
+from superfabric.sim.rdma.records import RdmaRecords
 from superfabric.tools.cli import main
 from superfabric.tools.run import run_point
 
@@ -100,11 +101,30 @@ def test_segments_bring_the_ring_to_its_alpha_beta_prediction(tmp_path):
     ("collective:algo=dimwise,op=alltoall", [], "algo = 'dimwise' cannot run alltoall"),
     ("collective:bytes=65536", [], "rdma.memory_words = 2048: the allreduce of 65536 bytes"),
     ("collective", ["--bad-fraction", "0.1"], "traffic.bad_fraction = 0.1: must be 0"),
+    ("collective:records=none", [], "records = 'none' must be one of full, summary"),
+    ("collective:records=summary", ["--capture-link", "0:1"],
+     "records = summary keeps no delivered packets: --capture-link needs records = full"),
 ])
 def test_bad_input_is_one_line_and_status_2(traffic, extra, message, tmp_path, capsys):
     assert main(["run", "--traffic", traffic, *SETTINGS, *extra, "-o", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err
+
+
+def test_a_summary_run_has_the_same_collective_section_and_lighter_records(tmp_path):
+    sections, records = {}, {}
+    for kind in ("full", "summary"):
+        out = tmp_path / kind
+        assert main(["run", "--traffic", f"collective:bytes=2048,records={kind}", *SETTINGS,
+                     "-o", str(out)]) == 0
+        sections[kind] = json.loads((out / "results.json").read_text())["collective"]
+        records[kind] = RdmaRecords.load(out / "model_records.npz")
+    assert sections["summary"] == sections["full"]
+    full, summary = records["full"], records["summary"]
+    assert np.array_equal(summary.done, full.done) and summary.counters == full.counters
+    assert len(full.queue_depth) == full.cycles and len(full.delivered) and full.memory.size
+    assert summary.queue_depth.size == 0 and not len(summary.delivered)
+    assert summary.memory.shape == (8, 0)
 
 
 def test_past_64_accelerators_the_peer_mask_takes_more_words(tmp_path):

@@ -418,7 +418,7 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     retired: the fabric's stall rule).
 
     Compiled into its caller, so that a cycle with nothing to decide costs a few loads and
-    stores; the others are :func:`_engine_cycle`'s.
+    stores; the others are :func:`_engine_cycle`'s, compiled in too.
     """
     sc = st.scalars
     out[OUT_TAKEN] = 0
@@ -438,11 +438,15 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
                          cnp_pending, idle)
 
 
-@kernel
+@kernel(inline=True)
 def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
                   rx_ecn, data_paused, control_paused, memory, out, cnp_pending, idle):
     """:func:`engine_step`'s cycle when there is something to decide (``cnp_pending``: a
     CNP is pending; ``idle``: the transmitter is).
+
+    Inlined: a call of a kernel passes every array of the state on the stack (about 600
+    stores for :class:`EngineState`'s 57), which cost twice the engine's own work in a busy
+    all-reduce, where every engine has something to decide in every cycle.
 
     Each part first decides from the state at the start of the cycle, then the updates
     apply in the order of section 10.6's steps, as in the Python engine.

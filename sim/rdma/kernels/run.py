@@ -95,8 +95,9 @@ class RunState(NamedTuple):
 
 class RunParams(NamedTuple):
     """The loop's constants: endpoints, classes (the RDMA data and control classes),
-    the flit width (pause quanta to cycles), the stall limit, and whether collective
-    engines run."""
+    the flit width (pause quanta to cycles), the stall limit, whether collective
+    engines run, and whether the per-cycle queue depths and the delivered packets are
+    recorded (``records="full"`` of :func:`run`)."""
 
     endpoints: int
     priorities: int
@@ -105,6 +106,7 @@ class RunParams(NamedTuple):
     data_width: int
     stall_limit: int
     has_device: bool
+    full_records: bool
 
 
 @kernel(inline=True)
@@ -173,11 +175,12 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
         if cycle - last_progress >= prm.stall_limit:
             status = STALLED
             break
-        if cycle >= rs.depth_rows.shape[0]:
-            status = NEED_ROOM
-            break
-        for e in range(E):
-            rs.depth_rows[cycle, e] = rs.depth[e]
+        if prm.full_records:
+            if cycle >= rs.depth_rows.shape[0]:
+                status = NEED_ROOM
+                break
+            for e in range(E):
+                rs.depth_rows[cycle, e] = rs.depth[e]
         _paused(rs, prm, paused, cycle)
         _inject(rs, fst, est, eprm, ist, iprm, kind_prio, kind_ecn, endpoint_port, offer_pkt,
                 offer_flit, flits, flit_word, outs, out_word, sent)
@@ -189,7 +192,7 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
             break
         if frames:
             _pause_frames(rs, prm, fst, endpoint_port, cycle)
-        _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word)
+        _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word, prm.full_records)
         _flits_taken(rs, outs, out_word, sent)
         progress = _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, wr,
                                    cycle, flits, flit_word, sent, paused, rx, rx_word,
@@ -285,9 +288,9 @@ def _pause_frames(rs, prm, fst, endpoint_port, cycle):
 
 
 @kernel
-def _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word):
-    """The fabric's deliveries as each engine receives them (``rx``, ``rx_word``), and the
-    record of every packet whose last flit arrived."""
+def _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word, full):
+    """The fabric's deliveries as each engine receives them (``rx``, ``rx_word``), and
+    (``full``) the record of every packet whose last flit arrived."""
     for e in range(len(rx)):
         rx[e, 0] = 0
     for i in range(handed):
@@ -298,7 +301,7 @@ def _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word):
         if k == 0:
             rs.head[o] = cycle
         rs.depth[o] -= 1
-        if last:
+        if last and full:
             n = rs.scalars[DELIVERED_COUNT]
             row = rs.delivered[n]
             row[0], row[1], row[2], row[3], row[4] = rs.head[o], o, rs.origin[pkt], k + 1, ecn
@@ -430,12 +433,16 @@ def check_workload(cfg: FabricConfig, workload) -> None:
 
 
 def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collective=None,
-        capture_link: int = -1):
+        capture_link: int = -1, summary: bool = False):
     """Run ``workload`` (with the collective engines of ``collective``, ``(schedule, layout,
     dtype)``, or none) on the compiled loop; returns ``(RdmaRecords, collective state or
     None)``, as :meth:`RdmaFabricModel.run` with :class:`CollectiveEngines`. A workload
-    that does not fit ``cfg`` is refused (:func:`check_workload`)."""
+    that does not fit ``cfg`` is refused (:func:`check_workload`). A ``summary`` keeps
+    every record but the two that grow with the cycles and the traffic, the queue depths
+    and the delivered packets, left empty (``records=summary`` of a collective,
+    :data:`~superfabric.sim.collective.pattern.RECORDS`)."""
     check_workload(cfg, workload)
+    full = not summary
     E, rd, sw = cfg.endpoints, cfg.rdma, cfg.switch
     stall_limit = default_stall_limit(cfg) if stall_limit is None else stall_limit
     topo = Topology.of(cfg)
@@ -470,7 +477,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
     rs.scalars[OUTSTANDING_WRS] = wrs
     rs.scalars[DEVICE_DONE] = collective is None or bool(collective_done(cst, cprm))
     prm = RunParams(E, sw.priorities, rd.data_priority, rd.control_priority, sw.data_width,
-                    stall_limit, collective is not None)
+                    stall_limit, collective is not None, full)
     ports = len(fst.port_endpoint)
     scratch = (
         np.array([0] + [k[0] for k in kinds], np.int64),          # kind_prio
@@ -492,7 +499,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
         if status != NEED_ROOM:
             break
         before = _room(rs, fst, est)
-        rs, fst = _grown(rs, fst, E, sw.max_packet_flits)
+        rs, fst = _grown(rs, fst, E, sw.max_packet_flits, full)
         est = engine_events_room(est, cfg)
         if _room(rs, fst, est) == before:
             raise RuntimeError(f"cycle {int(rs.scalars[CYCLE])}: the run loop asked for room "
@@ -500,7 +507,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
     if status == OVERFLOWED:
         raise LinkOverflow(f"cycle {int(rs.scalars[CYCLE])}: a flit reached a link input with "
                            f"its skid buffer full (the link's credits were wrong)")
-    rec = _records(cfg, rs, fst, est, memory, status == STALLED)
+    rec = _records(cfg, rs, fst, est, memory, status == STALLED, full)
     if status == STALLED:
         rec.stuck = _stuck(est, eprm, sq, rs) or (collective_stuck(cst) if collective else "")
     return rec, (cst if collective else None)
@@ -517,9 +524,10 @@ def _doubled(array: np.ndarray, used: int, need: int) -> np.ndarray:
     return grown
 
 
-def _grown(rs: RunState, fst, E: int, max_flits: int):
-    """The record arrays with room for another cycle of every endpoint."""
-    cycle = int(rs.scalars[CYCLE])
+def _grown(rs: RunState, fst, E: int, max_flits: int, full: bool):
+    """The record arrays with room for another cycle of every endpoint (the queue depths'
+    only when ``full``: a summary never writes them)."""
+    cycle = int(rs.scalars[CYCLE]) if full else 0
     rs = rs._replace(
         rx_completions=_doubled(rs.rx_completions, int(rs.scalars[RXC_COUNT]),
                                 int(rs.scalars[RXC_COUNT]) + E),
@@ -538,8 +546,10 @@ def _room(rs: RunState, fst, est) -> tuple:
             len(rs.depth_rows), len(fst.frames), len(est.cnps), len(est.rates))
 
 
-def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool) -> RdmaRecords:
-    """The run's :class:`RdmaRecords`, as the Python loop fills them."""
+def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool,
+             full: bool) -> RdmaRecords:
+    """The run's :class:`RdmaRecords`, as the Python loop fills them (without the queue
+    depths and the delivered packets unless ``full``)."""
     E, rows, cycle = cfg.endpoints, len(rs.taken), int(rs.scalars[CYCLE])
     rec = RdmaRecords.empty(rows, E, cfg.rdma.memory_words)
     rec.taken[:], rec.done[:], rec.status[:] = rs.taken, rs.done, rs.status
@@ -549,7 +559,8 @@ def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool) -
     rec.counters = engine_counters(est)
     rec.cnps, rec.rates = engine_events(est)
     rec.pfc_frames = fst.frames[:fst.scalars[FRAMES]].copy()
-    rec.queue_depth = rs.depth_rows[:cycle].copy()
+    if full:
+        rec.queue_depth = rs.depth_rows[:cycle].copy()
     rec.delivered = rs.delivered[:rs.scalars[DELIVERED_COUNT]].copy()
     rec.delivered_words = rs.delivered_words[:rs.scalars[WORDS_COUNT]].copy()
     rec.cycles, rec.stalled = cycle, stalled

@@ -101,3 +101,21 @@ def test_a_workload_that_does_not_fit_is_refused_by_every_entry(field):
     for entry in (lambda: run(cfg, workload), lambda: RdmaFabricModel(cfg).run(workload)):
         with pytest.raises(ValueError, match=message):
             entry()
+
+
+def test_a_summary_keeps_every_record_but_depths_and_deliveries():
+    cfg = FabricConfig.load(preset="tiny", overrides=[
+        "rdma.enabled=true", "rdma.qps=8", "rdma.memory_words=8192"] + FABRICS["torus"])
+    prepared = prepare_collective(cfg, op="allreduce", algo="ring", nbytes=2048, dtype="fp32",
+                                  seed=1, segment_packets=4)
+    collective = (prepared.schedule, prepared.layout, prepared.dtype)
+    full, full_state = run(cfg, prepared.workload, collective=collective)
+    summary, state = run(cfg, prepared.workload, collective=collective, summary=True)
+    kept = [f for f in FIELDS if f not in ("queue_depth", "delivered", "delivered_words")]
+    assert (summary.cycles, summary.counters) == (full.cycles, full.counters)
+    for name in kept:
+        assert np.array_equal(getattr(summary, name), getattr(full, name)), name
+    assert completion_cycle(state) == completion_cycle(full_state)
+    assert len(full.queue_depth) == full.cycles and len(full.delivered)
+    assert summary.queue_depth.shape == (0, cfg.endpoints)
+    assert not len(summary.delivered) and not len(summary.delivered_words)

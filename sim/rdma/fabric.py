@@ -154,8 +154,8 @@ class RdmaFabricModel:
             depth_rows = _record_depth(depth_rows, cycle, depth)
             # The classes the switch's pause frames hold in this cycle, before
             # this cycle's frames (which hold from the next).
-            paused = [(uplinks.paused(e, data_class, cycle), uplinks.paused(e, control_class, cycle))
-                      for e in range(E)]
+            paused = [(uplinks.paused(e, data_class, cycle),
+                       uplinks.paused(e, control_class, cycle)) for e in range(E)]
 
             flits = [eng.offer() for eng in engines]
             outs = [inj.prepare(flit) for inj, flit in zip(injectors, flits)]

@@ -632,6 +632,17 @@ def _pcap(args) -> int:
     return 0
 
 
+def _records_of(cfg: FabricConfig, traffic: str) -> str | None:
+    """What a collective's run records (``records=`` of ``collective:...``); None for
+    other traffic."""
+    from ..sim.collective.pattern import PATTERN, PATTERN_PARAMS
+    from ..sim.traffic import parse_pattern
+    if traffic.split(":", 1)[0] != PATTERN:
+        return None
+    return parse_pattern(traffic, cfg.endpoints, names=(PATTERN,), params=PATTERN_PARAMS)[1][
+        "records"]
+
+
 def _run(args) -> int:
     from .run import SIMS, STIMULI, run_failure, run_point
     if args.sim not in SIMS:
@@ -646,6 +657,9 @@ def _run(args) -> int:
     _set_threads(args.threads, args.sim)
     _set_cxx_opt(args.cxx_opt, args.sim)
     cfg = _config(args)
+    if args.pcap is not None and _records_of(cfg, args.traffic) == "summary":
+        raise UsageError("--pcap: records = summary keeps no delivered packets: --pcap needs "
+                         "records = full")
     res = run_point(cfg, traffic=args.traffic, load=args.load, cycles=args.cycles, seed=args.seed,
                     sim=args.sim, out_dir=args.out, packet_lengths=args.lengths,
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,

@@ -104,6 +104,8 @@ def test_segments_bring_the_ring_to_its_alpha_beta_prediction(tmp_path):
     ("collective:records=none", [], "records = 'none' must be one of full, summary"),
     ("collective:records=summary", ["--capture-link", "0:1"],
      "records = summary keeps no delivered packets: --capture-link needs records = full"),
+    ("collective:records=summary", ["--pcap", "run.pcap"],
+     "records = summary keeps no delivered packets: --pcap needs records = full"),
 ])
 def test_bad_input_is_one_line_and_status_2(traffic, extra, message, tmp_path, capsys):
     assert main(["run", "--traffic", traffic, *SETTINGS, *extra, "-o", str(tmp_path)]) == 2

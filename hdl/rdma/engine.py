@@ -334,11 +334,11 @@ class RdmaEngine(wiring.Component):
 
     def _transmit_pick(self, m: Module, r: SimpleNamespace,
                        cc: SimpleNamespace | None) -> SimpleNamespace:
-        """Step 3's decision, for an idle transmitter: a CNP, else the lowest
-        context with a pending bit (its syndrome), else data round robin; a
-        paused class waits."""
+        """Step 3's decision, while no packet waits as the next: a CNP, else the
+        lowest context with a pending bit (its syndrome), else data round robin;
+        a paused class waits."""
         NC = self._n
-        tx_busy = Signal()
+        nx_busy = Signal()
         ctrl_mask = Cat(*(r.pend_ack[k] | r.pend_seq[k] | r.pend_acc[k] for k in range(NC)))
         ctrl_x = Signal(range(NC))
         chain = Const(NC - 1, range(NC))
@@ -356,35 +356,46 @@ class RdmaEngine(wiring.Component):
         pick_ctrl = Signal()
         pick_data = Signal()
         # CNPs first, then acknowledgements, then data; a paused class waits.
-        m.d.comb += [pick_cnp.eq(~tx_busy & cnp_any & ~control_paused),
-                     pick_ctrl.eq(~tx_busy & ~cnp_any & ctrl_mask.any() & ~control_paused),
-                     pick_data.eq(~tx_busy & ~control_any & data_found & ~data_paused)]
+        m.d.comb += [pick_cnp.eq(~nx_busy & cnp_any & ~control_paused),
+                     pick_ctrl.eq(~nx_busy & ~cnp_any & ctrl_mask.any() & ~control_paused),
+                     pick_data.eq(~nx_busy & ~control_any & data_found & ~data_paused)]
         m.d.comb += r.desc_tx.addr.eq(self._slot(data_ch, r.snd[data_ch]))
         syndrome = Signal(2)
         m.d.comb += syndrome.eq(Mux(r.pend_acc[ctrl_x], wire.SYN_NAK_ACCESS,
                                     Mux(r.pend_seq[ctrl_x], wire.SYN_NAK_SEQ, wire.SYN_ACK)))
-        return SimpleNamespace(busy=tx_busy, cnp=pick_cnp, ctrl=pick_ctrl, data=pick_data,
+        return SimpleNamespace(next_busy=nx_busy, cnp=pick_cnp, ctrl=pick_ctrl, data=pick_data,
                                ctrl_x=ctrl_x, data_ch=data_ch, syndrome=syndrome)
 
     def _transmitter(self, m: Module, r: SimpleNamespace, tables: KeyTables,
                      cc: SimpleNamespace | None, pick: SimpleNamespace) -> None:
-        """Step 3's packet: the picked packet's headers latched, its payload
-        read from host memory ahead into a small buffer, its flits sent on
-        the uplink; ``pick.busy`` until the last flit is taken."""
+        """Step 3's packets: the picked packet's headers latched, as the packet
+        sending if the transmitter is free, else as the next, which starts
+        once it is free and its class is not paused; both packets' payloads
+        read from host memory ahead into a small buffer, the flits sent on the
+        uplink. ``pick.next_busy`` while a packet waits as the next."""
         cfg, rd = self._cfg, self._cfg.rdma
         E, C = cfg.endpoints, rd.channels_per_peer
         M = wire.payload_words(cfg.switch.max_packet_flits)
-        tx_busy, ctrl_x, data_ch, syndrome = pick.busy, pick.ctrl_x, pick.data_ch, pick.syndrome
-        tx_flit = Signal(range(cfg.switch.max_packet_flits))
-        tx_len = Signal(range(cfg.switch.max_packet_flits + 1))
-        tx_dst = Signal(range(E))
-        tx_bth = Signal(64)
-        tx_reth = Signal(64)
-        tx_lkey = Signal(wire.KEY_BITS)
-        tx_va = Signal(wire.VA_BITS)
-        tx_words = Signal(range(M + 1))      # payload words of the latched packet (0: an ACK)
+        L = cfg.switch.max_packet_flits
+        ctrl_x, data_ch, syndrome = pick.ctrl_x, pick.data_ch, pick.syndrome
 
-        # The headers are built without their HCS byte, which is added as they are latched.
+        def packet(prefix):
+            """The registers of one latched packet (``words`` 0: a one-flit packet)."""
+            return SimpleNamespace(
+                busy=Signal(name=f"{prefix}_busy"), len=Signal(range(L + 1), name=f"{prefix}_len"),
+                dst=Signal(range(E), name=f"{prefix}_dst"), bth=Signal(64, name=f"{prefix}_bth"),
+                reth=Signal(64, name=f"{prefix}_reth"),
+                lkey=Signal(wire.KEY_BITS, name=f"{prefix}_lkey"),
+                va=Signal(wire.VA_BITS, name=f"{prefix}_va"),
+                words=Signal(range(M + 1), name=f"{prefix}_words"),
+                rd=Signal(range(M + 1), name=f"{prefix}_rd"))    # payload words requested
+
+        tx, nx, p = packet("tx"), packet("nx"), packet("pick")
+        nx.busy = pick.next_busy          # the pick's condition
+        tx_flit = Signal(range(L))
+
+        # The picked packet, as combinational fields. The headers are built without their
+        # HCS byte, which is added here.
         b = {name: Signal(width, name=f"bth_{name}") for name, width in wire.BTH_FIELDS
              if name != "hcs"}
         reth = Signal(reth_layout())
@@ -394,19 +405,18 @@ class RdmaEngine(wiring.Component):
         if cc is not None:
             with m.If(pick.cnp):
                 lowest = cc.notify.lowest
-                m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(lowest % C)]
-                m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1),
-                             tx_dst.eq(self._peer(lowest)), tx_bth.eq(with_hcs(bth, hcs(bth))),
-                             tx_words.eq(0)]
+                m.d.comb += [b["opcode"].eq(wire.CNP_OPCODE), b["ch"].eq(lowest % C),
+                             p.len.eq(1), p.dst.eq(self._peer(lowest)),
+                             p.bth.eq(with_hcs(bth, hcs(bth)))]
             control = m.Elif
         with control(pick.ctrl):
             m.d.comb += [b["opcode"].eq(wire.ACK_OPCODE), b["ch"].eq(ctrl_x % C),
                          b["syndrome"].eq(syndrome),
                          b["psn"].eq(Mux(syndrome == wire.SYN_NAK_ACCESS, r.denied[ctrl_x],
                                          Mux(syndrome == wire.SYN_NAK_SEQ, r.epsn[ctrl_x],
-                                             r.epsn[ctrl_x] - 1)))]
-            m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(1), tx_dst.eq(self._peer(ctrl_x)),
-                         tx_bth.eq(with_hcs(bth, hcs(bth))), tx_words.eq(0)]
+                                             r.epsn[ctrl_x] - 1))),
+                         p.len.eq(1), p.dst.eq(self._peer(ctrl_x)),
+                         p.bth.eq(with_hcs(bth, hcs(bth)))]
         with m.Elif(pick.data):
             dd = r.desc_tx.data
             m.d.comb += [b["opcode"].eq(data_opcode(dd.opcode, dd.first, dd.last)),
@@ -414,33 +424,40 @@ class RdmaEngine(wiring.Component):
                          b["epoch"].eq(r.epoch[data_ch]),
                          b["psn"].eq(r.snd[data_ch]),
                          reth.rkey.eq(dd.rkey), reth.raddr.eq(dd.raddr), reth.mlen.eq(dd.mlen),
-                         reth.offset.eq(dd.offset)]
-            m.d.sync += [tx_busy.eq(1), tx_flit.eq(0), tx_len.eq(dd.words + 2),
-                         tx_dst.eq(self._peer(data_ch)),
-                         tx_bth.eq(with_hcs(bth, hcs(bth, reth.as_value()))),
-                         tx_reth.eq(reth), tx_lkey.eq(dd.lkey), tx_va.eq(dd.va),
-                         tx_words.eq(dd.words)]
+                         reth.offset.eq(dd.offset),
+                         p.len.eq(dd.words + 2), p.dst.eq(self._peer(data_ch)),
+                         p.bth.eq(with_hcs(bth, hcs(bth, reth.as_value()))),
+                         p.reth.eq(reth), p.lkey.eq(dd.lkey), p.va.eq(dd.va),
+                         p.words.eq(dd.words)]
+        picked = pick.data | pick.ctrl | pick.cnp
 
-        # Payload reads: requested ahead into a small buffer, so that after
-        # the read latency the packet streams at one word per cycle.
+        # Payload reads: requested ahead into a small buffer, the packet sending's words,
+        # then the next packet's, so that after the read latency both stream at one word
+        # per cycle.
         depth = read_buffer_depth(cfg)
         buf = Array(Signal(64, name=f"rd_buf{k}") for k in range(depth))
         buf_head = Signal(range(depth))
         buf_tail = Signal(range(depth))
         buffered = Signal(range(depth + 1))
         in_flight = Signal(range(depth + 1))
-        rd_next = Signal(range(M + 1))
-        reader = tables.lookup(m, tx_lkey, "dma_rd")
+        read_tx = Signal()
+        read_nx = Signal()
+        m.d.comb += [read_tx.eq(tx.busy & (tx.rd < tx.words)),
+                     read_nx.eq(~read_tx & nx.busy & (nx.rd < nx.words))]
+        read_key = Signal(wire.KEY_BITS)
+        read_va = Signal(wire.VA_BITS)
+        m.d.comb += [read_key.eq(Mux(read_tx, tx.lkey, nx.lkey)),
+                     read_va.eq(Mux(read_tx, tx.va + tx.rd, nx.va + nx.rd))]
+        reader = tables.lookup(m, read_key, "dma_rd")
         dma = self.dma
-        m.d.comb += [dma.rd_req.valid.eq(tx_busy & (rd_next < tx_words)
-                                         & (buffered + in_flight < depth)),
-                     dma.rd_req.payload.eq(reader.translate(tx_va + rd_next))]
+        m.d.comb += [dma.rd_req.valid.eq((read_tx | read_nx) & (buffered + in_flight < depth)),
+                     dma.rd_req.payload.eq(reader.translate(read_va))]
         request = dma.rd_req.valid & dma.rd_req.ready
         pop = Signal()
-        with m.If(pick.data | pick.ctrl | pick.cnp):
-            m.d.sync += rd_next.eq(0)
-        with m.Elif(request):
-            m.d.sync += rd_next.eq(rd_next + 1)
+        with m.If(request & read_tx):
+            m.d.sync += tx.rd.eq(tx.rd + 1)
+        with m.If(request & read_nx):
+            m.d.sync += nx.rd.eq(nx.rd + 1)
         with m.If(dma.rd_rsp.valid):
             m.d.sync += [buf[buf_tail].eq(dma.rd_rsp.payload),
                          buf_tail.eq(Mux(buf_tail == depth - 1, 0, buf_tail + 1))]
@@ -450,21 +467,37 @@ class RdmaEngine(wiring.Component):
                      in_flight.eq(in_flight + request - dma.rd_rsp.valid)]
 
         # The uplink: BTH, RETH, then the payload words as they are buffered.
-        tx = self.tx.payload
+        out = self.tx.payload
         m.d.comb += [
-            self.tx.valid.eq(tx_busy & ((tx_flit < 2) | (buffered != 0))),
+            self.tx.valid.eq(tx.busy & ((tx_flit < 2) | (buffered != 0))),
             pop.eq(self.tx.valid & self.tx.ready & (tx_flit >= 2)),
-            tx.data.eq(Mux(tx_flit == 0, tx_bth, Mux(tx_flit == 1, tx_reth, buf[buf_head]))),
-            tx.first.eq(tx_flit == 0), tx.last.eq(tx_flit == tx_len - 1),
-            tx.dst.eq(tx_dst), tx.src.eq(self.endpoint), tx.length.eq(tx_len),
+            out.data.eq(Mux(tx_flit == 0, tx.bth, Mux(tx_flit == 1, tx.reth, buf[buf_head]))),
+            out.first.eq(tx_flit == 0), out.last.eq(tx_flit == tx.len - 1),
+            out.dst.eq(tx.dst), out.src.eq(self.endpoint), out.length.eq(tx.len),
             # One-flit packets (ACKs, NAKs, CNPs) are control; data is ECN-capable with DCQCN.
-            tx.prio.eq(Mux(tx_len == 1, rd.control_priority, rd.data_priority)),
-            tx.ecn.eq(Mux(tx_len == 1, NOT_ECT, ECT0 if cc is not None else NOT_ECT)),
+            out.prio.eq(Mux(tx.len == 1, rd.control_priority, rd.data_priority)),
+            out.ecn.eq(Mux(tx.len == 1, NOT_ECT, ECT0 if cc is not None else NOT_ECT)),
         ]
+        # Free: nothing sending, or its last flit taken in this cycle.
+        free = Signal()
+        m.d.comb += free.eq(~tx.busy | (self.tx.valid & self.tx.ready & out.last))
         with m.If(self.tx.valid & self.tx.ready):
             m.d.sync += tx_flit.eq(tx_flit + 1)
-            with m.If(tx.last):
-                m.d.sync += tx_busy.eq(0)
+            with m.If(out.last):
+                m.d.sync += tx.busy.eq(0)
+        data_paused, control_paused = self.paused[0], self.paused[1]
+        nx_paused = Mux(nx.len == 1, control_paused, data_paused)
+        fields = ("len", "dst", "bth", "reth", "lkey", "va", "words")
+        with m.If(picked & free):
+            m.d.sync += [tx.busy.eq(1), tx_flit.eq(0), tx.rd.eq(0)]
+            m.d.sync += [getattr(tx, f).eq(getattr(p, f)) for f in fields]
+        with m.Elif(picked):
+            m.d.sync += [nx.busy.eq(1), nx.rd.eq(0)]
+            m.d.sync += [getattr(nx, f).eq(getattr(p, f)) for f in fields]
+        with m.Elif(nx.busy & free & ~nx_paused):
+            m.d.sync += [tx.busy.eq(1), tx_flit.eq(0), nx.busy.eq(0),
+                         tx.rd.eq(nx.rd + (request & read_nx))]
+            m.d.sync += [getattr(tx, f).eq(getattr(nx, f)) for f in fields]
 
         # The data packet picked: snd moves on (hsn with it, unless a
         # retransmission), and the round-robin pointer one past the channel.

@@ -156,8 +156,10 @@ EngineParams = namedtuple("EngineParams", [
 
 #: Indices of EngineState.scalars after DCQCN's (:mod:`.dcqcn`): the segmenter's offset
 #: in the WR offered; the transmitter's and the retire unit's round-robin pointers; the
-#: packet latched (its flits, 0 when idle, destination, next flit, payload key, virtual
-#: address and words) and the next payload word to read; the read buffer's ring (first
+#: packet sending (its flits, 0 when idle, destination, next flit, payload key, virtual
+#: address and words) and the next payload word to read; the packet picked next (its
+#: flits, 0: none, destination, payload key, virtual address and words, and the payload
+#: words already requested); the read buffer's ring (first
 #: entry, words buffered, then reads in flight); the receiver's latches (a write of the
 #: packet's payload, its epoch, the payload's key and first virtual address, the receive
 #: completion (source -1: none), the context and verdict of the packet and the verdict's
@@ -166,10 +168,10 @@ EngineParams = namedtuple("EngineParams", [
 #: engine timer fires and the ends of the retransmission and acknowledgement timer lists;
 #: whether the last step retired a packet.
 (SEG_OFF, TX_PTR, RET_PTR, TX_LEN, TX_DST, TX_K, TX_KEY, TX_VA, TX_WORDS, RD_NEXT,
- RING_HEAD, RING_BUFFERED, RING_IN_FLIGHT, RX_WRITE, RX_EPOCH, RX_KEY, RX_VA, RX_RCPL_SRC,
+ NX_LEN, NX_DST, NX_KEY, NX_VA, NX_WORDS, NX_RD, RING_HEAD, RING_BUFFERED, RING_IN_FLIGHT, RX_WRITE, RX_EPOCH, RX_KEY, RX_VA, RX_RCPL_SRC,
  RX_RCPL_QP, RX_RCPL_LEN, RX_X, RX_VERDICT, RX_PSN, RX_ACK_REQ, BUSY, N_SEND, N_RETIRE,
  N_PENDING, TIMER_NEXT, RTO_HEAD, RTO_TAIL, ACK_HEAD, ACK_TAIL, RETIRED,
- SCALARS) = range(DCQCN_SCALARS, DCQCN_SCALARS + 35)
+ SCALARS) = range(DCQCN_SCALARS, DCQCN_SCALARS + 41)
 
 # The receiver's verdict on a data packet (RdmaEngine._verdict), applied at its last flit.
 _V_NONE, _V_BLOCKED, _V_RENAK, _V_DENIED, _V_DUPLICATE, _V_GAP, _V_ACCEPT = range(7)
@@ -192,7 +194,8 @@ EngineState = namedtuple("EngineState", [
     "np_last", "rate", "target", "alpha", "timer_stage", "byte_stage", "flits", "debt",
     "debt_at", "ready", "alpha_at", "alpha_prev", "alpha_next", "increase_at",
     "increase_prev", "increase_next",
-    # The transmitter's headers [E, 2] (BTH, RETH), the read buffer's ring [E, depth] (word,
+    # The transmitter's headers [E, 4] (BTH and RETH of the packet sending, then of the
+    # packet picked next), the read buffer's ring [E, depth] (word,
     # cycle it arrives), the receiver's latched BTH [E].
     "tx_header", "ring_word", "ring_at", "rx_bth",
     "scalars", "counters",
@@ -273,7 +276,7 @@ def engine_state(cfg: FabricConfig, workload) -> EngineState:
         timer_stage=rp(), byte_stage=rp(), flits=rp(), debt=rp(), debt_at=rp(), ready=rp(),
         alpha_at=rp(NEVER), alpha_prev=rp(-1, np.int32), alpha_next=rp(-1, np.int32),
         increase_at=rp(NEVER), increase_prev=rp(-1, np.int32), increase_next=rp(-1, np.int32),
-        tx_header=np.zeros((E, 2), np.uint64), ring_word=np.zeros((E, prm.depth), np.uint64),
+        tx_header=np.zeros((E, 4), np.uint64), ring_word=np.zeros((E, prm.depth), np.uint64),
         ring_at=np.zeros((E, prm.depth), np.int64), rx_bth=np.zeros(E, np.uint64),
         scalars=scalars, counters=np.zeros((E, len(RDMA_COUNTERS)), np.int64),
         keys=keys, pages=pages,
@@ -370,10 +373,11 @@ def engine_offer(st, prm, e):
 
 
 @kernel(inline=True)
-def _reading(st, e):
-    """Payload reads to request or in flight: the engine acts every cycle."""
+def _transmitting(st, e):
+    """A packet sending or picked next: the engine acts every cycle (its reads, its flits,
+    the next packet's start)."""
     sc = st.scalars
-    return sc[e, TX_LEN] > 0 and (sc[e, RD_NEXT] < sc[e, TX_WORDS] or sc[e, RING_IN_FLIGHT] > 0)
+    return sc[e, TX_LEN] > 0 or sc[e, NX_LEN] > 0
 
 
 @kernel(inline=True)
@@ -382,7 +386,7 @@ def engine_next_event(st, prm, e, cycle, wr, r):
     row ``r`` offered, -1: none, and nothing arriving), else the first cycle a timer of it
     fires (or NEVER)."""
     sc = st.scalars
-    if (sc[e, TX_LEN] > 0 or sc[e, N_PENDING] > 0 or sc[e, N_RETIRE] > 0
+    if (_transmitting(st, e) or sc[e, N_PENDING] > 0 or sc[e, N_RETIRE] > 0
             or (prm.dcqcn and sc[e, N_CNP_PENDING] > 0)):
         return cycle
     soonest = NEVER
@@ -427,22 +431,22 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     out[OUT_RETIRED] = 0
     sc[e, RETIRED] = 0
     cnp_pending = prm.dcqcn and sc[e, N_CNP_PENDING] > 0
-    idle = sc[e, TX_LEN] == 0
-    pickable = idle and (sc[e, N_PENDING] > 0 or cnp_pending or (
+    free = sc[e, NX_LEN] == 0
+    pickable = free and (sc[e, N_PENDING] > 0 or cnp_pending or (
         sc[e, N_SEND] > 0 and (not prm.dcqcn or _soonest(st, e) <= cycle)))
     if (r < 0 and not rx_has and not tx_taken and sc[e, N_RETIRE] == 0
-            and cycle < _wakeup(st, prm, e) and not _reading(st, e) and not pickable):
+            and cycle < _wakeup(st, prm, e) and not _transmitting(st, e) and not pickable):
         return False                 # nothing to decide in this cycle
     return _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last,
                          rx_word, rx_ecn, data_paused, control_paused, memory, out,
-                         cnp_pending, idle)
+                         cnp_pending, free)
 
 
 @kernel(inline=True)
 def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
-                  rx_ecn, data_paused, control_paused, memory, out, cnp_pending, idle):
+                  rx_ecn, data_paused, control_paused, memory, out, cnp_pending, free):
     """:func:`engine_step`'s cycle when there is something to decide (``cnp_pending``: a
-    CNP is pending; ``idle``: the transmitter is).
+    CNP is pending; ``free``: no packet is picked next, so the transmitter may pick).
 
     Inlined: a call of a kernel passes every array of the state on the stack (about 600
     stores for :class:`EngineState`'s 57), which cost twice the engine's own work in a busy
@@ -465,18 +469,24 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
                 taken = True
         elif (st.nxt[e, ch] - st.ret[e, ch]) & _PSN_MASK < prm.W:
             seg_ch = ch
-    # The payload read requested now (if the buffer has room) and the word arriving.
+    # The payload read requested now (if the buffer has room): the packet sending's words,
+    # then the next packet's; and the word arriving.
     request, request_word = False, np.uint64(0)
-    if (not idle and sc[e, RD_NEXT] < sc[e, TX_WORDS]
-            and sc[e, RING_BUFFERED] + sc[e, RING_IN_FLIGHT] < prm.depth):
-        addr = key_address(st.keys, st.pages, prm, e, sc[e, TX_KEY],
-                           sc[e, TX_VA] + sc[e, RD_NEXT])
-        sc[e, RD_NEXT] += 1
-        request, request_word = True, memory[e, addr]
+    if sc[e, RING_BUFFERED] + sc[e, RING_IN_FLIGHT] < prm.depth:
+        if sc[e, TX_LEN] > 0 and sc[e, RD_NEXT] < sc[e, TX_WORDS]:
+            addr = key_address(st.keys, st.pages, prm, e, sc[e, TX_KEY],
+                               sc[e, TX_VA] + sc[e, RD_NEXT])
+            sc[e, RD_NEXT] += 1
+            request, request_word = True, memory[e, addr]
+        elif sc[e, NX_LEN] > 0 and sc[e, NX_RD] < sc[e, NX_WORDS]:
+            addr = key_address(st.keys, st.pages, prm, e, sc[e, NX_KEY],
+                               sc[e, NX_VA] + sc[e, NX_RD])
+            sc[e, NX_RD] += 1
+            request, request_word = True, memory[e, addr]
     first_in_flight = (sc[e, RING_HEAD] + sc[e, RING_BUFFERED]) % prm.depth
     arriving = sc[e, RING_IN_FLIGHT] > 0 and st.ring_at[e, first_in_flight] == cycle
     # 3. The transmitter's pick: CNPs, acknowledgements, data, each while not paused.
-    pick_cnp, pick_x, pick_ch = _pick_decision(st, prm, e, cycle, idle, cnp_pending,
+    pick_cnp, pick_x, pick_ch = _pick_decision(st, prm, e, cycle, free, cnp_pending,
                                                data_paused, control_paused)
     # 4 and 6. The timers reaching their timeouts.
     fired, ack_fired = _timers_fired(st, prm, e, cycle, pick_x)
@@ -525,8 +535,9 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     # 6. Acknowledgement timers.
     for k in range(ack_fired):
         st.pend[e, st.ack_fired[k]] |= _PEND_ACK
-    _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cycle, p_dst,
-                      p_len, p_bth, p_reth, p_key, p_va, p_words)
+    _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cycle,
+                      data_paused, control_paused, p_dst, p_len, p_bth, p_reth, p_key, p_va,
+                      p_words)
     _refresh(st, prm, e, cycle + 1, (seg_ch, ret_ch, pick_ch), fired, ack_t, pick_x,
              ack_fired, vx if verdict != _V_NONE else -1)
 
@@ -574,13 +585,13 @@ def _retire(st, prm, e, ch, last, err):
 
 
 @kernel(inline=True)
-def _pick_decision(st, prm, e, cycle, idle, cnp_pending, data_paused, control_paused):
-    """Step 3's pick while the transmitter is idle: a CNP, else the context owed an
-    acknowledgement (-1: none), else the channel with data to send (-1: none); control
-    and data each only while their class is not paused."""
+def _pick_decision(st, prm, e, cycle, free, cnp_pending, data_paused, control_paused):
+    """Step 3's pick while no packet is picked next (``free``): a CNP, else the context
+    owed an acknowledgement (-1: none), else the channel with data to send (-1: none);
+    control and data each only while their class is not paused."""
     sc = st.scalars
     pick_cnp, pick_x, pick_ch = False, -1, -1
-    if idle:
+    if free:
         if cnp_pending and not control_paused:
             pick_cnp = True          # the notification point names the context at the latch
         elif sc[e, N_PENDING] > 0 and not control_paused:
@@ -740,11 +751,13 @@ def _pick_data(st, prm, e, wr, ch):
 
 
 @kernel
-def _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cycle, p_dst,
-                      p_len, p_bth, p_reth, p_key, p_va, p_words):
+def _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cycle,
+                      data_paused, control_paused, p_dst, p_len, p_bth, p_reth, p_key, p_va,
+                      p_words):
     """Clock the read buffer (the word taken leaves, the word arriving enters, the word
-    requested goes in flight) and the transmitter: idle again after its last flit is
-    taken, busy with the packet picked (``p_len`` > 0)."""
+    requested goes in flight) and the transmitter: free after its last flit is taken; the
+    packet picked (``p_len`` > 0) starts if it is free, else waits as the next; a next
+    packet starts once it is free and its class is not paused."""
     sc = st.scalars
     depth = prm.depth
     if arriving:
@@ -762,10 +775,21 @@ def _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cyc
         sc[e, TX_K] += 1
         if sc[e, TX_K] == sc[e, TX_LEN]:
             sc[e, TX_LEN] = 0
-    if p_len > 0:
+    if p_len > 0 and sc[e, TX_LEN] == 0:
         sc[e, TX_LEN], sc[e, TX_DST], sc[e, TX_K], sc[e, RD_NEXT] = p_len, p_dst, 0, 0
         st.tx_header[e, 0], st.tx_header[e, 1] = p_bth, p_reth
         sc[e, TX_KEY], sc[e, TX_VA], sc[e, TX_WORDS] = p_key, p_va, p_words
+    elif p_len > 0:
+        sc[e, NX_LEN], sc[e, NX_DST], sc[e, NX_RD] = p_len, p_dst, 0
+        st.tx_header[e, 2], st.tx_header[e, 3] = p_bth, p_reth
+        sc[e, NX_KEY], sc[e, NX_VA], sc[e, NX_WORDS] = p_key, p_va, p_words
+    elif (sc[e, NX_LEN] > 0 and sc[e, TX_LEN] == 0
+          and not (control_paused if sc[e, NX_LEN] == 1 else data_paused)):
+        sc[e, TX_LEN], sc[e, TX_DST], sc[e, TX_K] = sc[e, NX_LEN], sc[e, NX_DST], 0
+        sc[e, RD_NEXT] = sc[e, NX_RD]
+        st.tx_header[e, 0], st.tx_header[e, 1] = st.tx_header[e, 2], st.tx_header[e, 3]
+        sc[e, TX_KEY], sc[e, TX_VA], sc[e, TX_WORDS] = sc[e, NX_KEY], sc[e, NX_VA], sc[e, NX_WORDS]
+        sc[e, NX_LEN] = 0
 
 
 # -- acknowledgements and the receiver (step 5) ----------------------------------------

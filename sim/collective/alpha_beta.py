@@ -6,9 +6,10 @@ engine_cycles + h * hop_cycles`` for a path through ``h`` routers (more when a
 longer packet of its chunk is ahead of its notification: ``transit``), ``beta(m)``
 the cycles to serialise ``m`` bytes and the segment's notification at one flit
 of ``switch.data_width`` bits a cycle, every packet of at most
-``switch.max_packet_flits`` flits carrying the RDMA header's two flits and a
-gap (the RDMA transmitter's pick and its wait for the first payload word), and
-the apply the receiving engine's (section 15.8.3). The
+``switch.max_packet_flits`` flits carrying the RDMA header's two flits, back to back
+(the RDMA transmitter picks the next packet and reads its payload while one is
+sending; a port that was idle first waits ``gap`` cycles), no faster than a link's
+credits come back (``pace``), and the apply the receiving engine's (section 15.8.3). The
 rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
 write, those its schedule sends, so a small message's empty chunks cost only their
 header) run as a pipeline at every accelerator: a segment leaves once its port is
@@ -30,8 +31,8 @@ from .engine import apply_cycles
 from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
 
-__all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "packet_gap", "AlphaBeta",
-           "algbw", "busbw_factor", "busbw"]
+__all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "start_gap", "credit_pace",
+           "AlphaBeta", "algbw", "busbw_factor", "busbw"]
 
 #: Bytes of a step's notification: one word, sent after its chunk (section 15.8.2).
 NOTIFY_BYTES = 8
@@ -43,11 +44,23 @@ APPLY_WORD_BYTES = 8
 ENGINE_CYCLES = 0
 
 
-def packet_gap(dma_latency: int, header_flits: int) -> int:
-    """Idle cycles between the RDMA transmitter's packets (section 10.6): the cycle of the
-    pick, then the cycles its first payload word, requested after the pick, arrives after
-    the header flits (``dma_latency + 1`` cycles after the first)."""
+def start_gap(dma_latency: int, header_flits: int) -> int:
+    """Idle cycles of an idle RDMA transmitter before its packet's flits stream (section
+    10.6): the cycle of the pick, then the cycles its first payload word, requested after
+    the pick, arrives after the header flits (``dma_latency + 1`` cycles after the first).
+    A packet picked while another is sending has its words read by then: no gap."""
     return 1 + max(0, dma_latency + 1 - header_flits)
+
+
+def credit_pace(cfg) -> float:
+    """Cycles a router-to-router link takes per flit of one flow, at least 1 (section
+    11.3): a packet's last credit is back ``2 L + 2 link_latency + 3`` cycles after its
+    head left (its flits on the link, stored and forwarded at the next router, read out,
+    the credits' way back), so a VC buffer of fewer flits than that holds the flow to
+    ``vc_buffer_flits`` flits per round trip."""
+    f = cfg.fabric
+    return max(1.0, (2 * cfg.switch.max_packet_flits + 2 * f.link_latency + 3)
+               / f.vc_buffer_flits)
 
 
 @dataclass(frozen=True)
@@ -67,7 +80,12 @@ class AlphaBeta:
     dma_latency : int
         The host memory's read latency, which the apply unit pays per slot (section 15.8.3).
     gap : int
-        Idle cycles between an accelerator's packets (:func:`packet_gap`).
+        Idle cycles of a port that was idle before its packets stream (:func:`start_gap`).
+    pace : float
+        Cycles per flit of a long stream on a router-to-router link (:func:`credit_pace`).
+    buffer : int
+        Flits a link's VC buffer holds (``fabric.vc_buffer_flits``): a stream into an idle
+        link sends that many before the pace holds it.
     """
 
     engine_cycles: int
@@ -77,6 +95,8 @@ class AlphaBeta:
     packet_flits: int
     dma_latency: int
     gap: int
+    pace: float = 1.0
+    buffer: int = 0
 
     @classmethod
     def of(cls, cfg, *, engine_cycles: int = ENGINE_CYCLES, hop_cycles: int | None = None,
@@ -84,11 +104,11 @@ class AlphaBeta:
         """The model of a ``FabricConfig``; ``hop_cycles`` defaults to
         ``fabric.link_latency + header_flits + 1 + 3`` (a step's last packet is its
         notification, a header and one word, stored and forwarded), ``gap`` to the RDMA
-        transmitter's (:func:`packet_gap` of ``rdma.dma_latency``)."""
+        transmitter's (:func:`start_gap` of ``rdma.dma_latency``)."""
         sw = cfg.switch
         header_flits = sw.max_packet_flits - payload_words(sw.max_packet_flits)
         if gap is None:
-            gap = packet_gap(cfg.rdma.dma_latency, header_flits)
+            gap = start_gap(cfg.rdma.dma_latency, header_flits)
         if hop_cycles is None:
             hop_cycles = cfg.fabric.link_latency + header_flits + 1 + 3
         for name, value in (("engine_cycles", engine_cycles), ("gap", gap)):
@@ -98,7 +118,9 @@ class AlphaBeta:
             raise ValueError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at "
                              f"least 3 (two header flits and a payload flit)")
         return cls(engine_cycles, hop_cycles, sw.data_width // 8, header_flits,
-                   sw.max_packet_flits, cfg.rdma.dma_latency, gap)
+                   sw.max_packet_flits, cfg.rdma.dma_latency, gap,
+                   credit_pace(cfg) if cfg.fabric.topology != "switch" else 1.0,
+                   cfg.fabric.vc_buffer_flits)
 
     @property
     def payload_bytes(self) -> int:
@@ -111,18 +133,18 @@ class AlphaBeta:
 
     @property
     def beta(self) -> float:
-        """Cycles per byte of a long message: a full packet's flits and gap over its payload."""
-        return (self.packet_flits + self.gap) / self.payload_bytes
+        """Cycles per byte of a long message over a link: a full packet's flits, at the
+        link's pace, over its payload."""
+        return self.packet_flits * self.pace / self.payload_bytes
 
     def alpha(self, hops: int) -> int:
         """Latency of a step whose path passes ``hops`` routers."""
         return self.engine_cycles + hops * self.hop_cycles
 
     def serialise(self, nbytes: int) -> int:
-        """Cycles an accelerator's port is busy sending ``nbytes`` (a write of none is one
-        header-only packet)."""
-        packets = self.packets(nbytes)
-        return sum(packets) + len(packets) * self.gap
+        """Cycles an accelerator's port is busy sending ``nbytes`` once its packets stream
+        (a write of none is one header-only packet)."""
+        return sum(self.packets(nbytes))
 
     def packets(self, nbytes: int) -> list[int]:
         """The flits of the packets of a write of ``nbytes`` (of none: one header-only
@@ -138,14 +160,14 @@ class AlphaBeta:
         notification's arrival, through ``hops`` routers behind the ``nbytes`` of its chunk.
 
         Every router stores and forwards a packet whole, ``hop_cycles - 3`` after it arrived
-        (the link and the pipeline) once its output is free; the port leaves ``gap`` idle
-        cycles between packets, a router none, so a notification behind a longer packet
-        waits at every router for that packet's tail: ``hops * hop_cycles`` behind a packet
-        no longer than itself."""
+        (the link and the pipeline) once its output is free; the port and every router send
+        them back to back, so a notification behind a longer packet waits at every router
+        for that packet's tail: ``hops * hop_cycles`` behind a packet no longer than
+        itself."""
         lengths = self.packets(nbytes) + self.packets(NOTIFY_BYTES)
-        delay, ends, now = self.hop_cycles - lengths[-1], [], -self.gap
+        delay, ends, now = self.hop_cycles - lengths[-1], [], 0
         for flits in lengths:
-            now += self.gap + flits
+            now += flits
             ends.append(now)
         last = now
         for _ in range(hops):
@@ -206,11 +228,23 @@ class AlphaBeta:
                     s, d, column = src[on], dst[on], width - k + i
                     send, flits, alpha, apply = self._writes(wire[index[on], i], hops[on])
                     ready = np.where(column >= width - count[s], got[s, column], 0)
-                    port[s] = np.maximum(port[s], ready) + np.maximum(send, share[on] * flits)
+                    # A port that waited for the data starts its transmitter afresh.
+                    idle = ready >= port[s]
+                    port[s] = (np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
+                               + np.maximum(np.maximum(send, share[on] * flits),
+                                            self._on_links(flits, hops[on], idle)))
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[d, column] = unit[d]
             got, count = fresh, fresh_count
         return int(unit.max())
+
+    def _on_links(self, flits, hops, idle):
+        """Cycles ``flits`` take through the links of routes through ``hops`` routers: at the
+        links' pace, but for the buffer's worth that a link takes at once after its port
+        was ``idle``."""
+        free = np.where(idle, np.minimum(flits, self.buffer), 0)
+        paced = np.ceil(free + (flits - free) * self.pace).astype(np.int64)
+        return np.where(hops > 1, paced, flits)
 
     @staticmethod
     def _cut(elements: int, segment: int) -> list[int]:

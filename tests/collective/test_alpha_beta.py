@@ -1,11 +1,12 @@
 """The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 15.6)."""
 
+import math
 from collections import Counter
 
 import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
-                                                   busbw_factor, packet_gap)
+                                                   busbw_factor, credit_pace, start_gap)
 from superfabric.sim.collective.engine import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
 from superfabric.sim.collective.schedule import OPS, elements_of
@@ -15,13 +16,20 @@ from .fabrics import FABRICS, config, peers
 
 def test_beta_follows_the_link_and_the_packet():
     m = AlphaBeta.of(config("torus-2x2x2"))
-    # 64-bit flits, 16-flit packets: 14 payload words; with rdma.dma_latency = 4 the RDMA
-    # transmitter's pick and its wait for the first payload word leave 4 idle cycles.
+    # 64-bit flits, 16-flit packets: 14 payload words; with rdma.dma_latency = 4 an idle
+    # RDMA transmitter's pick and its wait for the first payload word cost 4 cycles, and
+    # then the packets stream back to back.
     assert (m.flit_bytes, m.header_flits, m.payload_bytes) == (8, 2, 112)
-    assert m.dma_latency == 4 and m.gap == 4 and packet_gap(1, 2) == 1
-    assert m.beta == pytest.approx(20 / 112)
-    assert m.serialise(0) == 6 and m.serialise(8) == 1 + 6 and m.serialise(112) == 14 + 6
-    assert m.serialise(113) == 15 + 12
+    assert m.dma_latency == 4 and m.gap == 4 and start_gap(1, 2) == 1
+    assert m.serialise(0) == 2 and m.serialise(8) == 1 + 2 and m.serialise(112) == 14 + 2
+    assert m.serialise(113) == 15 + 4
+    # A 32-flit VC buffer holds two packets, and a packet's credits are back 2 * 16 + 2 * 2
+    # + 3 = 39 cycles after its head left: one flow gets 32 of every 39 cycles of a link.
+    assert m.pace == credit_pace(config("torus-2x2x2")) == 39 / 32
+    assert m.beta == pytest.approx(39 / 32 * 16 / 112)
+    deep = AlphaBeta.of(config(("fabric.topology=torus", "fabric.vc_buffer_flits=40")))
+    assert deep.pace == 1 and deep.beta == pytest.approx(16 / 112)
+    assert AlphaBeta.of(config(("fabric.topology=switch",))).pace == 1
     assert m.alpha(2) == m.engine_cycles + 2 * m.hop_cycles
     # The notification, a header and a word, is a step's last packet through a router.
     assert m.hop_cycles == config("torus-2x2x2").fabric.link_latency + 3 + 3
@@ -37,14 +45,14 @@ def test_a_notification_waits_behind_a_longer_packet_at_every_router():
     assert m.packets(128) == [16, 4] and m.transit(112, 0) == 0
     # Nothing longer ahead of it: the notification's own store and forward at each router.
     assert m.transit(0, 2) == m.transit(8, 2) == 2 * m.hop_cycles
-    # By hand, link_latency 2 (a router sends a packet 5 cycles after its tail arrived) and
-    # 4 idle cycles at the port: a full packet [0, 16) and the notification [20, 23) leave
-    # the port; the first router sends them in [21, 37) and [37, 40), the second in
-    # [42, 58) and [58, 61): 61 - 23 = 38, where alone the notification takes 16.
-    assert m.transit(112, 2) == 38 == 2 * m.hop_cycles + 22
-    # A full packet, a 4-flit one and the notification: [0, 16), [20, 24), [28, 31); then
-    # [21, 37), [37, 41), [41, 44); then [42, 58), [58, 62), [62, 65): 65 - 31 = 34.
-    assert m.transit(128, 2) == 34
+    # By hand, link_latency 2 (a router sends a packet 5 cycles after its tail arrived): a
+    # full packet [0, 16) and the notification [16, 19) leave the port back to back; the
+    # first router sends them in [21, 37) and [37, 40), the second in [42, 58) and
+    # [58, 61): 61 - 19 = 42, where alone the notification takes 16.
+    assert m.transit(112, 2) == 42 == 2 * m.hop_cycles + 26
+    # A full packet, a 4-flit one and the notification: [0, 16), [16, 20), [20, 23); then
+    # [21, 37), [37, 41), [41, 44); then [42, 58), [58, 62), [62, 65): 65 - 23 = 42.
+    assert m.transit(128, 2) == 42
 
 
 def test_a_write_is_slowed_by_the_most_writes_on_a_link_of_its_route():
@@ -74,27 +82,29 @@ def test_the_rounds_are_the_schedules_writes(fabric):
 
 def test_the_ring_matches_its_closed_form():
     # Patarasuk and Yuan: 2(n-1) steps of alpha plus a 1/n chunk, one hop (two routers)
-    # each; unsegmented, each step also waits for its chunk's notification and apply.
+    # each, at the link's pace; unsegmented, each step also waits for its chunk's
+    # notification and apply, and so starts an idle transmitter.
     for name in ("torus-2x2x2", "torus-4x4x4"):
         p, m = peers(name), AlphaBeta.of(config(name))
         n, nbytes = p.n, 1 << 20
         chunk = -(-nbytes // 4 // n) * 4
-        step = (m.serialise(chunk) + m.serialise(NOTIFY_BYTES) + m.engine_cycles
-                + m.transit(chunk, 2) + apply_cycles(chunk // 8, m.dma_latency))
+        send = math.ceil(m.pace * (m.serialise(chunk) + m.serialise(NOTIFY_BYTES)))
+        step = (m.gap + send + m.engine_cycles + m.transit(chunk, 2)
+                + apply_cycles(chunk // 8, m.dma_latency))
         assert m.predict(p, "allreduce", "ring", nbytes) == 2 * (n - 1) * step
 
 
 def test_the_segmented_ring_is_a_pipeline():
     # R rounds of S segments: the port sends every segment of every round one after the
-    # other once the first has gone round (its transfer, its transit and its apply), when the
-    # port, not the latency, is the limit: L + (R S - 1) t.
+    # other, without a fresh start, once the first has gone round (its transfer, its transit
+    # and its apply), when the port, not the latency, is the limit: L + (R S - 1) t.
     p, m = peers("torus-2x2x2"), AlphaBeta.of(config("torus-2x2x2"))
     n, nbytes, segment = p.n, 1 << 20, 512
     chunk, rounds = (1 << 20) // 4 // n, 2 * (n - 1)
     s = chunk // segment
     assert chunk % segment == 0
-    t = m.serialise(4 * segment) + m.serialise(NOTIFY_BYTES)
-    latency = (t + m.engine_cycles + m.transit(4 * segment, 2)
+    t = math.ceil(m.pace * (m.serialise(4 * segment) + m.serialise(NOTIFY_BYTES)))
+    latency = (m.gap + t + m.engine_cycles + m.transit(4 * segment, 2)
                + apply_cycles(segment // 2, m.dma_latency))
     assert s * t > latency
     assert m.predict(p, "allreduce", "ring", nbytes, segment=segment) == \

@@ -187,15 +187,18 @@ def test_a_long_apply_is_progress():
     ("leaf-spine", "halving-doubling", 8), ("torus", "tree", 8)])
 def test_the_alpha_beta_model_predicts_the_run(fabric, algo, nbytes):
     """The alpha-beta model prices what the engines and the fabric do (section 15.6): the
-    ring's and dimension-wise's rounds to the cycle, the tree's and 8 bytes' (mostly empty
-    chunks, links shared) within 10 %."""
+    ring's rounds to the cycle; dimension-wise's and halving-doubling's, whose pairs' bursts
+    outrun a link's credits (priced at the credits' pace, not packet by packet), within
+    1 %; the tree's and 8 bytes' (mostly empty chunks, links shared) within 10 %."""
     _, prepared, _, engines, _ = _run(fabric, "allreduce", algo, "fp32", nbytes,
                                       "rdma.memory_words=8192", "rdma.pages=128")
     measured, predicted = engines.completion_cycle, prepared.predicted
     if algo == "tree" or nbytes != 1024:
         assert abs(measured - predicted) <= 0.1 * predicted, (measured, predicted)
-    else:
+    elif algo == "ring":
         assert measured == predicted
+    else:
+        assert abs(measured - predicted) <= 0.01 * predicted, (measured, predicted)
 
 
 # -- the engine's RTL (hdl/collective/engine.py) against this model ---------------------------

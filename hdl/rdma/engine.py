@@ -176,8 +176,8 @@ class RdmaEngine(wiring.Component):
         epoch = per(NC, wire.EPOCH_BITS, "ch_epoch_")
         err = Signal(NC * W)
         epsn = per(NC, PSN, "cx_epsn_", start)
-        nak_sent, pend_ack, pend_seq, pend_acc = (per(NC, 1, f"cx_{n}_")
-                                                 for n in ("nak_sent", "pend_ack", "pend_seq", "pend_acc"))
+        nak_sent, pend_ack, pend_seq, pend_acc = (
+            per(NC, 1, f"cx_{n}_") for n in ("nak_sent", "pend_ack", "pend_seq", "pend_acc"))
         unacked = per(NC, W.bit_length(), "cx_unacked_")
         # The epoch the context accepts; after a denial (awaiting) its packets
         # are refused until the sender, having heard the NAK (access), switches.
@@ -379,19 +379,23 @@ class RdmaEngine(wiring.Component):
         L = cfg.switch.max_packet_flits
         ctrl_x, data_ch, syndrome = pick.ctrl_x, pick.data_ch, pick.syndrome
 
-        def packet(prefix):
-            """The registers of one latched packet (``words`` 0: a one-flit packet)."""
+        fields = ("len", "dst", "bth", "reth", "lkey", "va", "words")
+
+        def packet(prefix, **state):
+            """One packet's fields (``words`` 0: a one-flit packet), and ``state``."""
             return SimpleNamespace(
-                busy=Signal(name=f"{prefix}_busy"), len=Signal(range(L + 1), name=f"{prefix}_len"),
+                len=Signal(range(L + 1), name=f"{prefix}_len"),
                 dst=Signal(range(E), name=f"{prefix}_dst"), bth=Signal(64, name=f"{prefix}_bth"),
                 reth=Signal(64, name=f"{prefix}_reth"),
                 lkey=Signal(wire.KEY_BITS, name=f"{prefix}_lkey"),
                 va=Signal(wire.VA_BITS, name=f"{prefix}_va"),
-                words=Signal(range(M + 1), name=f"{prefix}_words"),
-                rd=Signal(range(M + 1), name=f"{prefix}_rd"))    # payload words requested
+                words=Signal(range(M + 1), name=f"{prefix}_words"), **state)
 
-        tx, nx, p = packet("tx"), packet("nx"), packet("pick")
-        nx.busy = pick.next_busy          # the pick's condition
+        # The packet sending and the next, latched, each with its payload words requested
+        # (``rd``); the packet picked, combinational.
+        tx = packet("tx", busy=Signal(name="tx_busy"), rd=Signal(range(M + 1), name="tx_rd"))
+        nx = packet("nx", busy=pick.next_busy, rd=Signal(range(M + 1), name="nx_rd"))
+        p = packet("pick")
         tx_flit = Signal(range(L))
 
         # The picked packet, as combinational fields. The headers are built without their
@@ -487,7 +491,6 @@ class RdmaEngine(wiring.Component):
                 m.d.sync += tx.busy.eq(0)
         data_paused, control_paused = self.paused[0], self.paused[1]
         nx_paused = Mux(nx.len == 1, control_paused, data_paused)
-        fields = ("len", "dst", "bth", "reth", "lkey", "va", "words")
         with m.If(picked & free):
             m.d.sync += [tx.busy.eq(1), tx_flit.eq(0), tx.rd.eq(0)]
             m.d.sync += [getattr(tx, f).eq(getattr(p, f)) for f in fields]

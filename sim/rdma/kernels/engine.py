@@ -168,7 +168,8 @@ EngineParams = namedtuple("EngineParams", [
 #: engine timer fires and the ends of the retransmission and acknowledgement timer lists;
 #: whether the last step retired a packet.
 (SEG_OFF, TX_PTR, RET_PTR, TX_LEN, TX_DST, TX_K, TX_KEY, TX_VA, TX_WORDS, RD_NEXT,
- NX_LEN, NX_DST, NX_KEY, NX_VA, NX_WORDS, NX_RD, RING_HEAD, RING_BUFFERED, RING_IN_FLIGHT, RX_WRITE, RX_EPOCH, RX_KEY, RX_VA, RX_RCPL_SRC,
+ NX_LEN, NX_DST, NX_KEY, NX_VA, NX_WORDS, NX_RD,
+ RING_HEAD, RING_BUFFERED, RING_IN_FLIGHT, RX_WRITE, RX_EPOCH, RX_KEY, RX_VA, RX_RCPL_SRC,
  RX_RCPL_QP, RX_RCPL_LEN, RX_X, RX_VERDICT, RX_PSN, RX_ACK_REQ, BUSY, N_SEND, N_RETIRE,
  N_PENDING, TIMER_NEXT, RTO_HEAD, RTO_TAIL, ACK_HEAD, ACK_TAIL, RETIRED,
  SCALARS) = range(DCQCN_SCALARS, DCQCN_SCALARS + 41)
@@ -373,11 +374,13 @@ def engine_offer(st, prm, e):
 
 
 @kernel(inline=True)
-def _transmitting(st, e):
-    """A packet sending or picked next: the engine acts every cycle (its reads, its flits,
-    the next packet's start)."""
+def _reading(st, e):
+    """Payload reads to request or in flight, or a next packet that may start: the engine
+    acts every cycle."""
     sc = st.scalars
-    return sc[e, TX_LEN] > 0 or sc[e, NX_LEN] > 0
+    return (sc[e, RING_IN_FLIGHT] > 0
+            or (sc[e, TX_LEN] > 0 and sc[e, RD_NEXT] < sc[e, TX_WORDS])
+            or (sc[e, NX_LEN] > 0 and (sc[e, TX_LEN] == 0 or sc[e, NX_RD] < sc[e, NX_WORDS])))
 
 
 @kernel(inline=True)
@@ -386,7 +389,7 @@ def engine_next_event(st, prm, e, cycle, wr, r):
     row ``r`` offered, -1: none, and nothing arriving), else the first cycle a timer of it
     fires (or NEVER)."""
     sc = st.scalars
-    if (_transmitting(st, e) or sc[e, N_PENDING] > 0 or sc[e, N_RETIRE] > 0
+    if (sc[e, TX_LEN] > 0 or sc[e, NX_LEN] > 0 or sc[e, N_PENDING] > 0 or sc[e, N_RETIRE] > 0
             or (prm.dcqcn and sc[e, N_CNP_PENDING] > 0)):
         return cycle
     soonest = NEVER
@@ -435,7 +438,7 @@ def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_las
     pickable = free and (sc[e, N_PENDING] > 0 or cnp_pending or (
         sc[e, N_SEND] > 0 and (not prm.dcqcn or _soonest(st, e) <= cycle)))
     if (r < 0 and not rx_has and not tx_taken and sc[e, N_RETIRE] == 0
-            and cycle < _wakeup(st, prm, e) and not _transmitting(st, e) and not pickable):
+            and cycle < _wakeup(st, prm, e) and not _reading(st, e) and not pickable):
         return False                 # nothing to decide in this cycle
     return _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last,
                          rx_word, rx_ecn, data_paused, control_paused, memory, out,
@@ -788,7 +791,8 @@ def _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cyc
         sc[e, TX_LEN], sc[e, TX_DST], sc[e, TX_K] = sc[e, NX_LEN], sc[e, NX_DST], 0
         sc[e, RD_NEXT] = sc[e, NX_RD]
         st.tx_header[e, 0], st.tx_header[e, 1] = st.tx_header[e, 2], st.tx_header[e, 3]
-        sc[e, TX_KEY], sc[e, TX_VA], sc[e, TX_WORDS] = sc[e, NX_KEY], sc[e, NX_VA], sc[e, NX_WORDS]
+        sc[e, TX_KEY], sc[e, TX_VA] = sc[e, NX_KEY], sc[e, NX_VA]
+        sc[e, TX_WORDS] = sc[e, NX_WORDS]
         sc[e, NX_LEN] = 0
 
 

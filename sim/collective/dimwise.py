@@ -19,7 +19,7 @@ ZeRO++'s hierarchical reduce-scatter).
 from __future__ import annotations
 
 from .rings import ring_fold, run_shares, share_rounds
-from .schedule import Builder, blocks
+from .schedule import Builder, blocks, turn_round
 
 __all__ = ["OPS", "ALL_OPS", "axes", "build", "order", "steps", "rounds", "build_all",
            "order_all", "steps_all", "rounds_all", "build_direct", "order_direct",
@@ -146,9 +146,7 @@ def order_direct(peers, op: str, elements: int):
 def rounds_direct(peers, op: str, elements: int):
     """The alpha-beta rounds: per axis of length ``k``, ``k - 1`` rounds, every member
     writing ``d`` ahead in its line in round ``d`` the chunk :func:`build_direct` sends."""
-    return [(tuple((src, dst) for src, dst, *_ in turn),
-             tuple(hi - lo for _, _, lo, hi, _ in turn))
-            for phase in _share(peers, op, axes(peers), 0, elements)
+    return [turn_round(turn) for phase in _share(peers, op, axes(peers), 0, elements)
             for turn in _direct_turns(phase)]
 
 

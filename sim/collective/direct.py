@@ -11,7 +11,7 @@ writing the whole message to each other.
 
 from __future__ import annotations
 
-from .schedule import Builder, blocks
+from .schedule import Builder, blocks, turn_round
 
 __all__ = ["OPS", "build", "order", "steps", "rounds"]
 
@@ -74,6 +74,5 @@ def rounds(peers, op: str, elements: int):
     n = peers.n
     if op == "broadcast":
         return [(((0, d),), (elements,)) for d in range(1, n)]
-    return [(tuple((a, j) for a, j, *_ in turn), tuple(hi - lo for _, _, lo, hi, _ in turn))
-            for turn in _turns(op, n, elements)]
+    return [turn_round(turn) for turn in _turns(op, n, elements)]
 

@@ -13,7 +13,7 @@ adds it; the ``p`` run halving-doubling; ``i`` sends the result back to
 
 from __future__ import annotations
 
-from .schedule import Builder, blocks
+from .schedule import Builder, blocks, turn_round
 
 __all__ = ["OPS", "build", "order", "steps", "rounds"]
 
@@ -126,7 +126,5 @@ def rounds(peers, op: str, elements: int):
     out = [(tuple((p + i, i) for i in range(n - p)), whole)] if n > p else []
     for reduce in {"allreduce": (True, False), "reducescatter": (True,),
                    "allgather": (False,)}[op]:
-        out += [(tuple((r, partner) for r, partner, _, _ in turn),
-                 tuple(hi - lo for _, _, lo, hi in turn))
-                for turn in _turns(p, levels, cuts, reduce)]
+        out += [turn_round(turn) for turn in _turns(p, levels, cuts, reduce)]
     return out + ([(tuple((i, p + i) for i in range(n - p)), whole)] if n > p else [])

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from ...formats.collective import OFFSET_BITS, SLOT_BITS, step_words
 
 __all__ = ["OPS", "REDUCING", "ELEMENT_BYTES", "Step", "Schedule", "Builder", "blocks",
-           "elements_of"]
+           "turn_round", "elements_of"]
 
 #: The operations, in nccl-tests' names.
 OPS = ("allreduce", "reducescatter", "allgather", "alltoall", "broadcast")
@@ -155,6 +155,13 @@ def blocks(lo: int, hi: int, parts: int) -> list[tuple[int, int]]:
     ``lo + (hi - lo) * i // parts`` (some are empty when ``parts`` exceeds the length)."""
     cuts = [lo + (hi - lo) * i // parts for i in range(parts + 1)]
     return list(zip(cuts[:-1], cuts[1:]))
+
+
+def turn_round(turn) -> tuple[tuple, tuple]:
+    """A turn of writes ``(src, dst, lo, hi, ...)`` (the chunk ``lo .. hi``) as an
+    alpha-beta round: its ``(src, dst)`` pairs and the elements each writes."""
+    return (tuple((src, dst) for src, dst, *_ in turn),
+            tuple(hi - lo for _, _, lo, hi, *_ in turn))
 
 
 def elements_of(nbytes: int) -> int:

@@ -40,7 +40,7 @@ from .channels import NEVER
 
 __all__ = ["NEVER", "ROWS", "SendQueueParams", "SendQueueState", "send_queues_params",
            "send_queues_state", "send_queues_offer", "send_queues_taken", "send_queues_add",
-           "send_queues_next_post", "heads", "owed"]
+           "send_queues_next_post", "window_state", "heads", "owed"]
 
 #: Index of SendQueueState.scalars: the rows of ``wr`` in use.
 ROWS = 0
@@ -263,6 +263,21 @@ def send_queues_next_post(sq, prm, e, cycle):
                 break
         row = sq.h_next[row]
     return first
+
+
+def window_state(prm: SendQueueParams, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``nxt`` and ``ret`` (``[E, (E - 1) * C]``, as the engine state's) under which
+    channel number ``ch`` of endpoint ``e`` has ``free[e, ch]`` window slots free (``free``
+    ``[E, E * C]``; the channels toward ``e`` itself are not read), for a caller of
+    :func:`send_queues_offer` that knows the free slots but not the engines' PSNs: the
+    testbench, which reads them from the RTL."""
+    E, C = prm.endpoints, prm.channels
+    i = np.arange((E - 1) * C)
+    rank = i // C
+    peer = rank[None, :] + (rank[None, :] >= np.arange(E)[:, None])
+    ch = peer * C + i % C
+    nxt = prm.window - np.take_along_axis(np.asarray(free, np.int64), ch, axis=1)
+    return np.ascontiguousarray(nxt), np.zeros_like(nxt)
 
 
 def heads(sq: SendQueueState, e: int) -> list:

@@ -8,9 +8,13 @@ The engine at every accelerator (section 15.8) is modelled by the compiled kerne
 
 from __future__ import annotations
 
+from numba.extending import register_jitable
+
 __all__ = ["apply_cycles"]
 
 
+# Plain Python for the alpha-beta model, compiled into the engine's kernels.
+@register_jitable
 def apply_cycles(words: int, dma_latency: int) -> int:
     """Cycles the apply unit is busy with a slot whose chunk covers ``words`` buffer words:
     the notification read (``dma_latency``), then one word a cycle, each written

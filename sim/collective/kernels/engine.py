@@ -41,6 +41,7 @@ from ....formats.collective import (DEFAULT_NAN, LOCAL_KEY, NOTIFY_FIELDS, REMOT
 from ....formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ...kernel import kernel
 from ...rdma.kernels.channels import NEVER
+from ..engine import apply_cycles
 from ..host_memory import Layout, words_of
 from ..reference import DTYPES
 
@@ -308,7 +309,7 @@ def _read(st, prm, a, cycle, memory):
     length = np.int64((word >> _LENGTH_SHIFT) & _LENGTH_MASK)
     first = dst // 2
     words = (dst % 2 + length + 1) // 2 if length else 0
-    row[BUSY_UNTIL] = cycle + (1 + D + (D + words if words else 0)) - 1
+    row[BUSY_UNTIL] = cycle + apply_cycles(words, D) - 1
     row[FINISH] = row[APPLIED]
     row[WRITE_AT] = cycle + 2 * D + 1
     row[WRITE_FIRST] = first

@@ -35,21 +35,16 @@ FAULTS = {
 
 class Injector:
     """Endpoint ``port``'s injector in the model's state of every endpoint's, with flits
-    ``(k, word, dst, length)`` or None."""
+    ``(k, word, dst, length)`` or None: its state, this cycle's action (after
+    :meth:`prepare`), whether it holds a packet and whether it corrupts the one under way."""
 
     def __init__(self, cfg, port: int):
         self.st, self.prm, self.port = injector_state(cfg), injector_params(cfg), port
 
-    @property
-    def state(self) -> int:
-        return int(self.st.state[self.port])
-
+    state = property(lambda self: int(self.st.state[self.port]))
     act = property(lambda self: int(self.st.act[self.port]))
     held = property(lambda self: bool(self.st.held[self.port]))
-
-    @property
-    def corrupt(self) -> bool:
-        return bool(self.st.corrupt[self.port])
+    corrupt = property(lambda self: bool(self.st.corrupt[self.port]))
 
     @staticmethod
     def _flit(flit):

@@ -4,9 +4,9 @@ The rule: of the requests in a bit mask, the first at or after the pointer,
 wrapping (:func:`_from_pointer` keeps the requests the winner comes from; the
 lowest of them wins). :func:`first_at_or_after` is the rule compiled, for
 masks of up to 32 bits: iSLIP's model (:mod:`.islip`) calls it for its grant
-and accept steps. :func:`first_at_or_after_wide` is the same rule in Python
-for masks of any width: the RDMA engine's model (:mod:`.rdma.engine`) picks
-among its channels (up to 256) with it.
+and accept steps. The RDMA engine's kernels pick among their channels (up to
+256) with the same rule over bit sets of several words
+(:func:`superfabric.sim.rdma.kernels.channels.set_first`).
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ from numba.extending import register_jitable
 
 from .kernel import kernel
 
-__all__ = ["first_at_or_after", "first_at_or_after_wide"]
+__all__ = ["first_at_or_after"]
 
 # Count trailing zeros of a word of at most 32 bits: the lowest set bit times
 # a de Bruijn sequence names the bit position in its top five bits.
@@ -39,8 +39,3 @@ def first_at_or_after(mask, ptr):
     x = _from_pointer(mask, ptr)
     return _DE_BRUIJN_POSITION[((x & -x) * _DE_BRUIJN & 0xFFFFFFFF) >> 27]
 
-
-def first_at_or_after_wide(mask: int, ptr: int) -> int:
-    """:func:`first_at_or_after` for a non-zero ``mask`` of any width, in Python."""
-    x = _from_pointer(mask, ptr)
-    return (x & -x).bit_length() - 1

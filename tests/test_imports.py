@@ -120,7 +120,7 @@ def test_every_package_has_modules():
         assert any(_in(package, name) for name in MODULES), package
     assert {"superfabric.formats.rdma_wire", "superfabric.formats.lfsr", "superfabric.sim.fabric.core",
             "superfabric.hdl.switch", "superfabric.tb.trace_tb", "superfabric.network.routing",
-            "superfabric.hdl.rdma.engine", "superfabric.sim.rdma.engine",
+            "superfabric.hdl.rdma.engine", "superfabric.sim.rdma.kernels.engine",
             "superfabric.tb.rdma.testbench", "superfabric.tools.report.build"} <= set(MODULES)
 
 

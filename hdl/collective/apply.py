@@ -1,8 +1,8 @@
 """The collective engine's apply unit (section 15.8.3): it counts the receive completions its
 RDMA engine gives, reads the next receive slot's notification word and, when it is there,
 adds (or copies) the slot's staged chunk into the buffer, one word a cycle, slot after
-slot; bit for bit and cycle for cycle the apply unit of
-``superfabric.sim.collective.engine.CollectiveEngine``.
+slot; bit for bit and cycle for cycle the apply unit of the model's collective engine
+(``superfabric.sim.collective.kernels.engine``).
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal

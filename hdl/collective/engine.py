@@ -1,7 +1,7 @@
 """The collective engine (section 15.8): one accelerator's sequencer, send queues and apply
-unit, beside its RDMA engine; cycle for cycle and word for word
-``superfabric.sim.collective.engine.CollectiveEngine`` with the accelerator's send queues
-of ``superfabric.sim.rdma.host.SendQueues``.
+unit, beside its RDMA engine; cycle for cycle and word for word the model's engine
+(``superfabric.sim.collective.kernels.engine``) with the accelerator's send queues of
+``superfabric.sim.rdma.kernels.send_queues``.
 
 The sequencer starts the schedule's steps in order, each once the slots it waits for are
 applied; a step's work requests (the chunk's WRITEs, then the notification's SEND) join

@@ -2,7 +2,7 @@
 reaction points and pacers of its channels (``docs/architecture.md`` section 10.13).
 
 The arithmetic is :mod:`superfabric.formats.dcqcn`, evaluated here on
-Amaranth values and in the golden model (``sim/rdma/dcqcn.py``) on integers.
+Amaranth values and in the golden model (``sim/rdma/kernels/dcqcn.py``) on integers.
 """
 
 from amaranth.hdl import Array, Const, Module, Mux, Signal

@@ -2,7 +2,7 @@
 
 Sits between an endpoint's transmitter and its switch input. One draw of a
 16-bit LFSR per packet decides what happens to it (section 10.7); the model
-in ``sim/rdma/fault_injector.py`` makes the same draws, so RTL and model
+in ``sim/rdma/kernels/fault_injector.py`` makes the same draws, so RTL and model
 see the same faults. The rates and the seed are inputs, not parameters:
 one simulator build serves every fault setting.
 """
@@ -22,7 +22,7 @@ __all__ = ["FaultInjector", "FaultState", "fault_injector_signature"]
 
 class FaultState(enum.Enum, shape=3):
     """What the injector does with the packet under way (section 10.7); the model
-    (``sim/rdma/fault_injector.py``) numbers its states the same. A corrupted packet
+    (``sim/rdma/kernels/fault_injector.py``) numbers its states the same. A corrupted packet
     is ``PASS`` with a bit to flip; a reordered one is ``HOLD``, then ``REPLAY``."""
     IDLE = 0
     PASS = 1

@@ -9,9 +9,10 @@ them against the golden model's, in the caller
 The testbench plays the hosts: before cycle 0 it writes every endpoint's
 registration and page tables and loads the host memories (one address of
 all endpoints per cycle) and the fault injectors' seeds; from cycle 0 it
-offers each endpoint's WRs from its send queues (``superfabric.sim.rdma.host``,
-with the engines' free window slots read from the RTL), and records every
-completion, pause frame, CNP, rate change and each output's queue depth;
+offers each endpoint's WRs from its send queues (the model's own,
+``superfabric.sim.rdma.kernels.send_queues``, with the engines' free window
+slots read from the RTL), and records every completion, pause frame, CNP,
+rate change and each output's queue depth;
 after the last completion it reads the counters and reads the host
 memories back. All per-endpoint signals are packed vectors, so a cycle
 costs a handful of signal accesses whatever the endpoint count.
@@ -28,7 +29,9 @@ from ...formats.dcqcn import RATE_BITS
 from ...formats.packet import port_bits
 from ...formats.pfc_frame import PRIORITIES, TIME_BITS, unpack_request
 from ...formats.lfsr import DRAW_THRESHOLD_BITS
-from ...sim.rdma.host import SendQueues
+from ...sim.kernel import specialise
+from ...sim.rdma.kernels.send_queues import (send_queues_offer, send_queues_params,
+                                             send_queues_state, send_queues_taken, window_state)
 from ...sim.rdma.records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
                                 event_rows)
 from ...sim.rdma.traffic import RdmaWorkload, key_entry
@@ -113,7 +116,10 @@ class RdmaTB:
         wr = workload.wr
         rows = len(workload)
         rec = RdmaRecords.empty(rows, n, cfg.rdma.memory_words)
-        host = SendQueues(cfg, workload)
+        prm, sq = send_queues_params(cfg), send_queues_state(cfg, workload, rows)
+        nxt, ret = window_state(prm, np.zeros((n, self.channels), np.int64))
+        offer = specialise(send_queues_offer, sq, prm, 0, 0, nxt, ret)
+        take = specialise(send_queues_taken, sq, prm, 0)
         packed = [wire.pack(self.wr_fields, **{k: int(wr[k][i]) for k, _ in self.wr_fields})
                   for i in range(rows)]
         taken, done, status, count, order = ([-1] * rows, [-1] * rows, [-1] * rows, [0] * rows,
@@ -130,18 +136,18 @@ class RdmaTB:
         stalled = False
         while completed < rows:
             # Drive phase (after the falling edge): the WR each endpoint offers,
-            # chosen with the window slots free at the start of this cycle.
-            free_bits = None
-
-            def free(ch):
-                nonlocal free_bits
-                if free_bits is None:
-                    free_bits = int(dut.free.value)
-                return (free_bits >> (fb * ch)) & ((1 << fb) - 1)
-
+            # chosen with the window slots free at the start of this cycle. Only an
+            # endpoint with none offered and its oldest queued WR posted may choose, and
+            # only then are the free slots read.
+            first = sq.h_first
+            choosing = np.flatnonzero((sq.offered < 0) & (first >= 0)
+                                      & (sq.post[first] <= cycle)).tolist()
+            if choosing:
+                nxt, ret = window_state(prm, self.fields(dut.free, fb, n * nc).reshape(n, nc))
+                for e in choosing:
+                    offer(sq, prm, e, cycle, nxt, ret)
             valid, data = 0, data_driven
-            for e in range(n):
-                row = host.offer(e, cycle, lambda c, e=e: free(e * nc + c))
+            for e, row in enumerate(sq.offered.tolist()):
                 if row >= 0:
                     valid |= 1 << e
                     data = (data & ~(((1 << ww) - 1) << (ww * e))) | (packed[row] << (ww * e))
@@ -157,8 +163,8 @@ class RdmaTB:
                 accepted = valid & int(dut.wr_ready.value)
                 for e in range(n):
                     if accepted >> e & 1:
-                        taken[host.offered[e]] = cycle
-                        host.taken(e)
+                        taken[sq.offered[e]] = cycle
+                        take(sq, prm, e)
                         progress = True
             for e, c in self._given(dut.cpl_valid, dut.cpl_data, self.cpl_fields, cw):
                 i = c["tag"]

@@ -1,7 +1,7 @@
 """The collective engine's apply unit (``hdl/collective/apply.py``) against its model, the
-apply unit of ``sim/collective/engine.py``: the same notifications, staged chunks and
-receive completions in the same cycles give the same slot applied in the same cycle and
-the same memory, word for word."""
+apply unit of the compiled collective engine (``sim/collective/kernels/engine.py``): the
+same notifications, staged chunks and receive completions in the same cycles give the same
+slot applied in the same cycle and the same memory, word for word."""
 
 from types import SimpleNamespace
 
@@ -13,8 +13,11 @@ from superfabric.config import FabricConfig
 from superfabric.formats.collective import notify_word
 from superfabric.hdl.collective.apply import ApplyUnit
 from superfabric.hdl.verilog import write_verilog
-from superfabric.sim.collective.engine import CollectiveEngine
 from superfabric.sim.collective.host_memory import Layout, words_of
+from superfabric.sim.collective.kernels.engine import (
+    APPLIED, collective_params, collective_posts, collective_received, collective_state,
+    collective_step)
+from superfabric.sim.kernel import specialise
 
 from conftest import assert_lint_clean, require_simulator
 
@@ -64,14 +67,20 @@ def initial_memory(rng, layout: Layout, dtype: str) -> list[int]:
 
 
 def run_model(cfg, layout, slots, dtype, memory, events, cycles):
-    engine = CollectiveEngine(cfg, 0, SimpleNamespace(steps=[[]], slots=[slots]), layout, dtype)
+    """The model's engine of one accelerator with no step (its apply unit alone) over
+    ``events``: the cycles its slots were applied, and the memory at the end."""
+    schedule = SimpleNamespace(steps=[[]], slots=[slots])
+    prm = collective_params(cfg, schedule, layout, dtype)
+    st = collective_state(cfg, schedule, layout, dtype)
+    rows, posts = np.array([memory], np.uint64), collective_posts(prm)
+    step = specialise(collective_step, st, prm, 0, 0, rows, posts)
     for cycle in range(cycles):
         for event in events.get(cycle, ()):
-            memory[event[0]] = event[1]
+            rows[0, event[0]] = event[1]
             if len(event) == 3:
-                engine.received()
-        engine.step(cycle, None, memory)
-    return engine.applied_at, memory
+                collective_received(st, 0)
+        step(st, prm, 0, cycle, rows, posts)
+    return st.applied_at[:st.engine[0, APPLIED]].tolist(), rows[0].tolist()
 
 
 class HostMemory:

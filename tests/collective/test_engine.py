@@ -17,14 +17,21 @@ from superfabric.hdl.collective.engine import CollectiveEngine as RtlEngine
 from superfabric.hdl.collective.engine import ceil_divide
 from superfabric.network.topology import Topology
 from superfabric.sim.collective.alpha_beta import AlphaBeta
-from superfabric.sim.collective.engine import CollectiveEngines, apply_cycles
+from superfabric.sim.collective.engine import apply_cycles
 from superfabric.sim.collective.executor import replay
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
 from superfabric.sim.collective.host_memory import Layout, words_of
+from superfabric.sim.collective.kernels.engine import (
+    EngineView, collective_completed, collective_params, collective_posts, collective_received,
+    collective_state, collective_step, collective_total_wrs)
 from superfabric.sim.collective.library import ALGORITHMS, supports
 from superfabric.sim.collective.peers import Peers
 from superfabric.sim.collective.schedule import Step
-from superfabric.sim.rdma.host import WR_ROW_FIELDS, SendQueues
+from superfabric.sim.kernel import specialise
+from superfabric.sim.rdma.host import WR_ROW_FIELDS
+from superfabric.sim.rdma.kernels.send_queues import (
+    send_queues_add, send_queues_offer, send_queues_params, send_queues_state, send_queues_taken,
+    window_state)
 from superfabric.sim.rdma.traffic import WR_COLUMNS
 
 from conftest import RDMA_SMALL
@@ -201,7 +208,7 @@ def test_the_alpha_beta_model_predicts_the_run(fabric, algo, nbytes):
         assert abs(measured - predicted) <= 0.01 * predicted, (measured, predicted)
 
 
-# -- the engine's RTL (hdl/collective/engine.py) against this model ---------------------------
+# -- the engine's RTL (hdl/collective/engine.py) against the model ----------------------------
 
 def random_steps(rng, cfg, accelerator: int, slots: int, count: int) -> list[Step]:
     """``count`` steps to random peers: chunks from empty to longer than two WRITEs, waits
@@ -228,31 +235,45 @@ def free_slots(rng, cfg, cycles: int) -> np.ndarray:
 
 def model_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready,
                  statuses):
-    """The model's engine and its accelerator's send queues, the RDMA engine taking the
-    offered WR in the cycles ``ready`` says and giving a completion of status
-    ``statuses[cycle]`` where it is not -1: the WRs taken, ``(cycle, qp, dst, opcode, lkey,
-    laddr, rkey, raddr, length, tag)``, and the engine."""
+    """The model's engine (the compiled one) and its accelerator's send queues, the RDMA
+    engine taking the offered WR in the cycles ``ready`` says and giving a completion of
+    status ``statuses[cycle]`` where it is not -1, in the run loop's order: the WRs taken,
+    ``(cycle, qp, dst, opcode, lkey, laddr, rkey, raddr, length, tag)``, and the engine
+    (``memory``, a list, ends as the engine left its accelerator's)."""
     E = cfg.endpoints
     schedule = SimpleNamespace(steps=[steps if a == accelerator else [] for a in range(E)],
                                slots=[slots if a == accelerator else 0 for a in range(E)],
                                accelerators=E)
-    engines = CollectiveEngines(cfg, schedule, layout, dtype)
-    engine = engines.engines[accelerator]
-    host = SendQueues(cfg, SimpleNamespace(wr={c: np.zeros(0, t) for c, t in WR_COLUMNS.items()}))
+    prm = collective_params(cfg, schedule, layout, dtype)
+    st = collective_state(cfg, schedule, layout, dtype)
+    rows, posts = np.zeros((E, len(memory)), np.uint64), collective_posts(prm)
+    rows[accelerator] = memory
+    no_wrs = SimpleNamespace(wr={c: np.zeros(0, t) for c, t in WR_COLUMNS.items()})
+    sqprm = send_queues_params(cfg)
+    sq = send_queues_state(cfg, no_wrs, collective_total_wrs(cfg, schedule))
+    every = np.zeros((E, free.shape[1]), np.int64)
+    nxt, ret = window_state(sqprm, every)
+    offer = specialise(send_queues_offer, sq, sqprm, 0, 0, nxt, ret)
+    step = specialise(collective_step, st, prm, 0, 0, rows, posts)
     taken = []
     for cycle in range(len(ready)):
-        row = host.offer(accelerator, cycle, lambda ch: int(free[cycle, ch]))
+        every[accelerator] = free[cycle]
+        nxt, ret = window_state(sqprm, every)
+        row = offer(sq, sqprm, accelerator, cycle, nxt, ret)
         if row >= 0 and ready[cycle]:
-            taken.append((cycle, *host.rows[row][1:]))
-            host.taken(accelerator)
+            taken.append((cycle, *sq.wr[row, 1:].tolist()))
+            send_queues_taken(sq, sqprm, accelerator)
         for event in events.get(cycle, ()):
-            memory[event[0]] = event[1]
+            rows[accelerator, event[0]] = event[1]
             if len(event) == 3:
-                engine.received()
+                collective_received(st, accelerator)
         if statuses[cycle] >= 0:
-            engines.completed(accelerator, cycle, (0, 0, int(statuses[cycle])))
-        engine.step(cycle, host, memory)
-    return taken, engine
+            collective_completed(st, accelerator, int(statuses[cycle]))
+        _, n = step(st, prm, accelerator, cycle, rows, posts)
+        for wr in posts[:n].tolist():
+            send_queues_add(sq, sqprm, *wr)
+    memory[:] = rows[accelerator].tolist()
+    return taken, EngineView(st, accelerator)
 
 
 def rtl_engine(cfg, accelerator, steps, slots, layout, dtype, memory, events, free, ready,

@@ -3,6 +3,7 @@ and rate cuts follow the rules of docs/architecture.md 10.13, the hosts' send qu
 slowed channel not block the others, and DCQCN cuts the pause frames and frees the victim."""
 
 import functools
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -10,12 +11,14 @@ from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.dcqcn import LINE_RATE
 from superfabric.formats.packet import ECT0, NOT_ECT
-from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel, packet_class
-from superfabric.sim.rdma.host import SendQueues
-from superfabric.sim.rdma.keys import KeyTable
+from superfabric.sim.rdma.kernels.engine import (OUT_FIELDS, OUT_TAKEN, engine_offer,
+                                                 engine_params, engine_state, engine_step)
+from superfabric.sim.rdma.kernels.send_queues import (send_queues_offer, send_queues_params,
+                                                      send_queues_state, send_queues_taken,
+                                                      window_state)
 from superfabric.sim.rdma.metrics import rdma_summary
-from superfabric.sim.rdma.traffic import generate_rdma
+from superfabric.sim.rdma.traffic import generate_rdma, key_columns
 from superfabric.tb.rdma.scoreboard import verify
 
 #: Four endpoints, one channel per peer, room for an incast's data, PFC and ECN in packets.
@@ -56,26 +59,44 @@ def test_without_dcqcn_nothing_is_marked_and_no_rate_moves():
 # -- the engines obey pause frames ------------------------------------------------------
 
 
-def _engine(cfg):
-    """Endpoint 0 of the small fabric, its regions registered, its memory zeros."""
-    rd = cfg.rdma
-    keys = np.zeros((rd.keys, 7), np.int64)
-    keys[1] = (1, 1, 0, rd.memory_words // 2, 0, wire.ACCESS_LOCAL_READ, 0)
-    page_table = np.arange(rd.pages, dtype=np.int64) % (rd.memory_words // rd.page_words)
-    return RdmaEngine(cfg, 0, KeyTable(keys, page_table, cfg), [0] * rd.memory_words)
+class _Engine:
+    """Endpoint 0 of the small fabric in the model's engine state, its regions registered,
+    its memory zeros, offered (or not) the one WR ``wr`` and receiving nothing."""
+
+    def __init__(self, cfg, wr):
+        E, rd = cfg.endpoints, cfg.rdma
+        keys = np.zeros((E, rd.keys, key_columns(E)), np.int64)
+        keys[0, 1, :7] = (1, 1, 0, rd.memory_words // 2, 0, wire.ACCESS_LOCAL_READ, 0)
+        pages = np.arange(rd.pages, dtype=np.int64) % (rd.memory_words // rd.page_words)
+        tables = SimpleNamespace(keys=keys, page_table=np.tile(pages, (E, 1)))
+        self.prm, self.st = engine_params(cfg), engine_state(cfg, tables)
+        self.wr = np.array([wr], np.int64)
+        self.memory = np.zeros((E, rd.memory_words), np.uint64)
+        self.out = np.zeros(OUT_FIELDS, np.int64)
+
+    def step(self, cycle, offered: bool, paused) -> bool:
+        """Clock ``cycle`` with the WR offered or not, the (data, control) classes
+        ``paused``; whether the WR was taken."""
+        engine_step(self.st, self.prm, 0, cycle, self.wr, 0 if offered else -1, False, False,
+                    0, 0, False, np.uint64(0), 0, paused[0], paused[1], self.memory, self.out)
+        return bool(self.out[OUT_TAKEN])
+
+    def offer(self):
+        """The transmitter's flit ``(k, word, dst, length)``, or None."""
+        has, k, word, dst, length = engine_offer(self.st, self.prm, 0)
+        return (int(k), int(word), int(dst), int(length)) if has else None
 
 
 def test_a_paused_data_class_starts_no_packet_and_a_paused_control_class_no_ack():
     cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
-    engine = _engine(cfg)
-    wr = (0, 0, 2, wire.OP_WRITE, 1, 8, 5, 100, 20, 0)      # 20 words to endpoint 2
-    taken, _, _ = engine.step(0, wr, False, None, (True, False))
+    engine = _Engine(cfg, (0, 0, 2, wire.OP_WRITE, 1, 8, 5, 100, 20, 0))   # 20 words to 2
+    taken = engine.step(0, True, (True, False))
     assert not taken                                        # two packets: taken at the second
-    engine.step(1, wr, False, None, (True, False))
+    assert engine.step(1, True, (True, False))
     for cycle in range(2, 10):
-        engine.step(cycle, None, False, None, (True, False))
+        engine.step(cycle, False, (True, False))
         assert engine.offer() is None, cycle               # data paused: nothing latched
-    engine.step(10, None, False, None, (False, True))
+    engine.step(10, False, (False, True))
     assert engine.offer()[0] == 0                          # the BTH of the first packet
 
 
@@ -130,36 +151,45 @@ def test_the_victim_keeps_its_demand_under_dcqcn():
 # -- the hosts' send queues ------------------------------------------------------------
 
 
+def _offer(sq, cfg, e, free) -> int:
+    """The row endpoint ``e``'s send queues offer (at a cycle every WR is posted by), with
+    ``free(ch)`` window slots free on each channel number ``ch``."""
+    prm = send_queues_params(cfg)
+    E, C = cfg.endpoints, cfg.rdma.channels_per_peer
+    slots = np.array([[free(ch) for ch in range(E * C)] for _ in range(E)], np.int64)
+    return int(send_queues_offer(sq, prm, e, 10**9, *window_state(prm, slots)))
+
+
 def test_a_full_channel_does_not_hold_back_the_other_channels():
     cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
     workload = generate_rdma(cfg, "rdma-victim:side_load=0.3", load=0.6, cycles=2000, seed=1)
-    host = SendQueues(cfg, workload)
+    sq = send_queues_state(cfg, workload, len(workload))
     wr = workload.wr
     mine = np.flatnonzero(wr["src"] == 1)
     to_target = [int(i) for i in mine if wr["dst"][i] == 0]
     aside = [int(i) for i in mine if wr["dst"][i] == 3]
     oldest, other = sorted((to_target[0], aside[0]))
-    full = host.channel[oldest]
-    assert full != host.channel[other]
+    full = sq.channel[oldest]
+    assert full != sq.channel[other]
     W = cfg.rdma.window
     # The oldest request's channel is full: the other channel's oldest goes first.
-    assert host.offer(1, 10**9, lambda ch: 0 if ch == full else W) == other
+    assert _offer(sq, cfg, 1, lambda ch: 0 if ch == full else W) == other
     # Offered, it stays offered whatever the windows do, until taken.
-    assert host.offer(1, 10**9, lambda ch: W) == other
-    host.taken(1)
-    assert host.offer(1, 10**9, lambda ch: W) == oldest
+    assert _offer(sq, cfg, 1, lambda ch: W) == other
+    send_queues_taken(sq, send_queues_params(cfg), 1)
+    assert _offer(sq, cfg, 1, lambda ch: W) == oldest
 
 
 def test_without_room_nothing_is_offered_and_posting_order_holds_per_qp():
     cfg = FabricConfig.load(preset="tiny", overrides=SMALL_INCAST)
     workload = generate_rdma(cfg, "rdma-incast", load=0.6, cycles=2000, seed=1)
-    host = SendQueues(cfg, workload)
-    assert host.offer(1, 10**9, lambda ch: 0) == -1
+    sq = send_queues_state(cfg, workload, len(workload))
+    assert _offer(sq, cfg, 1, lambda ch: 0) == -1
     wr = workload.wr
     order = []
-    while (row := host.offer(1, 10**9, lambda ch: cfg.rdma.window)) >= 0:
+    while (row := _offer(sq, cfg, 1, lambda ch: cfg.rdma.window)) >= 0:
         order.append(row)
-        host.taken(1)
+        send_queues_taken(sq, send_queues_params(cfg), 1)
     assert sorted(order) == order == [int(i) for i in np.flatnonzero(wr["src"] == 1)]
 
 

@@ -1,9 +1,13 @@
 """DCQCN: the shared fixed-point rules, the golden model of the notification and reaction
-points, and their RTL held against that model cycle by cycle (docs/architecture.md 10.13)."""
+points (the compiled engine's, ``sim/rdma/kernels/dcqcn.py``), and their RTL held against
+that model cycle by cycle (docs/architecture.md 10.13)."""
 
+import dataclasses
 import gc
 import random
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
@@ -11,10 +15,13 @@ from superfabric.config import FabricConfig
 from superfabric.formats.dcqcn import (ALPHA_ONE, LINE_RATE, DcqcnUnits, alpha_decay, alpha_raise,
                                        cut, debt_after, increase, rate_units, stage_after)
 from superfabric.hdl.rdma.dcqcn import NotificationPoint, ReactionPoint as RtlReactionPoint
-from superfabric.sim.rdma.dcqcn import NotificationPoint as ModelNotificationPoint, ReactionPoint
+from superfabric.sim.rdma.kernels.channels import NEVER, SET_BITS, channel_number
+from superfabric.sim.rdma.kernels.dcqcn import N_RATES, RP_NEXT, np_marked, np_pick, rp_step
+from superfabric.sim.rdma.kernels.engine import engine_events_room, engine_params, engine_state
+from superfabric.sim.rdma.traffic import key_columns
 
-UNITS = FabricConfig.load(overrides=["rdma.enabled=true", "ecn.enabled=true",
-                                     "dcqcn.enabled=true"]).dcqcn.units
+DCQCN_ON = ["rdma.enabled=true", "ecn.enabled=true", "dcqcn.enabled=true"]
+UNITS = FabricConfig.load(overrides=DCQCN_ON).dcqcn.units
 #: Short timers and a small byte counter, so that a short run meets every rule.
 FAST = DcqcnUnits(cnp_interval=5, alpha_timer=7, increase_timer=9, byte_counter=40,
                   fast_recovery=3, g_shift=2, ai_rate=rate_units(0.02), hai_rate=rate_units(0.1),
@@ -71,8 +78,67 @@ def test_debt_is_paid_at_the_rate_and_stops_at_zero():
 # -- the golden model -------------------------------------------------------------
 
 
+class Points:
+    """Endpoint 0's notification and reaction points in the compiled engine state under
+    ``units``, read as lists: its channels and receive contexts ``0 .. channels - 1`` are
+    its state indices."""
+
+    def __init__(self, units: DcqcnUnits, channels: int):
+        cfg = self.cfg = FabricConfig.load(overrides=DCQCN_ON)
+        E, rd = cfg.endpoints, cfg.rdma
+        assert channels <= (E - 1) * rd.channels_per_peer
+        tables = SimpleNamespace(keys=np.zeros((E, rd.keys, key_columns(E)), np.int64),
+                                 page_table=np.zeros((E, rd.pages), np.int64))
+        self.prm = engine_params(cfg)._replace(**dataclasses.asdict(units))
+        self.st = engine_state(cfg, tables)
+        self.channels = channels
+        self._index = {channel_number(self.prm, 0, i): i for i in range(channels)}
+
+    def _row(self, name: str) -> list:
+        return getattr(self.st, name)[0, :self.channels].tolist()
+
+    rate = property(lambda self: self._row("rate"))
+    target = property(lambda self: self._row("target"))
+    alpha = property(lambda self: self._row("alpha"))
+    byte_stage = property(lambda self: self._row("byte_stage"))
+    flits = property(lambda self: self._row("flits"))
+
+    @property
+    def next_timer(self) -> int:
+        """The first cycle a rate timer fires, NEVER when none runs."""
+        return int(self.st.scalars[0, RP_NEXT])
+
+    @property
+    def changes(self) -> list:
+        """Every rate change so far, ``(cycle, channel, rate)``."""
+        n = int(self.st.n_events[N_RATES])
+        return [(c, self._index[ch], r) for c, _, ch, r in self.st.rates[:n].tolist()]
+
+    @property
+    def pending(self) -> set:
+        """The receive contexts with a CNP pending."""
+        words = self.st.np_pending[0]
+        return {x for x in range(self.channels) if words[x // SET_BITS] >> (x % SET_BITS) & 1}
+
+    def throttled(self, ch: int) -> bool:
+        return self.st.alpha_at[0, ch] != NEVER
+
+    def eligible(self, ch: int, cycle: int) -> bool:
+        return self.st.ready[0, ch] <= cycle
+
+    def step(self, cycle: int, cnp: int = -1, sent: int = -1, flits: int = 0) -> None:
+        self.st = engine_events_room(self.st, self.cfg)
+        rp_step(self.st, self.prm, 0, cycle, cnp, sent, flits)
+
+    def marked(self, x: int, cycle: int) -> None:
+        np_marked(self.st, self.prm, 0, x, cycle)
+
+    def pick(self) -> int:
+        return int(np_pick(self.st, 0))
+
+
 def test_a_cnp_cuts_the_rate_and_recovery_brings_it_back_to_the_line_rate():
-    rp = ReactionPoint(UNITS, 2)
+    rp = Points(UNITS, 2)
     rp.step(100, cnp=1)
     assert rp.rate == [LINE_RATE, LINE_RATE // 2] and rp.target[1] == LINE_RATE
     assert rp.throttled(1) and not rp.throttled(0)
@@ -85,11 +151,11 @@ def test_a_cnp_cuts_the_rate_and_recovery_brings_it_back_to_the_line_rate():
     assert cycles[0] == 100
     assert all(b - a == UNITS.increase_timer for a, b in zip(cycles, cycles[1:]))
     assert rp.rate[1] == LINE_RATE and rp.alpha[1] == ALPHA_ONE
-    assert rp.next_timer == float("inf")
+    assert rp.next_timer == NEVER
 
 
 def test_alpha_decays_once_per_alpha_timer_without_a_cnp():
-    rp = ReactionPoint(UNITS, 1)
+    rp = Points(UNITS, 1)
     rp.step(0, cnp=0)
     for cycle in range(1, 3 * UNITS.alpha_timer + 1):
         rp.step(cycle)
@@ -100,7 +166,7 @@ def test_alpha_decays_once_per_alpha_timer_without_a_cnp():
 
 
 def test_the_pacer_spaces_packets_at_the_channel_rate():
-    rp = ReactionPoint(UNITS, 1)
+    rp = Points(UNITS, 1)
     rp.step(0, cnp=0)            # half the line rate from cycle 1
     starts, cycle = [], 1
     while len(starts) < 4:
@@ -115,7 +181,7 @@ def test_the_pacer_spaces_packets_at_the_channel_rate():
 
 
 def test_the_byte_counter_gives_increases_as_the_flits_go():
-    rp = ReactionPoint(FAST, 1)
+    rp = Points(FAST, 1)
     rp.step(0, cnp=0)
     rp.step(1, sent=0, flits=30)
     assert rp.byte_stage[0] == 0 and rp.flits[0] == 30
@@ -125,14 +191,14 @@ def test_the_byte_counter_gives_increases_as_the_flits_go():
 
 
 def test_a_channel_at_the_line_rate_counts_no_flits_and_waits_only_for_its_flits():
-    rp = ReactionPoint(FAST, 1)
+    rp = Points(FAST, 1)
     rp.step(5, sent=0, flits=16)
     assert rp.flits[0] == 0 and not rp.throttled(0)
     assert not rp.eligible(0, 5 + 15) and rp.eligible(0, 5 + 16)
 
 
 def test_the_notification_point_spaces_cnps_per_context():
-    np_ = ModelNotificationPoint(FAST)
+    np_ = Points(FAST, 3)
     np_.marked(2, 10)
     np_.marked(2, 12)            # within cnp_interval: no second CNP
     np_.marked(1, 12)
@@ -158,7 +224,7 @@ def test_reaction_point_rtl_equals_the_model(units):
     """Random CNPs and picks on three channels: rates, readiness and changes cycle by cycle."""
     channels, flits_max, cycles = 3, 16, 1500
     dut = RtlReactionPoint(channels=channels, units=units, max_packet_flits=flits_max)
-    model = ReactionPoint(units, channels)
+    model = Points(units, channels)
     rng = random.Random(7)
 
     async def bench(ctx):
@@ -192,7 +258,7 @@ def test_reaction_point_rtl_equals_the_model(units):
 def test_notification_point_rtl_equals_the_model():
     contexts, cycles = 4, 400
     dut = NotificationPoint(contexts=contexts, interval=FAST.cnp_interval)
-    model = ModelNotificationPoint(FAST)
+    model = Points(FAST, contexts)
     rng = random.Random(3)
 
     async def bench(ctx):

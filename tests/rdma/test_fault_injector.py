@@ -1,15 +1,19 @@
 """The link fault injector (``hdl/rdma/fault_injector.py``) against its model
-(``sim/rdma/fault_injector.py``) under Amaranth's simulator, cycle by cycle: a random engine
-upstream (packets of random lengths, idle gaps), random backpressure downstream, fault
-rates high enough that every decision happens many times, thousands of cycles."""
+(``sim/rdma/kernels/fault_injector.py``) under Amaranth's simulator, cycle by cycle: a random
+engine upstream (packets of random lengths, idle gaps), random backpressure downstream,
+fault rates high enough that every decision happens many times, thousands of cycles."""
 
 import random
 
+import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
 from superfabric.hdl.rdma.fault_injector import FaultInjector as FaultInjectorRTL, FaultState
-from superfabric.sim.rdma.fault_injector import DROP, DUP, HOLD, IDLE, PASS, REPLAY, FaultInjector
+from superfabric.sim.rdma.kernels.fault_injector import (DROP, DUP, HOLD, IDLE, PASS, REPLAY,
+                                                         injector_commit, injector_params,
+                                                         injector_prepare, injector_quiet,
+                                                         injector_state)
 
 from block_stimulus import simulate
 
@@ -27,6 +31,42 @@ FAULTS = {
                           {IDLE, PASS, HOLD, REPLAY, "corrupt"}),
     "none": ([], {IDLE, PASS}),
 }
+
+
+class Injector:
+    """Endpoint ``port``'s injector in the model's state of every endpoint's, with flits
+    ``(k, word, dst, length)`` or None: its state, this cycle's action (after
+    :meth:`prepare`), whether it holds a packet and whether it corrupts the one under way."""
+
+    def __init__(self, cfg, port: int):
+        self.st, self.prm, self.port = injector_state(cfg), injector_params(cfg), port
+
+    state = property(lambda self: int(self.st.state[self.port]))
+    act = property(lambda self: int(self.st.act[self.port]))
+    held = property(lambda self: bool(self.st.held[self.port]))
+    corrupt = property(lambda self: bool(self.st.corrupt[self.port]))
+
+    @staticmethod
+    def _flit(flit):
+        if flit is None:
+            return False, 0, np.uint64(0), 0, 0
+        k, word, dst, length = flit
+        return True, k, np.uint64(word), dst, length
+
+    def quiet(self) -> bool:
+        """Nothing under way and nothing held."""
+        return bool(injector_quiet(self.st, self.port))
+
+    def prepare(self, offered):
+        """The flit offered to the switch this cycle, or None."""
+        has, k, word, dst, length = injector_prepare(self.st, self.prm, self.port,
+                                                     *self._flit(offered))
+        return (int(k), int(word), int(dst), int(length)) if has else None
+
+    def commit(self, sent: bool, offered) -> bool:
+        """Clock the edge (``sent``: the switch took the flit); whether the engine's flit
+        was taken."""
+        return bool(injector_commit(self.st, self.prm, self.port, sent, *self._flit(offered)))
 
 
 class _Engine:
@@ -64,7 +104,7 @@ def test_every_cycle_equals_the_model(name):
     faults = cfg.faults
     rng = random.Random(name)
     dut = FaultInjectorRTL(cfg)
-    model = FaultInjector(faults, PORT)
+    model = Injector(cfg, PORT)
     engine = _Engine(rng, cfg.switch.max_packet_flits, cfg.switch.ports, idle=0.3)
     visited = {}      # injector state (and "corrupt") -> cycles in it
     wrong = []

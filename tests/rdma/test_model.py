@@ -9,12 +9,15 @@ from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.formats.counters import RDMA_COUNTERS
 from superfabric.formats.packet import NOT_ECT
-from superfabric.sim.rdma.fault_injector import FaultInjector
-from superfabric.sim.rdma.engine import RdmaEngine
 from superfabric.sim.rdma.fabric import RdmaFabricModel
-from superfabric.sim.rdma.keys import KeyTable
+from superfabric.sim.rdma.kernels.channels import channel_number
+from superfabric.sim.rdma.kernels.engine import (OUT_FIELDS, WR_COLUMNS, engine_params,
+                                                 engine_state, engine_step)
+from superfabric.sim.rdma.kernels.fault_injector import DROP, HOLD, IDLE, REPLAY
 from superfabric.sim.rdma.records import RdmaRecords
 from superfabric.sim.rdma.traffic import generate_rdma
+
+from .test_fault_injector import Injector
 
 # Registration table indices of the two regions every endpoint registers.
 LOCAL, REMOTE = 1, 2
@@ -221,14 +224,16 @@ def test_nak_access_after_go_back_n_is_not_stale():
     # una = snd = 5 (packet 5 was sent before: hsn = 6) must still mark it.
     cfg = _config()
     w = _workload(cfg, [])
-    engine = RdmaEngine(cfg, 0, KeyTable(w.keys[0], w.page_table[0], cfg), w.memory[0].tolist())
+    prm, st = engine_params(cfg), engine_state(cfg, w)
     t = 0                    # channel 0 toward peer 1 (state index 0 of endpoint 0)
-    assert engine.channel(t) == 1 * cfg.rdma.channels_per_peer
-    engine.ret[t], engine.una[t], engine.snd[t], engine.nxt[t], engine.hsn[t] = 5, 5, 5, 6, 6
+    assert channel_number(prm, 0, t) == 1 * cfg.rdma.channels_per_peer
+    st.ret[0, t], st.una[0, t], st.snd[0, t], st.nxt[0, t], st.hsn[0, t] = 5, 5, 5, 6, 6
     bth = wire.pack(wire.BTH_FIELDS, opcode=wire.ACK_OPCODE, syndrome=wire.SYN_NAK_ACCESS, psn=5)
     bth |= wire.hcs(bth) << 16
-    engine.step(0, None, False, (1, 0, True, bth, NOT_ECT))
-    assert (engine.una[t], engine.snd[t]) == (6, 6) and engine.err[t][5 % cfg.rdma.window]
+    no_wr = np.zeros((1, len(WR_COLUMNS)), np.int64)
+    engine_step(st, prm, 0, 0, no_wr, -1, False, True, 1, 0, True, np.uint64(bth), NOT_ECT,
+                False, False, np.array(w.memory, np.uint64), np.zeros(OUT_FIELDS, np.int64))
+    assert (st.una[0, t], st.snd[0, t]) == (6, 6) and st.slot_err[0, t, 5 % cfg.rdma.window]
 
 
 def test_duplicates_keep_protection_errors():
@@ -319,7 +324,7 @@ def test_send_raises_one_receive_completion_at_its_last_packet():
 
 def test_injector_forwards_everything_without_faults():
     cfg = _config()
-    inj = FaultInjector(cfg.faults, 0)
+    inj = Injector(cfg, 0)
     for k in range(3):
         flit = (k, 100 + k, 2, 3)
         assert inj.prepare(flit) == flit
@@ -329,7 +334,7 @@ def test_injector_forwards_everything_without_faults():
 
 def test_injector_duplicates_then_replays_the_stored_copy():
     cfg = _config("faults.duplicate_rate=1.0")
-    inj = FaultInjector(cfg.faults, 0)
+    inj = Injector(cfg, 0)
     flits = [(k, 100 + k, 2, 2) for k in range(2)]
     assert inj.prepare(flits[0]) == flits[0]
     assert not inj.commit(False, flits[0])          # switch not ready: the head waits
@@ -342,7 +347,7 @@ def test_injector_duplicates_then_replays_the_stored_copy():
 
 def test_injector_releases_a_held_packet_after_reorder_cycles():
     cfg = _config("faults.reorder_rate=1.0", "faults.reorder_cycles=3")
-    inj = FaultInjector(cfg.faults, 0)
+    inj = Injector(cfg, 0)
     flit = (0, 7, 1, 1)
     assert inj.prepare(flit) is None and inj.commit(False, flit)   # held
     for _ in range(3):                               # idle, nothing offered: counts 1, 2, 3
@@ -350,6 +355,30 @@ def test_injector_releases_a_held_packet_after_reorder_cycles():
     assert inj.prepare(None) is None and not inj.commit(False, None)  # count reached: REPLAY next
     assert inj.prepare(None) == flit and not inj.commit(True, None)
     assert inj.quiet()
+
+
+def test_injector_drops_a_packet_while_it_holds_another_and_still_releases_that():
+    cfg = _config("faults.drop_rate=0.5", "faults.reorder_rate=0.5", "faults.reorder_cycles=3")
+    inj = Injector(cfg, 0)
+    actions, held_word = [], None
+    for k in range(200):                             # one-flit packets, back to back
+        flit = (0, 100 + k, 1, 1)
+        held = inj.held
+        out = inj.prepare(flit)
+        actions.append((held, inj.act))
+        if held and inj.act == DROP:
+            # Dropped and taken, nothing offered; the held packet stays held.
+            assert out is None and inj.commit(False, flit) and inj.held
+            break
+        if inj.act == HOLD:
+            held_word = flit[1]
+        inj.commit(out is not None, flit)
+    else:
+        pytest.fail(f"no drop while a packet was held in {actions}")
+    while inj.state != REPLAY:                       # idle: the hold's timer runs out
+        assert inj.prepare(None) is None and not inj.commit(False, None)
+    assert inj.prepare(None) == (0, held_word, 1, 1) and not inj.commit(True, None)
+    assert inj.quiet() and inj.state == IDLE
 
 
 def test_records_round_trip(tmp_path):

@@ -1,18 +1,28 @@
-"""Every accelerator's collective engine (section 15.8) as numba kernels: exactly
-:class:`~superfabric.sim.collective.engine.CollectiveEngine`, cycle for cycle and bit for bit,
-for the compiled run loop of the RDMA model.
+"""Golden model of the collective engine at every accelerator (section 15.8), as numba
+kernels for the compiled run loop of the RDMA model; its RTL is
+:mod:`superfabric.hdl.collective.engine`.
+
+Each accelerator's engine walks its schedule (section 15.2) on its RDMA engine: a step,
+once its ``wait`` is met, posts WRITEs of its chunk from the buffer to the peer's staging
+area for the slot, then a one-word SEND of the chunk's notification (from the outbox) to
+the peer's notification word for the slot, all on one QP, so the channel's order puts the
+data in the peer's memory before the notification's receive completion. The receiving
+engine counts receive completions; its apply unit, when idle and owed one, reads the next
+slot's notification word and, when it is there, adds (or copies) the staged chunk into
+the buffer, one word a cycle. The host memory layout is
+:class:`~superfabric.sim.collective.host_memory.Layout`.
 
 One :class:`CollectiveState` holds every accelerator's engine as arrays; each kernel takes
 the accelerator ``a`` (which is endpoint ``a``, its host memory row ``memory[a]``). The
 schedule's steps are flat arrays, accelerator ``a``'s at ``step_base[a] .. step_base[a + 1]``;
 its receive slots' cycles likewise at ``slot_base[a]``. Per accelerator the few integers
 that change are one row of ``engine`` (columns :data:`STARTED` ...), so an engine with
-nothing to do costs a handful of reads a cycle, as the Python one: :func:`collective_step`
+nothing to do costs a handful of reads a cycle: :func:`collective_step`
 and :func:`collective_next_event` are compiled into their callers (about 13 ns an idle
 accelerator's cycle, both), the rare starts and reads (:func:`_start`, :func:`_read`) called.
 
-The apply unit computes a slot's words when it reads its notification (as the Python
-engine does, from the memory at that cycle) and keeps them in its row of ``writes`` until
+The apply unit computes a slot's words when it reads its notification (from the memory at
+that cycle) and keeps them in its row of ``writes`` until
 each is due: one slot's words at a time, since the next read waits for the last write.
 The adds are :mod:`superfabric.sim.collective.adder`'s, lane by lane on the 32-bit
 halves of the 64-bit words (:func:`lane_add`).
@@ -31,6 +41,7 @@ from ....formats.collective import (DEFAULT_NAN, LOCAL_KEY, NOTIFY_FIELDS, REMOT
 from ....formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ...kernel import kernel
 from ...rdma.kernels.channels import NEVER
+from ..engine import apply_cycles
 from ..host_memory import Layout, words_of
 from ..reference import DTYPES
 
@@ -57,7 +68,7 @@ ENGINE_COLUMNS = 13
 #: all are).
 DONE = 0
 
-#: A WR an engine posts, as ``SendQueues.add`` takes it.
+#: A WR an engine posts, as ``send_queues_add`` takes it.
 POST_COLUMNS = ("post", "src", "qp", "dst", "opcode", "lkey", "laddr", "rkey", "raddr",
                 "length")
 
@@ -209,15 +220,14 @@ def lane_add(here, staged, binary32, lanes, lane_values):
 
 @kernel(inline=True)
 def _may_start(st, a):
-    """The next step's wait is met (``CollectiveEngine._may_start``)."""
+    """The next step's wait is met."""
     i = st.step_base[a] + st.engine[a, STARTED]
     return i < st.step_base[a + 1] and st.step_wait[i] <= st.engine[a, APPLIED]
 
 
 @kernel(inline=True)
 def _may_read(st, a, cycle):
-    """The apply unit is idle and owed a slot it has not found missing
-    (``CollectiveEngine._may_read``)."""
+    """The apply unit is idle and owed a slot it has not found missing."""
     row = st.engine[a]
     return (cycle > row[BUSY_UNTIL] and row[ARRIVALS] > row[APPLIED]
             and row[ARRIVALS] > row[STALE]
@@ -247,13 +257,13 @@ def collective_next_event(st, prm, a, cycle):
 
 @kernel(inline=True)
 def collective_done(st, prm):
-    """Every engine's ``done_at`` is set (``CollectiveEngines.done``, after a step)."""
+    """Every engine's ``done_at`` is set (after a step): the run may end."""
     return st.scalars[DONE] == prm.accelerators
 
 
 @kernel(inline=True)
 def _post(posts, n, post, src, qp, dst, opcode, lkey, laddr, rkey, raddr, length):
-    """Row ``n`` of ``posts``: a WR as ``SendQueues.add`` takes it."""
+    """Row ``n`` of ``posts``: a WR as ``send_queues_add`` takes it."""
     row = posts[n]
     row[0], row[1], row[2], row[3], row[4] = post, src, qp, dst, opcode
     row[5], row[6], row[7], row[8], row[9] = lkey, laddr, rkey, raddr, length
@@ -262,7 +272,7 @@ def _post(posts, n, post, src, qp, dst, opcode, lkey, laddr, rkey, raddr, length
 @kernel
 def _start(st, prm, a, cycle, posts):
     """Start the next step: its WRITEs and its notification's SEND into ``posts``, offered
-    from the next cycle (``CollectiveEngine._start``); returns how many."""
+    from the next cycle; returns how many."""
     k = st.engine[a, STARTED]
     i = st.step_base[a] + k
     peer, src, length, slot = st.step_peer[i], st.step_src[i], st.step_length[i], st.step_slot[i]
@@ -285,8 +295,7 @@ def _start(st, prm, a, cycle, posts):
 @kernel
 def _read(st, prm, a, cycle, memory):
     """Read the next slot's notification word (as it was at the start of ``cycle``); if it
-    is there, compute the slot's words, written one a cycle from ``cycle + 2 D + 1``
-    (``CollectiveEngine._read``)."""
+    is there, compute the slot's words, written one a cycle from ``cycle + 2 D + 1``."""
     row = st.engine[a]
     D = prm.latency
     word = st.seen[a]
@@ -300,7 +309,7 @@ def _read(st, prm, a, cycle, memory):
     length = np.int64((word >> _LENGTH_SHIFT) & _LENGTH_MASK)
     first = dst // 2
     words = (dst % 2 + length + 1) // 2 if length else 0
-    row[BUSY_UNTIL] = cycle + (1 + D + (D + words if words else 0)) - 1
+    row[BUSY_UNTIL] = cycle + apply_cycles(words, D) - 1
     row[FINISH] = row[APPLIED]
     row[WRITE_AT] = cycle + 2 * D + 1
     row[WRITE_FIRST] = first
@@ -326,10 +335,9 @@ def _read(st, prm, a, cycle, memory):
 
 @kernel(inline=True)
 def collective_step(st, prm, a, cycle, memory, posts):
-    """Engine ``a``'s ``cycle`` (``CollectiveEngine.step``), decided from the state at its
-    start: the WRs it posts go to ``posts`` (rows ``0 .. n_posts - 1``, in the order the
-    Python engine adds them), its writes reach ``memory[a]``. Returns ``(acted,
-    n_posts)``."""
+    """Engine ``a``'s ``cycle``, decided from the state at its start: the WRs it posts go
+    to ``posts`` (rows ``0 .. n_posts - 1``, a step's WRITEs then its SEND), its writes
+    reach ``memory[a]``. Returns ``(acted, n_posts)``."""
     row = st.engine[a]
     acted = False
     n = 0
@@ -363,8 +371,9 @@ def collective_step(st, prm, a, cycle, memory, posts):
 
 
 def timeline(st: CollectiveState) -> dict:
-    """``CollectiveEngines.timeline``: ``started`` rows ``(accelerator, step, cycle)`` and
-    ``applied`` rows ``(accelerator, slot, cycle)`` (int64), of what has happened."""
+    """Every engine's steps and slots in time: ``started`` rows ``(accelerator, step,
+    cycle)`` and ``applied`` rows ``(accelerator, slot, cycle)`` (int64), of what has
+    happened."""
     def rows(base, counts, cycles):
         out = [(a, i, int(cycles[base[a] + i])) for a in range(len(base) - 1)
                for i in range(int(counts[a]))]
@@ -374,19 +383,19 @@ def timeline(st: CollectiveState) -> dict:
 
 
 def completion_cycle(st: CollectiveState) -> int:
-    """``CollectiveEngines.completion_cycle``: the cycle after the last engine was done."""
+    """The cycle after the last engine was done: the collective's time."""
     return int(st.engine[:, DONE_AT].max())
 
 
 def stuck(st: CollectiveState) -> str:
-    """``CollectiveEngines.stuck``: one line on the first engine not done, "" if none."""
+    """One line on the first engine not done, "" if none (why a run stalled)."""
     return next((e.describe() for e in engines_of(st).engines if not e.done()), "")
 
 
 class EngineView:
-    """One accelerator's engine in a :class:`CollectiveState`, read as the Python
-    ``CollectiveEngine`` is (``started``, ``applied_at``, ``done_at``, ``errors``,
-    ``arrivals``, ``applied``, ``done()``, ``describe()``), for the run's summary."""
+    """One accelerator's engine in a :class:`CollectiveState`, read as an object
+    (``started``, ``applied_at``, ``done_at``, ``errors``, ``arrivals``, ``applied``,
+    ``done()``, ``describe()``), for the run's summary."""
 
     def __init__(self, st: CollectiveState, accelerator: int):
         a = self.accelerator = accelerator
@@ -401,12 +410,15 @@ class EngineView:
 
     @property
     def applied(self) -> int:
+        """Receive slots applied."""
         return len(self.applied_at)
 
     def done(self) -> bool:
+        """Started every step and applied every slot (section 15.2, rule 3)."""
         return len(self.started) == len(self._waits) and self.applied == self._slots
 
     def describe(self) -> str:
+        """One line on where the engine is: the step it waits to start, the slots applied."""
         k = len(self.started)
         waiting = (f"step {k} waits for slot {self._waits[k] - 1}"
                    if k < len(self._waits) else "every step started")
@@ -415,7 +427,7 @@ class EngineView:
 
 
 def engines_of(st: CollectiveState) -> SimpleNamespace:
-    """Every engine of ``st`` read as ``CollectiveEngines`` is (``engines``, ``done``,
+    """Every engine of ``st`` read as objects (``engines``, ``done``,
     ``timeline()``, ``completion_cycle``, ``stuck()``), a snapshot of the state now: what
     ``sim.collective.fabric.collective_summary`` and the tests read of a run's engines."""
     engines = [EngineView(st, a) for a in range(len(st.engine))]

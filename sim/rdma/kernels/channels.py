@@ -1,14 +1,14 @@
 """The engine kernels' per-channel bookkeeping: names of a state index, sets of channels and
 running timers, over preallocated arrays indexed ``[e, i]`` (endpoint, state index).
 
-The Python engine (:mod:`superfabric.sim.rdma.engine`) keeps Python sets of the channels
-that can act and dicts of the running timers; a kernel cannot allocate, so here a set is a
-bit mask in int64 words of :data:`SET_BITS` bits with its size in a scalar, and the timers
-of one kind are a doubly linked list in the order they were (re)started. Every timer of a
+The engine keeps the sets of the channels that can act and the running timers; a kernel
+cannot allocate, so a set is a bit mask in int64 words of :data:`SET_BITS` bits with its
+size in a scalar, and the timers of one kind are a doubly linked list in the order they
+were (re)started. Every timer of a
 kind restarts at ``cycle + constant`` with the cycle never going back, so that order is
 also the order of the firing cycles: the first timer to fire is the list's head, and the
 timers firing together are a prefix of the list. Both cost O(1) per change, so an engine
-with nothing to do costs nothing, like the Python model.
+with nothing to do costs nothing.
 """
 
 from ...kernel import kernel
@@ -17,7 +17,7 @@ __all__ = ["NEVER", "SET_BITS", "set_words", "peer_of", "channel_number", "set_p
            "set_first", "set_first_at_most", "set_min", "timer_remove", "timer_start",
            "timer_first"]
 
-#: A cycle that never comes (the Python models' ``float("inf")``).
+#: A cycle that never comes: the next event of a timer that is not running.
 NEVER = 1 << 62
 
 #: Members per int64 word of a set: 32, so that a word is never negative and its bits are
@@ -84,7 +84,8 @@ def set_put(bits, sc, e, count, i, member):
 @kernel
 def set_first(bits, e, ptr):
     """The first member of endpoint ``e``'s non-empty set ``bits`` at or after ``ptr``,
-    wrapping (the rule of ``superfabric.sim.arbiter.first_at_or_after_wide``)."""
+    wrapping (the round-robin rule of ``superfabric.sim.arbiter.first_at_or_after``, over
+    a set of several words)."""
     w0 = ptr >> _SET_SHIFT
     high = bits[e, w0] & ~((1 << (ptr & (SET_BITS - 1))) - 1)
     if high:

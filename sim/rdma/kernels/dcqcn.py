@@ -1,16 +1,24 @@
-"""Compiled :class:`~superfabric.sim.rdma.dcqcn.NotificationPoint` and
-:class:`~superfabric.sim.rdma.dcqcn.ReactionPoint` (section 10.13), over the engine state
+"""Golden model of :mod:`superfabric.hdl.rdma.dcqcn`: DCQCN's notification and reaction
+points (section 10.13), compiled, over the engine state
 (``superfabric.sim.rdma.kernels.engine.EngineState``) of every endpoint.
+
+The notification point (:func:`np_marked`, :func:`np_pick`) makes a CNP pending for a
+receive context at a CE-marked data packet unless one was made pending fewer than
+``cnp_interval`` cycles before; the transmitter sends the pending CNPs lowest context
+first. The reaction point (:func:`rp_step`) keeps per channel the rate, the target,
+alpha, the timer and byte stages, the flits toward the byte counter and the pacer's debt;
+only a cycle in which a CNP arrives, a packet is picked or a timer fires changes anything.
+Timers are kept as the cycle they fire in, and a pacer's debt as its value at one cycle
+and the rate it has been paid off at since: an engine with nothing to do costs nothing.
 
 The arithmetic is :mod:`superfabric.formats.dcqcn`'s own functions, compiled in (they are
 written without branches, so they need no change); ``increase`` reads its units from the
 engine parameters, which carry ``DcqcnUnits``' field names. Their arguments are converted
 with ``int`` and ``bool`` (no-ops when compiled) so that under ``NUMBA_DISABLE_JIT`` they
-meet Python numbers, as in the Python model, not numpy scalars (whose booleans refuse the
-unary minus of ``select``). The throttled channels' alpha
-and increase timers are ordered lists (:mod:`.channels`), so a cycle in which nothing fires
-costs nothing; a rate change is recorded as ``(cycle, endpoint, channel number, rate)`` in
-``st.rates`` as it happens.
+meet Python numbers, not numpy scalars (whose booleans refuse the unary minus of
+``select``). The throttled channels' alpha and increase timers are ordered lists
+(:mod:`.channels`), so a cycle in which nothing fires costs nothing; a rate change is
+recorded as ``(cycle, endpoint, channel number, rate)`` in ``st.rates`` as it happens.
 """
 
 from numba.extending import register_jitable
@@ -35,7 +43,7 @@ N_CNPS, N_RATES = range(2)
 
 #: The notification and reaction points' columns of the engine's ``scalars`` (the first
 #: ``DCQCN_SCALARS``): the ends of the alpha and increase timer lists, the first cycle a
-#: timer fires (``ReactionPoint.next_timer``), the CNPs pending, and the first cycle a
+#: timer fires, the CNPs pending, and the first cycle a
 #: channel with a packet to send may start one (-1: not known since the last change).
 (ALPHA_HEAD, ALPHA_TAIL, INCREASE_HEAD, INCREASE_TAIL, RP_NEXT, N_CNP_PENDING, SOONEST,
  DCQCN_SCALARS) = range(8)
@@ -54,7 +62,7 @@ def record_cnp(st, prm, e, cycle, x):
 
 @kernel
 def np_marked(st, prm, e, x, cycle):
-    """``NotificationPoint.marked``: a CE-marked data packet for context ``x`` in ``cycle``."""
+    """A CE-marked data packet for context ``x`` in ``cycle``."""
     if cycle - st.np_last[e, x] >= prm.cnp_interval:
         set_put(st.np_pending, st.scalars, e, N_CNP_PENDING, x, True)
         st.np_last[e, x] = cycle
@@ -62,7 +70,8 @@ def np_marked(st, prm, e, x, cycle):
 
 @kernel
 def np_pick(st, e):
-    """``NotificationPoint.pick``: the lowest context with a CNP pending, no longer pending."""
+    """The context whose CNP the transmitter sends now, the lowest with one pending: it is
+    no longer pending."""
     x = set_first(st.np_pending, e, 0)
     set_put(st.np_pending, st.scalars, e, N_CNP_PENDING, x, False)
     return x
@@ -115,8 +124,12 @@ def _increase(st, prm, e, ch, cycle, timer, byte):
 
 @kernel
 def rp_step(st, prm, e, cycle, cnp, sent, flits):
-    """``ReactionPoint.step``: clock ``cycle`` with a CNP for channel ``cnp`` and a data
-    packet of ``flits`` flits picked on channel ``sent`` (-1: none), and the timers due."""
+    """Clock ``cycle`` with a CNP for channel ``cnp`` and a data packet of ``flits`` flits
+    picked on channel ``sent`` (-1: none), and the timers due.
+
+    A CNP restarts its channel's timers and byte counter, so their expiries in the same
+    cycle do not count; a timer and a byte-counter expiry of one channel in one cycle
+    advance both stages but give one increase."""
     sc = st.scalars
     sc[e, SOONEST] = -1
     byte_fired = -1
@@ -165,8 +178,8 @@ def rp_step(st, prm, e, cycle, cnp, sent, flits):
                 st.rp_fired[fired] = ch
                 fired += 1
             ch = after
-    # One increase per channel whose timer or byte counter expired (the Python model takes
-    # them in channel order; each channel's increase is its own, so the order is free).
+    # One increase per channel whose timer or byte counter expired (each channel's increase
+    # is its own, so their order is free).
     for k in range(fired):
         ch = st.rp_fired[k]
         _increase(st, prm, e, ch, cycle, True, ch == byte_fired)

@@ -1,13 +1,19 @@
-"""The link fault injectors (``sim/rdma/fault_injector.py``, section 10.7), compiled.
+"""Golden model of :class:`superfabric.hdl.rdma.fault_injector.FaultInjector` (section
+10.7): the link fault injectors, compiled.
 
-Every endpoint's uplink injector lives in one :class:`InjectorState` of arrays
-indexed by endpoint, so that the compiled run loop steps them without Python
-objects. The rules are :class:`~superfabric.sim.rdma.fault_injector.FaultInjector`'s,
-statement for statement: :func:`injector_prepare` gives the flit offered to the
-switch from the state at the start of the cycle, :func:`injector_commit` clocks
-the edge, and the decision taken in between (the ``_decided`` of the class) waits
-in the ``d_*`` arrays. A flit is ``has, k, word, dst, length``: ``has`` False
-stands for the class's ``None`` (the other fields then 0).
+One injector sits on each endpoint's uplink, between the engine's transmitter and the
+switch input. A 16-bit LFSR draw per packet, taken in the cycle the engine offers the
+packet's head while the injector is idle, drops, duplicates, reorders (holds back) or
+corrupts the packet, or passes it. The injector stores at most one packet: the copy of a
+duplicated packet, or the packet held back.
+
+Every endpoint's injector lives in one :class:`InjectorState` of arrays indexed by
+endpoint, so that the compiled run loop steps them without Python objects. Each cycle is
+two calls: :func:`injector_prepare` gives the flit offered to the switch from the state at
+the start of the cycle, :func:`injector_commit` clocks the edge, and the decision taken in
+between waits in the ``d_*`` arrays. A flit is ``has, k, word, dst, length`` (flit index,
+64-bit data, and the header sideband, destination port and packet length, never
+corrupted): ``has`` False stands for no flit (the other fields then 0).
 """
 
 from collections import namedtuple
@@ -17,20 +23,27 @@ import numpy as np
 from ....config import FabricConfig
 from ...ecn import lfsr_step
 from ...kernel import kernel
-from ..fault_injector import DROP, DUP, HOLD, IDLE, PASS, REPLAY
 
-__all__ = ["InjectorParams", "InjectorState", "injector_params", "injector_state",
-           "injector_quiet", "injector_prepare", "injector_commit"]
+__all__ = ["IDLE", "PASS", "DROP", "DUP", "HOLD", "REPLAY", "InjectorParams", "InjectorState",
+           "injector_params", "injector_state", "injector_quiet", "injector_prepare",
+           "injector_commit"]
+
+#: The injector's states (the RTL's ``FaultState``, numbered alike); a corrupted packet is
+#: PASS with a bit to flip.
+IDLE, PASS, DROP, DUP, HOLD, REPLAY = range(6)
 
 #: The ``[faults]`` section as the kernels read it: the cumulative draw thresholds
 #: (``FaultsConfig.thresholds``) and the longest hold of a reordered packet.
 InjectorParams = namedtuple("InjectorParams", ["drop", "dup", "hold", "corrupt",
                                                "release_after"])
 
-#: Per endpoint (index ``[e]``) the class's attributes under its names; ``store``
-#: ``[E, max_packet_flits]`` the stored packet's words and ``store_len`` how many
-#: (``len(store)``); ``act`` this cycle's action and, when ``decided``, the decision
-#: ``d_state, d_lfsr, d_corrupt, d_flip`` that commit installs.
+#: Per endpoint (index ``[e]``): the LFSR; the state; ``held``, the store holds a reordered
+#: packet, and ``hold_count``, the idle cycles with no head offered since it was held;
+#: ``corrupt`` and ``flip``, the bit to flip (flit ``flip >> 6``, bit ``flip & 63``);
+#: ``store`` ``[E, max_packet_flits]`` the stored packet's words, ``store_len`` how many,
+#: ``store_dst`` its destination, ``replay`` the next stored flit to replay; ``act`` this
+#: cycle's action and, when ``decided``, the decision ``d_state, d_lfsr, d_corrupt,
+#: d_flip`` that commit installs.
 InjectorState = namedtuple("InjectorState", [
     "lfsr", "state", "held", "hold_count", "corrupt", "flip", "store", "store_len",
     "store_dst", "replay", "act", "decided", "d_state", "d_lfsr", "d_corrupt", "d_flip"])
@@ -67,7 +80,7 @@ def injector_quiet(st, e):
 @kernel(inline=True)
 def injector_prepare(st, prm, e, has, k, word, dst, length):
     """The flit ``e``'s injector offers to the switch this cycle, ``(has, k, word, dst,
-    length)``, given the engine's offered flit (``FaultInjector.prepare``)."""
+    length)``, given the engine's offered flit."""
     act = st.state[e]
     st.decided[e] = 0
     if act == IDLE and has and not (st.held[e] != 0
@@ -109,7 +122,7 @@ def injector_prepare(st, prm, e, has, k, word, dst, length):
 def injector_commit(st, prm, e, sent, has, k, word, dst, length):
     """Clock ``e``'s injector: ``sent`` when the switch took its flit, ``has, k, word, dst,
     length`` the engine's offered flit as given to :func:`injector_prepare`. Returns
-    whether the engine's flit was taken (``FaultInjector.commit``)."""
+    whether the engine's flit was taken."""
     act = st.act[e]
     if st.decided[e] != 0:
         st.state[e], st.lfsr[e] = st.d_state[e], st.d_lfsr[e]

@@ -1,5 +1,6 @@
-"""Compiled :class:`superfabric.sim.rdma.keys.KeyTable`: the protection check and the
-translation of section 10.3, over the workload's tables of every endpoint.
+"""The protection check and the translation of section 10.3, compiled, over the workload's
+tables of every endpoint (for the engines; :class:`superfabric.sim.rdma.keys.KeyTable` is
+the same rule in Python for the scoreboard and the metrics).
 
 ``keys`` is the workload's int64 ``[E, keys, key_columns(E)]`` array (columns
 :data:`~superfabric.sim.rdma.traffic.KEY_COLUMNS`, the peer mask in int64 words of

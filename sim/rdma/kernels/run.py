@@ -1,12 +1,12 @@
 """The RDMA fabric's run loop, compiled: every endpoint's engine, fault injector and send
 queues, the collective engines and the fabric, in one loop.
 
-The cycle is section 10.11's, in the order of :meth:`superfabric.sim.rdma.fabric.
-RdmaFabricModel.run_reference`: the hosts' offers, the idle skip, the engines' flits and the
-injectors', the packets registered with the fabric, the fabric's cycle
+The cycle is section 10.11's (:meth:`superfabric.sim.rdma.fabric.RdmaFabricModel.run`):
+the hosts' offers, the idle skip, the engines' flits and the injectors', the packets
+registered with the fabric, the fabric's cycle
 (:func:`~superfabric.sim.fabric.top.fabric_cycle`) and its deliveries, then per endpoint the
-injector's and the engine's updates and the records of its WRs, then the device's cycle,
-whose WRs join the send queues. Python is touched only when a record array is full or
+injector's and the engine's updates and the records of its WRs, then the collective
+engines' cycle, whose WRs join the send queues. Python is touched only when a record array is full or
 the run ends (:func:`run_block` returns a status).
 """
 
@@ -111,7 +111,7 @@ class RunParams(NamedTuple):
 
 @kernel(inline=True)
 def _offers(rs, sq, sqprm, est, cycle, endpoints):
-    """Every host's WR offered in ``cycle`` (:meth:`SendQueues.offer`)."""
+    """Every host's WR offered in ``cycle`` (:func:`~.send_queues.send_queues_offer`)."""
     for e in range(endpoints):
         rs.offered[e] = send_queues_offer(sq, sqprm, e, cycle, est.nxt, est.ret)
 
@@ -119,7 +119,7 @@ def _offers(rs, sq, sqprm, est, cycle, endpoints):
 @kernel(inline=True)
 def _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, endpoints):
     """The first cycle anything acts in, when the fabric and the injectors are quiet;
-    else ``cycle`` (``_idle_until`` of the Python loop)."""
+    else ``cycle`` (the idle skip of section 10.11)."""
     if fst.scalars[IN_FLIGHT]:
         return cycle
     for r in range(fprm.routers):
@@ -436,7 +436,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
         capture_link: int = -1, summary: bool = False):
     """Run ``workload`` (with the collective engines of ``collective``, ``(schedule, layout,
     dtype)``, or none) on the compiled loop; returns ``(RdmaRecords, collective state or
-    None)``, as :meth:`RdmaFabricModel.run` with :class:`CollectiveEngines`. A workload
+    None)``: :meth:`RdmaFabricModel.run`'s loop. A workload
     that does not fit ``cfg`` is refused (:func:`check_workload`). A ``summary`` keeps
     every record but the two that grow with the cycles and the traffic, the queue depths
     and the delivered packets, left empty (``records=summary`` of a collective,
@@ -548,8 +548,8 @@ def _room(rs: RunState, fst, est) -> tuple:
 
 def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool,
              full: bool) -> RdmaRecords:
-    """The run's :class:`RdmaRecords`, as the Python loop fills them (without the queue
-    depths and the delivered packets unless ``full``)."""
+    """The run's :class:`RdmaRecords` (without the queue depths and the delivered packets
+    unless ``full``)."""
     E, rows, cycle = cfg.endpoints, len(rs.taken), int(rs.scalars[CYCLE])
     rec = RdmaRecords.empty(rows, E, cfg.rdma.memory_words)
     rec.taken[:], rec.done[:], rec.status[:] = rs.taken, rs.done, rs.status
@@ -568,7 +568,8 @@ def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool,
 
 
 def _stuck(est, eprm, sq, rs: RunState) -> str:
-    """One line on the first endpoint that still owes completions (as the Python loop's)."""
+    """One line on the first endpoint that still owes completions: its first channel holding
+    packets, else the row its WR stream is blocked at."""
     rows = len(rs.count)
     source = sq.source[:rows]
     for e in range(len(rs.given)):

@@ -1,31 +1,37 @@
-"""The hosts' send queues (``sim/rdma/host.py`` :class:`SendQueues`, section 10.11), compiled.
+"""The hosts' send queues (section 10.11), compiled: which work request each endpoint
+offers on its WR stream.
+
+A host keeps one send queue per QP, in row (posting) order. When its WR stream offers
+nothing, it offers the oldest WR at the head of a send queue that is posted and fits:
+its channel has window room for all its packets (at most the window), or it names no
+channel (a bad request, which the engine completes with an error once drained). An
+offered WR stays offered until the engine takes it. So a channel whose window is full,
+say one that DCQCN holds to a low rate, does not hold back the WRs of other channels,
+and per QP the WRs are taken in posting order. The model's run loop and the testbench
+(with the RTL's free window slots, :func:`window_state`) both offer through these
+kernels; the collective engines post further WRs as a run goes (:func:`send_queues_add`).
 
 Every endpoint's queues live in one :class:`SendQueueState` of arrays, with the
-WR table the engines read (``wr``, one row per WR as ``SendQueues.rows``), so the
-compiled run loop offers, takes and posts WRs without Python objects. The rules
-are the class's: an endpoint offers the oldest posted WR at the head of one of its
-send queues that fits its channel's free window slots, and per QP the WRs are
-taken in row order.
+WR table the engines read (``wr``, one row per WR), so the compiled run loop offers,
+takes and posts WRs without Python objects.
 
 A QP's send queue is a list linked through its rows (``next_row``); its head
-row holds its tail (``last``). The class keeps each endpoint's heads in a heap
-and pops them oldest first; here they are a list linked through the rows in row
-order (``h_first``, ``h_next``, ``h_prev``, ``h_last``), which yields them in the
-same order, and an offer walks it without popping: it stops at the first head
-not yet posted, as the heap's loop does, so an endpoint with no head due costs
-one comparison. Rows only grow, so a WR a device posts
+row holds its tail (``last``). Each endpoint's heads are a list linked through the
+rows in row order (``h_first``, ``h_next``, ``h_prev``, ``h_last``), oldest first, and
+an offer walks it: it stops at the first head not yet posted, so an endpoint with no
+head due costs one comparison. Rows only grow, so a WR posted during the run
 (:func:`send_queues_add`) joins the heads at their end.
 
 The idle skip asks each endpoint for its next post (:func:`send_queues_next_post`).
 Workloads list each endpoint's WRs by post (``generate_rdma`` sorts them so) and a
-device posts for the next cycle, so an endpoint's posts usually rise with its rows
+collective engine posts for the next cycle, so an endpoint's posts usually rise with its rows
 (``in_order``, kept while WRs are added): its heads' posts rise too, and the walk stops
 at the first head posted later.
 
 A QP in ``0 .. Q - 1`` finds its queue's head in ``q_head``. A QP out of range (a
-bad WR, which the engine completes with an error) has a queue too, as in the
-class's dictionary: its head is the endpoint's head or offered row on that QP,
-found by walking the heads, which only such a WR's post does.
+bad WR, which the engine completes with an error) has a queue too: its head is the
+endpoint's head or offered row on that QP, found by walking the heads, which only such
+a WR's post does.
 """
 
 from collections import namedtuple
@@ -40,7 +46,7 @@ from .channels import NEVER
 
 __all__ = ["NEVER", "ROWS", "SendQueueParams", "SendQueueState", "send_queues_params",
            "send_queues_state", "send_queues_offer", "send_queues_taken", "send_queues_add",
-           "send_queues_next_post", "heads", "owed"]
+           "send_queues_next_post", "window_state", "heads", "owed"]
 
 #: Index of SendQueueState.scalars: the rows of ``wr`` in use.
 ROWS = 0
@@ -51,8 +57,9 @@ SendQueueParams = namedtuple("SendQueueParams", ["endpoints", "channels", "windo
                                                  "payload", "psn_mask"])
 
 #: Per WR row (``[capacity]``): the table the engines read, ``wr[r] = (row, qp, dst,
-#: opcode, lkey, laddr, rkey, raddr, length, tag)``; ``post``, ``source``; ``channel``
-#: (-1: it names none) and ``slots`` as the class's; ``next_row``, the next row of its send
+#: opcode, lkey, laddr, rkey, raddr, length, tag)``; ``post``; ``source``, the endpoint
+#: that posts it; ``channel``, its channel number (-1: it names none), and ``slots``, the
+#: window slots it needs; ``next_row``, the next row of its send
 #: queue (-1: the tail); ``last``, at a queue's head row, the queue's tail; ``h_next``,
 #: ``h_prev``, at a head, the next and previous heads of its endpoint (-1: none). Per
 #: endpoint: ``h_first``, ``h_last``, its oldest and newest heads; ``offered`` (-1: none);
@@ -75,7 +82,7 @@ def send_queues_params(cfg: FabricConfig) -> SendQueueParams:
 
 def send_queues_state(cfg: FabricConfig, workload, capacity: int) -> SendQueueState:
     """The send queues of ``workload``'s WRs, with room for ``capacity`` rows in all (the
-    workload's and every WR a device will post), as ``SendQueues(cfg, workload)``."""
+    workload's and every WR the collective engines will post)."""
     prm = send_queues_params(cfg)
     E, C, W, Q, M = prm.endpoints, prm.channels, prm.window, prm.qps, prm.payload
     wr = workload.wr
@@ -133,7 +140,7 @@ def send_queues_state(cfg: FabricConfig, workload, capacity: int) -> SendQueueSt
 @kernel(inline=True)
 def _link_head(sq, e, row):
     """``row`` joins ``e``'s heads, which stay in row order (searched from the newest:
-    a device's WR is the newest row)."""
+    a WR posted during the run is the newest row)."""
     before = sq.h_last[e]
     while before >= 0 and before > row:
         before = sq.h_prev[before]
@@ -165,8 +172,8 @@ def _unlink_head(sq, e, row):
 
 @kernel(inline=True)
 def _free(prm, e, ch, nxt, ret):
-    """Window slots channel number ``ch`` of engine ``e`` has free (``RdmaEngine.free_slots``
-    over the engine state's ``nxt`` and ``ret``)."""
+    """Window slots channel number ``ch`` of engine ``e`` has free, from the engine state's
+    ``nxt`` and ``ret`` (as :func:`~.engine.engine_free_slots`)."""
     C = prm.channels
     peer = ch // C
     if peer == e:
@@ -177,9 +184,9 @@ def _free(prm, e, ch, nxt, ret):
 
 @kernel(inline=True)
 def send_queues_offer(sq, prm, e, cycle, nxt, ret):
-    """The row endpoint ``e`` offers in ``cycle``, -1 for none (``SendQueues.offer``), the
-    free window slots from the engine state's ``nxt``, ``ret`` (``[E, (E - 1) * C]``) at
-    the start of the cycle."""
+    """The row endpoint ``e`` offers in ``cycle``, -1 for none, the free window slots from
+    the engine state's ``nxt``, ``ret`` (``[E, (E - 1) * C]``) at the start of the
+    cycle."""
     if sq.offered[e] >= 0:
         return sq.offered[e]
     row = sq.h_first[e]
@@ -195,8 +202,7 @@ def send_queues_offer(sq, prm, e, cycle, nxt, ret):
 
 @kernel(inline=True)
 def send_queues_taken(sq, prm, e):
-    """The engine took endpoint ``e``'s offered WR; its send queue moves on
-    (``SendQueues.taken``)."""
+    """The engine took endpoint ``e``'s offered WR; its send queue moves on."""
     row = sq.offered[e]
     sq.offered[e] = -1
     head = sq.next_row[row]
@@ -210,8 +216,8 @@ def send_queues_taken(sq, prm, e):
 
 @kernel
 def send_queues_add(sq, prm, post, src, qp, dst, opcode, lkey, laddr, rkey, raddr, length):
-    """Post a WR from ``post`` on; returns its row, which is also its tag
-    (``SendQueues.add``). It joins the tail of its QP's send queue."""
+    """Post a WR from ``post`` on; returns its row, which is also its tag. It joins the
+    tail of its QP's send queue, so per QP the WRs are still taken in posting order."""
     row = sq.scalars[ROWS]
     if row >= sq.post.shape[0]:
         raise IndexError("send_queues_add: the WR table is full (capacity too small)")
@@ -252,7 +258,7 @@ def send_queues_add(sq, prm, post, src, qp, dst, opcode, lkey, laddr, rkey, radd
 @kernel(inline=True)
 def send_queues_next_post(sq, prm, e, cycle):
     """The first cycle after ``cycle`` in which a WR of ``e`` is posted, or :data:`NEVER`
-    (``SendQueues.next_post``)."""
+    (posted WRs that do not fit wait for the engine, whose events wake them)."""
     first = NEVER
     row = sq.h_first[e]
     while row >= 0:
@@ -265,8 +271,23 @@ def send_queues_next_post(sq, prm, e, cycle):
     return first
 
 
+def window_state(prm: SendQueueParams, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``nxt`` and ``ret`` (``[E, (E - 1) * C]``, as the engine state's) under which
+    channel number ``ch`` of endpoint ``e`` has ``free[e, ch]`` window slots free (``free``
+    ``[E, E * C]``; the channels toward ``e`` itself are not read), for a caller of
+    :func:`send_queues_offer` that knows the free slots but not the engines' PSNs: the
+    testbench, which reads them from the RTL."""
+    E, C = prm.endpoints, prm.channels
+    i = np.arange((E - 1) * C)
+    rank = i // C
+    peer = rank[None, :] + (rank[None, :] >= np.arange(E)[:, None])
+    ch = peer * C + i % C
+    nxt = prm.window - np.take_along_axis(np.asarray(free, np.int64), ch, axis=1)
+    return np.ascontiguousarray(nxt), np.zeros_like(nxt)
+
+
 def heads(sq: SendQueueState, e: int) -> list:
-    """``e``'s heads' rows, oldest first (the class's heap's rows in the order it pops)."""
+    """``e``'s heads' rows, oldest first."""
     rows, row = [], int(sq.h_first[e])
     while row >= 0:
         rows.append(row)
@@ -275,6 +296,6 @@ def heads(sq: SendQueueState, e: int) -> list:
 
 
 def owed(sq: SendQueueState, e: int) -> int:
-    """The row of ``e``'s oldest WR not yet taken, -1 for none (``SendQueues.owed``)."""
+    """The row of ``e``'s oldest WR not yet taken, -1 for none."""
     rows = [int(r) for r in (sq.h_first[e], sq.offered[e]) if r >= 0]
     return min(rows, default=-1)

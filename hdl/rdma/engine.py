@@ -3,7 +3,7 @@
 Queue pairs map onto a few reliable channels per peer; the channel holds
 all the reliability state (PSNs, a window of packet descriptors, a
 retransmission timer), the QP none. ``docs/architecture.md`` section 10.6
-gives the cycle rules; the golden model in ``sim/rdma/engine.py``
+gives the cycle rules; the golden model in ``sim/rdma/kernels/engine.py``
 follows the same text.
 """
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...formats.rdma_wire import payload_words
-from .engine import apply_cycles
+from .apply import apply_cycles
 from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
 

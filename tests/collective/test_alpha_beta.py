@@ -7,7 +7,7 @@ import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
                                                    busbw_factor, credit_pace, start_gap)
-from superfabric.sim.collective.engine import apply_cycles
+from superfabric.sim.collective.apply import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
 from superfabric.sim.collective.schedule import OPS, elements_of
 

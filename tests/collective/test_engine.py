@@ -17,7 +17,7 @@ from superfabric.hdl.collective.engine import CollectiveEngine as RtlEngine
 from superfabric.hdl.collective.engine import ceil_divide
 from superfabric.network.topology import Topology
 from superfabric.sim.collective.alpha_beta import AlphaBeta
-from superfabric.sim.collective.engine import apply_cycles
+from superfabric.sim.collective.apply import apply_cycles
 from superfabric.sim.collective.executor import replay
 from superfabric.sim.collective.fabric import data_ok, prepare_collective, run_collective
 from superfabric.sim.collective.host_memory import Layout, words_of

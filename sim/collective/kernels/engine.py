@@ -41,7 +41,7 @@ from ....formats.collective import (DEFAULT_NAN, LOCAL_KEY, NOTIFY_FIELDS, REMOT
 from ....formats.rdma_wire import OP_SEND, OP_WRITE, STATUS_OK, payload_words
 from ...kernel import kernel
 from ...rdma.kernels.channels import NEVER
-from ..engine import apply_cycles
+from ..apply import apply_cycles
 from ..host_memory import Layout, words_of
 from ..reference import DTYPES
 

@@ -1,17 +1,17 @@
-"""Compiled :class:`superfabric.sim.rdma.engine.RdmaEngine` (sections 10.2-10.8): every
-endpoint's engine as numba kernels over one :class:`EngineState` of preallocated arrays.
+"""Golden model of :class:`superfabric.hdl.rdma.engine.RdmaEngine` (sections 10.2-10.8):
+every endpoint's engine as numba kernels over one :class:`EngineState` of preallocated
+arrays, cycle for cycle with the RTL.
 
-The kernels reproduce the Python engine exactly, cycle for cycle: :func:`engine_offer` is
-``offer()``, :func:`engine_step` is ``step()`` (the same decisions from the state at the
-start of the cycle, then the updates in the order of section 10.6's steps),
-:func:`engine_next_event` is ``next_event()`` and :func:`engine_free_slots` is
-``free_slots()``; the key table is :mod:`.keys`, DCQCN's notification and reaction points
-:mod:`.dcqcn`. Where the Python engine keeps sets and dicts (the channels that can act, the
-running timers), the state keeps bit sets and ordered timer lists (:mod:`.channels`), so an
-engine with nothing to do costs O(1) per cycle.
+:func:`engine_offer` is the uplink's flit of a cycle, :func:`engine_step` the cycle (the
+decisions from the state at the start of the cycle, then the updates in the order of
+section 10.6's steps), :func:`engine_next_event` the next cycle the engine acts and
+:func:`engine_free_slots` a channel's free window slots (the RTL's ``free`` port); the key
+table is :mod:`.keys`, DCQCN's notification and reaction points :mod:`.dcqcn`. The
+channels that can act and the running timers are bit sets and ordered timer lists
+(:mod:`.channels`), so an engine with nothing to do costs O(1) per cycle.
 
 Memory: a window slot holds only what the WR table cannot give, the WR's row and the
-segment's offset in it (and its error bit); everything else of ``RdmaEngine.Descriptor``
+segment's offset in it (and its error bit); everything else of the RTL's descriptor
 derives from the WR table ``wr`` passed to the kernels (int64 ``[rows, 10]``, row ``r`` =
 ``(r, qp, dst, opcode, lkey, laddr, rkey, raddr, length, tag)``, the send queues' table).
 The transmitter keeps the packet it latched as its headers and its payload's key, first
@@ -65,7 +65,7 @@ _QP, _DST, _OPCODE, _LKEY, _LADDR, _RKEY, _RADDR, _LENGTH, _TAG = (
 
 #: :func:`engine_step`'s ``out``: whether the WR was taken; the completion's QP, tag and
 #: status (tag -1: no completion); the receive completion's source, QP and length (source
-#: -1: none); whether a packet retired (``RdmaEngine.retired``).
+#: -1: none); whether a packet retired (the RTL's ``retired``).
 (OUT_TAKEN, OUT_QP, OUT_TAG, OUT_STATUS, OUT_RX_SRC, OUT_RX_QP, OUT_RX_LENGTH, OUT_RETIRED,
  OUT_FIELDS) = range(9)
 
@@ -174,11 +174,11 @@ EngineParams = namedtuple("EngineParams", [
  N_PENDING, TIMER_NEXT, RTO_HEAD, RTO_TAIL, ACK_HEAD, ACK_TAIL, RETIRED,
  SCALARS) = range(DCQCN_SCALARS, DCQCN_SCALARS + 41)
 
-# The receiver's verdict on a data packet (RdmaEngine._verdict), applied at its last flit.
+# The receiver's verdict on a data packet (section 10.6 step 5), applied at its last flit.
 _V_NONE, _V_BLOCKED, _V_RENAK, _V_DENIED, _V_DUPLICATE, _V_GAP, _V_ACCEPT = range(7)
 
 #: Every engine's state; per channel or receive context arrays are ``[E, (E-1)*C]``,
-#: indexed by state index ``rank * C + ch`` (``RdmaEngine._index``).
+#: indexed by state index ``rank * C + ch`` (section 10.5's state layout).
 EngineState = namedtuple("EngineState", [
     # Channels (sender role): the PSNs, the message error and the epoch.
     "nxt", "snd", "una", "ret", "hsn", "msgerr", "epoch",
@@ -306,14 +306,14 @@ def engine_events_room(st: EngineState, cfg: FabricConfig) -> EngineState:
 
 @kernel(inline=True)
 def _index(prm, e, peer, ch):
-    """The state index of channel ``ch`` toward ``peer`` (``RdmaEngine._index``)."""
+    """The state index of channel ``ch`` toward ``peer`` (section 10.5's state layout)."""
     return (peer - (peer > e)) * prm.C + ch
 
 
 @kernel
 def _classify(st, prm, e, wr, r):
     """WR row ``r``'s channel (-1 when ``dst`` names no peer) and its error status (0:
-    none) under section 10.6 step 1 (``RdmaEngine._classify``)."""
+    none) under section 10.6 step 1."""
     qp, dst, length = wr[r, _QP], wr[r, _DST], wr[r, _LENGTH]
     E = prm.endpoints
     ch = _index(prm, e, dst, qp % prm.C) if dst < E and dst != e else -1
@@ -351,7 +351,7 @@ def _soonest(st, e):
 
 @kernel(inline=True)
 def engine_free_slots(st, prm, e, ch):
-    """``RdmaEngine.free_slots``: the window slots channel number ``ch`` of endpoint ``e``
+    """The window slots channel number ``ch`` of endpoint ``e``
     has free (all of them toward ``e`` itself)."""
     peer = ch // prm.C
     if peer == e:
@@ -362,7 +362,7 @@ def engine_free_slots(st, prm, e, ch):
 
 @kernel(inline=True)
 def engine_offer(st, prm, e):
-    """``RdmaEngine.offer``: the transmitter's flit in this cycle, ``(has, k, word, dst,
+    """The transmitter's flit in this cycle, ``(has, k, word, dst,
     length)`` (``has`` False: none). A payload word is offered once its read arrived."""
     sc = st.scalars
     length = sc[e, TX_LEN]
@@ -385,7 +385,7 @@ def _reading(st, e):
 
 @kernel(inline=True)
 def engine_next_event(st, prm, e, cycle, wr, r):
-    """``RdmaEngine.next_event``: ``cycle`` if endpoint ``e``'s engine acts in it (with WR
+    """``cycle`` if endpoint ``e``'s engine acts in it (with WR
     row ``r`` offered, -1: none, and nothing arriving), else the first cycle a timer of it
     fires (or NEVER)."""
     sc = st.scalars
@@ -415,7 +415,7 @@ def engine_next_event(st, prm, e, cycle, wr, r):
 @kernel(inline=True)
 def engine_step(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_last, rx_word,
                 rx_ecn, data_paused, control_paused, memory, out):
-    """``RdmaEngine.step``: simulate ``cycle`` of endpoint ``e``'s engine and clock its edge.
+    """Simulate ``cycle`` of endpoint ``e``'s engine and clock its edge.
 
     ``r`` is the WR row offered (-1: none) of the WR table ``wr``; ``tx_taken`` whether the
     flit of :func:`engine_offer` was taken; ``rx_*`` the flit delivered (``rx_has`` False:
@@ -456,7 +456,7 @@ def _engine_cycle(st, prm, e, cycle, wr, r, tx_taken, rx_has, rx_src, rx_k, rx_l
     all-reduce, where every engine has something to decide in every cycle.
 
     Each part first decides from the state at the start of the cycle, then the updates
-    apply in the order of section 10.6's steps, as in the Python engine.
+    apply in the order of section 10.6's steps, as in the RTL.
     """
     sc, cnt = st.scalars, st.counters
     # -- decisions, all from the state at the start of the cycle --------
@@ -603,7 +603,7 @@ def _pick_decision(st, prm, e, cycle, free, cnp_pending, data_paused, control_pa
             if not prm.dcqcn:
                 pick_ch = set_first(st.to_send, e, sc[e, TX_PTR])
             elif _soonest(st, e) <= cycle:
-                # RdmaEngine._sendable's channels, the round robin's pick among them.
+                # The channels whose pacers allow a start, the round robin's pick among them.
                 pick_ch = set_first_at_most(st.to_send, st.ready, e, sc[e, TX_PTR], cycle)
     return pick_cnp, pick_x, pick_ch
 
@@ -802,7 +802,7 @@ def _transmitter_edge(st, prm, e, tx_taken, request, request_word, arriving, cyc
 @kernel
 def _acknowledgement(st, e, t, syndrome, a):
     """Decide on an ACK/NAK of PSN ``a`` for channel ``t``: ``(t, una, snd, err psn)``
-    to apply (-1: unchanged), ``t`` -1 for a stale one (``RdmaEngine._acknowledgement``)."""
+    to apply (-1: unchanged), ``t`` -1 for a stale one (section 10.6 step 5)."""
     una = st.una[e, t]
     span = (st.snd[e, t] - una) & _PSN_MASK     # una <= x < snd  <=>  (x - una) < span
     into = (a - una) & _PSN_MASK
@@ -819,7 +819,7 @@ def _acknowledgement(st, e, t, syndrome, a):
 
 @kernel
 def _receive(st, prm, e, rx_has, src, k, last_flit, word, ecn):
-    """Decide on the flit delivered (``RdmaEngine._receive``): ``(ack channel, una, snd,
+    """Decide on the flit delivered (section 10.6 step 5): ``(ack channel, una, snd,
     err psn, CNP channel, CE-marked context, verdict's context, verdict, write address,
     receive completion's source, QP, length)``, -1 (``_V_NONE``) where none.
 
@@ -866,7 +866,7 @@ def _receive(st, prm, e, rx_has, src, k, last_flit, word, ecn):
 
 @kernel
 def _verdict(st, prm, e, src, bth, reth):
-    """Decide on a data packet at its RETH (``RdmaEngine._verdict``): latch its context and
+    """Decide on a data packet at its RETH (section 10.6 step 5): latch its context and
     verdict (context -1 and no verdict if corrupt) and what the payload flits need (write
     key and address, receive completion)."""
     sc, cnt = st.scalars, st.counters
@@ -1000,7 +1000,7 @@ def engine_busy_channels(st: EngineState, e: int) -> list[int]:
 
 def describe_channel(st: EngineState, prm: EngineParams, e: int, i: int) -> str:
     """One line of the state of endpoint ``e``'s channel at state index ``i``
-    (``RdmaEngine.describe_channel``)."""
+    (as the fabric's ``stuck`` names it, section 10.11)."""
     rank = i // prm.C
     peer = rank + (rank >= e)
     return (f"endpoint {e} channel {peer * prm.C + i % prm.C} (peer {peer}, "

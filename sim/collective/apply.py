@@ -1,9 +1,9 @@
-"""The collective engine's timing rule shared by its model and the alpha-beta model
-(section 15.8.3).
+"""The apply unit's timing (section 15.8.3), shared by the collective engine's model and
+the alpha-beta model.
 
-The engine at every accelerator (section 15.8) is modelled by the compiled kernels of
-:mod:`.kernels.engine`, which the RDMA model's run loop steps; its RTL is
-:mod:`superfabric.hdl.collective.engine`.
+The apply unit's RTL is :mod:`superfabric.hdl.collective.apply`; the engine at every
+accelerator (section 15.8) is modelled by the compiled kernels of :mod:`.kernels.engine`,
+which the RDMA model's run loop steps.
 """
 
 from __future__ import annotations

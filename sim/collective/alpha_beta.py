@@ -54,7 +54,7 @@ def start_gap(dma_latency: int, header_flits: int) -> int:
 
 def credit_pace(cfg) -> float:
     """Cycles a router-to-router link takes per flit of one flow, at least 1 (section
-    11.3): a packet's last credit is back ``2 L + 2 link_latency + 3`` cycles after its
+    11.8): a packet's last credit is back ``2 L + 2 link_latency + 3`` cycles after its
     head left (its flits on the link, stored and forwarded at the next router, read out,
     the credits' way back), so a VC buffer of fewer flits than that holds the flow to
     ``vc_buffer_flits`` flits per round trip."""
@@ -189,10 +189,11 @@ class AlphaBeta:
         writes differ: some chunks are empty). At every accelerator, segments pair with those
         it got in the last round it got any, from the last: a segment leaves once the port
         is free and its partner (the data it forwards; none for the first segments of a
-        write longer than the one it got) is applied. A segment holds its port for the
-        longer of its serialisation and the flits of the most of the round's writes that
-        share a link of its route (the link carries theirs in the port's idle cycles),
-        arrives ``engine_cycles + transit`` after that, and is applied once the
+        write longer than the one it got) is applied; a port that waited for that first
+        pays ``gap``. A segment holds its port for the longest of its serialisation, the
+        flits of the most of the round's writes that share a link of its route (the link
+        carries theirs in the port's idle cycles) and its own flits at the links' ``pace``
+        (:meth:`_on_links`), arrives ``engine_cycles + transit`` after that, and is applied once the
         receiver's apply unit is free, in ``apply_cycles`` of its words on the wire (the
         dequantiser of a compressed chunk taken to keep up). The time is when the last
         segment is applied."""

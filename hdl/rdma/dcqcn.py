@@ -142,7 +142,8 @@ class ReactionPoint(wiring.Component):
 
             m.d.comb += [self.ready[c].eq(debt == 0), self.rate[c].eq(rate[c]),
                          self.changed[c].eq(changed)]
-            m.d.sync += [debt.eq(debt_after(Mux(sent, packet_debt(sent_packet.flits), debt), rate[c])),
+            charged = Mux(sent, packet_debt(sent_packet.flits), debt)
+            m.d.sync += [debt.eq(debt_after(charged, rate[c])),
                          changed.eq(rate_next != rate[c]), rate[c].eq(rate_next)]
             m.d.comb += rate_next.eq(rate[c])
             with m.If(cnp):

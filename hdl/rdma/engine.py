@@ -435,47 +435,15 @@ class RdmaEngine(wiring.Component):
                          p.words.eq(dd.words)]
         picked = pick.data | pick.ctrl | pick.cnp
 
-        # Payload reads: requested ahead into a small buffer, the packet sending's words,
-        # then the next packet's, so that after the read latency both stream at one word
-        # per cycle.
-        depth = read_buffer_depth(cfg)
-        buf = Array(Signal(64, name=f"rd_buf{k}") for k in range(depth))
-        buf_head = Signal(range(depth))
-        buf_tail = Signal(range(depth))
-        buffered = Signal(range(depth + 1))
-        in_flight = Signal(range(depth + 1))
-        read_tx = Signal()
-        read_nx = Signal()
-        m.d.comb += [read_tx.eq(tx.busy & (tx.rd < tx.words)),
-                     read_nx.eq(~read_tx & nx.busy & (nx.rd < nx.words))]
-        read_key = Signal(wire.KEY_BITS)
-        read_va = Signal(wire.VA_BITS)
-        m.d.comb += [read_key.eq(Mux(read_tx, tx.lkey, nx.lkey)),
-                     read_va.eq(Mux(read_tx, tx.va + tx.rd, nx.va + nx.rd))]
-        reader = tables.lookup(m, read_key, "dma_rd")
-        dma = self.dma
-        m.d.comb += [dma.rd_req.valid.eq((read_tx | read_nx) & (buffered + in_flight < depth)),
-                     dma.rd_req.payload.eq(reader.translate(read_va))]
-        request = dma.rd_req.valid & dma.rd_req.ready
         pop = Signal()
-        with m.If(request & read_tx):
-            m.d.sync += tx.rd.eq(tx.rd + 1)
-        with m.If(request & read_nx):
-            m.d.sync += nx.rd.eq(nx.rd + 1)
-        with m.If(dma.rd_rsp.valid):
-            m.d.sync += [buf[buf_tail].eq(dma.rd_rsp.payload),
-                         buf_tail.eq(Mux(buf_tail == depth - 1, 0, buf_tail + 1))]
-        with m.If(pop):
-            m.d.sync += buf_head.eq(Mux(buf_head == depth - 1, 0, buf_head + 1))
-        m.d.sync += [buffered.eq(buffered + dma.rd_rsp.valid - pop),
-                     in_flight.eq(in_flight + request - dma.rd_rsp.valid)]
+        reads = self._payload_reads(m, tables, tx, nx, pop)
 
         # The uplink: BTH, RETH, then the payload words as they are buffered.
         out = self.tx.payload
         m.d.comb += [
-            self.tx.valid.eq(tx.busy & ((tx_flit < 2) | (buffered != 0))),
+            self.tx.valid.eq(tx.busy & ((tx_flit < 2) | (reads.buffered != 0))),
             pop.eq(self.tx.valid & self.tx.ready & (tx_flit >= 2)),
-            out.data.eq(Mux(tx_flit == 0, tx.bth, Mux(tx_flit == 1, tx.reth, buf[buf_head]))),
+            out.data.eq(Mux(tx_flit == 0, tx.bth, Mux(tx_flit == 1, tx.reth, reads.head))),
             out.first.eq(tx_flit == 0), out.last.eq(tx_flit == tx.len - 1),
             out.dst.eq(tx.dst), out.src.eq(self.endpoint), out.length.eq(tx.len),
             # One-flit packets (ACKs, NAKs, CNPs) are control; data is ECN-capable with DCQCN.
@@ -499,7 +467,7 @@ class RdmaEngine(wiring.Component):
             m.d.sync += [getattr(nx, f).eq(getattr(p, f)) for f in fields]
         with m.Elif(nx.busy & free & ~nx_paused):
             m.d.sync += [tx.busy.eq(1), tx_flit.eq(0), nx.busy.eq(0),
-                         tx.rd.eq(nx.rd + (request & read_nx))]
+                         tx.rd.eq(nx.rd + reads.next_requested)]
             m.d.sync += [getattr(tx, f).eq(getattr(nx, f)) for f in fields]
 
         # The data packet picked: snd moves on (hsn with it, unless a
@@ -511,6 +479,45 @@ class RdmaEngine(wiring.Component):
                     m.d.sync += r.hsn[c].eq(r.hsn[c] + 1)
         with m.If(pick.data):
             m.d.sync += r.tx_ptr.eq(Mux(data_ch == self._n - 1, 0, data_ch + 1))
+
+    def _payload_reads(self, m: Module, tables: KeyTables, tx: SimpleNamespace,
+                       nx: SimpleNamespace, pop) -> SimpleNamespace:
+        """Step 3's payload reads: requested ahead into a small buffer, the packet
+        sending's words, then the next packet's, so that after the read latency both
+        stream at one word per cycle; ``pop`` takes the buffer's head. Returns the words
+        buffered, the head word and whether a word of the next packet was requested."""
+        depth = read_buffer_depth(self._cfg)
+        buf = Array(Signal(64, name=f"rd_buf{k}") for k in range(depth))
+        buf_head = Signal(range(depth))
+        buf_tail = Signal(range(depth))
+        buffered = Signal(range(depth + 1))
+        in_flight = Signal(range(depth + 1))
+        read_tx = Signal()
+        read_nx = Signal()
+        m.d.comb += [read_tx.eq(tx.busy & (tx.rd < tx.words)),
+                     read_nx.eq(~read_tx & nx.busy & (nx.rd < nx.words))]
+        read_key = Signal(wire.KEY_BITS)
+        read_va = Signal(wire.VA_BITS)
+        m.d.comb += [read_key.eq(Mux(read_tx, tx.lkey, nx.lkey)),
+                     read_va.eq(Mux(read_tx, tx.va + tx.rd, nx.va + nx.rd))]
+        reader = tables.lookup(m, read_key, "dma_rd")
+        dma = self.dma
+        m.d.comb += [dma.rd_req.valid.eq((read_tx | read_nx) & (buffered + in_flight < depth)),
+                     dma.rd_req.payload.eq(reader.translate(read_va))]
+        request = dma.rd_req.valid & dma.rd_req.ready
+        with m.If(request & read_tx):
+            m.d.sync += tx.rd.eq(tx.rd + 1)
+        with m.If(request & read_nx):
+            m.d.sync += nx.rd.eq(nx.rd + 1)
+        with m.If(dma.rd_rsp.valid):
+            m.d.sync += [buf[buf_tail].eq(dma.rd_rsp.payload),
+                         buf_tail.eq(Mux(buf_tail == depth - 1, 0, buf_tail + 1))]
+        with m.If(pop):
+            m.d.sync += buf_head.eq(Mux(buf_head == depth - 1, 0, buf_head + 1))
+        m.d.sync += [buffered.eq(buffered + dma.rd_rsp.valid - pop),
+                     in_flight.eq(in_flight + request - dma.rd_rsp.valid)]
+        return SimpleNamespace(buffered=buffered, head=buf[buf_head],
+                               next_requested=request & read_nx)
 
     # -- 5. receiver ----------------------------------------------------------------
 

@@ -86,9 +86,9 @@ def psn_within(x, lo, hi):
 
 def data_opcode(opcode, first, last):
     """The BTH opcode of a data packet from the WR opcode and its place in the message."""
-    table = wire.OPCODES
-    send = Mux(first, Mux(last, table[(wire.OP_SEND, True, True)], table[(wire.OP_SEND, True, False)]),
-               Mux(last, table[(wire.OP_SEND, False, True)], table[(wire.OP_SEND, False, False)]))
-    write = Mux(first, Mux(last, table[(wire.OP_WRITE, True, True)], table[(wire.OP_WRITE, True, False)]),
-                Mux(last, table[(wire.OP_WRITE, False, True)], table[(wire.OP_WRITE, False, False)]))
-    return Mux(opcode == wire.OP_SEND, send, write)
+    def by_place(op):
+        table = {(f, la): wire.OPCODES[(op, f, la)] for f in (True, False) for la in (True, False)}
+        return Mux(first, Mux(last, table[True, True], table[True, False]),
+                   Mux(last, table[False, True], table[False, False]))
+
+    return Mux(opcode == wire.OP_SEND, by_place(wire.OP_SEND), by_place(wire.OP_WRITE))

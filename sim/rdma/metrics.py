@@ -245,7 +245,8 @@ def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
     if roles is not None:
         target, senders = roles["target"], list(roles["senders"])
     else:
-        target = int(np.bincount(dst, weights=length, minlength=E).argmax()) if len(wr["dst"]) else 0
+        target = (int(np.bincount(dst, weights=length, minlength=E).argmax())
+                  if len(wr["dst"]) else 0)
         senders = sorted(set(src[dst == target].tolist()))
     goodput = [float(length[in_window & (src == e) & (dst == target)].sum() / window)
                for e in senders]

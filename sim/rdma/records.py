@@ -111,7 +111,8 @@ class RdmaRecords:
         """Read a file written by :meth:`save` (one written before the delivered packets
         were recorded reads with none)."""
         with np.load(path) as z:
-            counters = {k[len("counter_"):]: z[k].tolist() for k in z.files if k.startswith("counter_")}
+            counters = {k[len("counter_"):]: z[k].tolist() for k in z.files
+                        if k.startswith("counter_")}
             delivered = (z["delivered"] if "delivered" in z.files else np.zeros((0, 5), np.int64))
             if delivered.shape[1] < len(DELIVERED_COLUMNS):     # written before links were captured
                 delivered = np.hstack([delivered, np.tile([-1, 0], (len(delivered), 1))])

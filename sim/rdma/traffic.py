@@ -8,7 +8,8 @@ see exactly the same requests, tables and memory
 (``docs/architecture.md`` section 10.10).
 
 Endpoints and QPs
-    ``E = cfg.endpoints`` endpoints (the switch's ports or the fabric's accelerators), ``Q = rdma.qps / E`` local QPs each. QP
+    ``E = cfg.endpoints`` endpoints (the switch's ports or the fabric's accelerators),
+    ``Q = rdma.qps / E`` local QPs each. QP
     ``q`` of endpoint ``e`` has one fixed peer, never ``e``; every WR on it
     names that peer (except the deliberately bad ``self`` kind). Every QP
     carries at least one WR meant to succeed.

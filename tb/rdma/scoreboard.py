@@ -95,8 +95,8 @@ def _memory(cfg: FabricConfig, workload: RdmaWorkload, rec: RdmaRecords) -> list
         diff = np.flatnonzero(rec.memory[e] != expected[e])
         if len(diff):
             a = int(diff[0])
-            problems.append(f"endpoint {e} memory: {len(diff)} words differ from the initial memory "
-                            f"with the successful requests applied; first at address {a}: "
+            problems.append(f"endpoint {e} memory: {len(diff)} words differ from the initial "
+                            f"memory with the successful requests applied; first at address {a}: "
                             f"{int(rec.memory[e, a]):#x}, expected {int(expected[e, a]):#x}")
     return problems
 
@@ -173,12 +173,12 @@ def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> lis
             problems.append(f"counter {name}: RTL {list(rtl.counters.get(name, []))}, "
                             f"model {list(model.counters.get(name, []))}")
     if rtl.memory.shape != model.memory.shape:
-        problems.append(f"memories: RTL {len(rtl.memory)} endpoints of {rtl.memory.shape[1]} words, "
-                        f"model {len(model.memory)} of {model.memory.shape[1]}")
+        problems.append(f"memories: RTL {len(rtl.memory)} endpoints of {rtl.memory.shape[1]} "
+                        f"words, model {len(model.memory)} of {model.memory.shape[1]}")
     for e in range(min(len(rtl.memory), len(model.memory))):
         diff = np.flatnonzero(rtl.memory[e] != model.memory[e])
         if len(diff):
             a0 = int(diff[0])
-            problems.append(f"endpoint {e} memory: {len(diff)} words differ; first at address {a0}: "
-                            f"RTL {int(rtl.memory[e, a0]):#x}, model {int(model.memory[e, a0]):#x}")
+            problems.append(f"endpoint {e} memory: {len(diff)} words differ; first at address "
+                            f"{a0}: RTL {int(rtl.memory[e, a0]):#x}, model {int(model.memory[e, a0]):#x}")
     return problems

@@ -6,8 +6,8 @@ the hosts' offers, the idle skip, the engines' flits and the injectors', the pac
 registered with the fabric, the fabric's cycle
 (:func:`~superfabric.sim.fabric.top.fabric_cycle`) and its deliveries, then per endpoint the
 injector's and the engine's updates and the records of its WRs, then the collective
-engines' cycle, whose WRs join the send queues. Python is touched only when a record array is full or
-the run ends (:func:`run_block` returns a status).
+engines' cycle, whose WRs join the send queues. Python is touched only when a record array
+is full or the run ends (:func:`run_block` returns a status).
 """
 
 from typing import NamedTuple

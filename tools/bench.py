@@ -497,11 +497,10 @@ def hop_scenario(cfg: FabricConfig) -> dict:
     as link ids (:meth:`Peers.route <superfabric.sim.collective.peers.Peers.route>`);
     ``first_link``, the victim's first link as ``(router, port, next router)``, and
     ``sharing``, the senders whose route to the target crosses it."""
-    from ..network.topology import Topology
     from ..sim.collective.peers import Peers
     from ..sim.rdma.traffic import pattern_roles
     roles = pattern_roles(HOPS_PATTERN, cfg.endpoints, HOPS_LOAD)
-    peers = Peers(Topology.of(cfg))
+    peers = Peers.of(cfg)
     to_target = {e: peers.route(e, HOPS_TARGET) for e in roles["senders"]}
     first = to_target[HOPS_VICTIM][0]
     router, port, after, _ = peers.topology.links[first]
@@ -856,7 +855,7 @@ def compression_table() -> ResultsPage:
                Column("int4 / best binary32", 20))
     for dims, _ in ERROR_RUNS:
         cfg = FabricConfig.load(overrides=["fabric.topology=torus", f"fabric.dims={list(dims)}"])
-        peers, model = Peers(Topology.of(cfg)), AlphaBeta.of(cfg)
+        peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
         for mib in TIME_MIB:
             elements = block_elements(peers, "ring", (mib << 20) // 4)
             cycles = {algo: [CompressedAllReduce(peers, algo=algo, elements=elements,
@@ -915,11 +914,10 @@ def latency_point(overrides: list[str], algo: str, nbytes: int) -> dict:
 def latency_rounds(overrides: list[str], algo: str, nbytes: int) -> tuple[int, int]:
     """The all-reduce's rounds, each waiting for the one before (section 15.6), and the
     routers on their paths summed, the longest path of each round."""
-    from ..network.topology import Topology
     from ..sim.collective.library import algorithm
     from ..sim.collective.peers import Peers
     from ..sim.collective.schedule import elements_of
-    peers = Peers(Topology.of(latency_config(overrides)))
+    peers = Peers.of(latency_config(overrides))
     rounds = list(algorithm(algo, "allreduce", peers).rounds(peers, "allreduce",
                                                              elements_of(nbytes)))
     return len(rounds), sum(max(peers.hops(*pair) for pair in pairs) for pairs, _ in rounds)
@@ -930,7 +928,6 @@ def latency_table() -> ResultsPage:
     per algorithm (:data:`LATENCY_FABRICS`, :data:`LATENCY_BYTES`), with the alpha-beta
     model's per-step and per-hop costs that explain it."""
     from concurrent.futures import ProcessPoolExecutor
-    from ..network.topology import Topology
     from ..sim.collective.alpha_beta import AlphaBeta
     from ..sim.collective.library import auto
     from ..sim.collective.pattern import SEGMENT_PACKETS
@@ -976,7 +973,7 @@ def latency_table() -> ResultsPage:
                      "exact" if c["data_ok"] else "WRONG")
     for name, overrides, _ in LATENCY_FABRICS:
         cfg = latency_config(overrides)
-        model, peers = AlphaBeta.of(cfg), Peers(Topology.of(cfg))
+        model, peers = AlphaBeta.of(cfg), Peers.of(cfg)
         segment = model.segment_elements(SEGMENT_PACKETS)
         picks = ", ".join(f"{auto(model, peers, 'allreduce', b, segment)} at {b} B"
                           for b in LATENCY_BYTES)

@@ -62,7 +62,7 @@ def collective_plan(cfg, *, op: str, algo: str, nbytes: int, accelerator: int, s
         The algorithm cannot run the operation on this fabric, or ``accelerator`` is not one
         of it; one line.
     """
-    peers = Peers(Topology.of(cfg))
+    peers = Peers.of(cfg)
     if not 0 <= accelerator < peers.n:
         raise ValueError(f"--accelerator = {accelerator}: must be in 0..{peers.n - 1}")
     model = AlphaBeta.of(cfg)

@@ -9,7 +9,7 @@ of ``switch.data_width`` bits a cycle, every packet of at most
 ``switch.max_packet_flits`` flits carrying the RDMA header's two flits, back to back
 (the RDMA transmitter picks the next packet and reads its payload while one is
 sending; a port that was idle first waits ``gap`` cycles), no faster than a link's
-credits come back (``pace``), and the apply the receiving engine's (section 15.8.3). The
+credits come back (``pace``, shared by the writes on one VC), and the apply the receiving engine's (section 15.8.3). The
 rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
 write, those its schedule sends, so a small message's empty chunks cost only their
 header) run as a pipeline at every accelerator: a segment leaves once its port is
@@ -31,8 +31,8 @@ from .apply import apply_cycles
 from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
 
-__all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "start_gap", "credit_pace",
-           "AlphaBeta", "algbw", "busbw_factor", "busbw"]
+__all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "start_gap", "credit_loop",
+           "credit_pace", "AlphaBeta", "algbw", "busbw_factor", "busbw"]
 
 #: Bytes of a step's notification: one word, sent after its chunk (section 15.8.2).
 NOTIFY_BYTES = 8
@@ -52,15 +52,23 @@ def start_gap(dma_latency: int, header_flits: int) -> int:
     return 1 + max(0, dma_latency + 1 - header_flits)
 
 
+def credit_loop(cfg) -> int:
+    """Cycles from a packet's head leaving a router-to-router link's sender to its last
+    credit's return (section 11.8): ``2 L + 2 link_latency + 3``, its flits on the link,
+    stored and forwarded at the next router, read out, the credits' way back."""
+    return 2 * cfg.switch.max_packet_flits + 2 * cfg.fabric.link_latency + 3
+
+
 def credit_pace(cfg) -> float:
-    """Cycles a router-to-router link takes per flit of one flow, at least 1 (section
-    11.8): a packet's last credit is back ``2 L + 2 link_latency + 3`` cycles after its
-    head left (its flits on the link, stored and forwarded at the next router, read out,
-    the credits' way back), so a VC buffer of fewer flits than that holds the flow to
-    ``vc_buffer_flits`` flits per round trip."""
-    f = cfg.fabric
-    return max(1.0, (2 * cfg.switch.max_packet_flits + 2 * f.link_latency + 3)
-               / f.vc_buffer_flits)
+    """Cycles a router-to-router link takes per flit of one flow (section 11.8)."""
+    return float(_pace(credit_loop(cfg), cfg.fabric.vc_buffer_flits, 1))
+
+
+def _pace(loop: int, buffer: int, crowd):
+    """Cycles per flit of each of ``crowd`` flows that share a VC buffer of ``buffer`` flits
+    whose credits take ``loop`` cycles to come back, at least 1: together they get
+    ``buffer`` flits per round trip."""
+    return np.maximum(1.0, crowd * loop / buffer)
 
 
 @dataclass(frozen=True)
@@ -81,11 +89,12 @@ class AlphaBeta:
         The host memory's read latency, which the apply unit pays per slot (section 15.8.3).
     gap : int
         Idle cycles of a port that was idle before its packets stream (:func:`start_gap`).
-    pace : float
-        Cycles per flit of a long stream on a router-to-router link (:func:`credit_pace`).
+    loop : int
+        Cycles a packet's credits take to come back over a router-to-router link
+        (:func:`credit_loop`; 0 on a switch, which has none).
     buffer : int
         Flits a link's VC buffer holds (``fabric.vc_buffer_flits``): a stream into an idle
-        link sends that many before the pace holds it.
+        link sends that many before the credits hold it.
     """
 
     engine_cycles: int
@@ -95,8 +104,8 @@ class AlphaBeta:
     packet_flits: int
     dma_latency: int
     gap: int
-    pace: float = 1.0
-    buffer: int = 0
+    loop: int = 0
+    buffer: int = 1
 
     @classmethod
     def of(cls, cfg, *, engine_cycles: int = ENGINE_CYCLES, hop_cycles: int | None = None,
@@ -119,7 +128,7 @@ class AlphaBeta:
                              f"least 3 (two header flits and a payload flit)")
         return cls(engine_cycles, hop_cycles, sw.data_width // 8, header_flits,
                    sw.max_packet_flits, cfg.rdma.dma_latency, gap,
-                   credit_pace(cfg) if cfg.fabric.topology != "switch" else 1.0,
+                   credit_loop(cfg) if cfg.fabric.topology != "switch" else 0,
                    cfg.fabric.vc_buffer_flits)
 
     @property
@@ -130,6 +139,12 @@ class AlphaBeta:
     def segment_elements(self, packets: int) -> int:
         """Elements in a segment of ``packets`` full packets' payload (section 15.2)."""
         return packets * self.payload_bytes // ELEMENT_BYTES
+
+    @property
+    def pace(self) -> float:
+        """Cycles per flit of a long stream of one flow on a router-to-router link
+        (:func:`credit_pace`)."""
+        return float(_pace(self.loop, self.buffer, 1))
 
     @property
     def beta(self) -> float:
@@ -192,9 +207,10 @@ class AlphaBeta:
         write longer than the one it got) is applied; a port that waited for that first
         pays ``gap``. A segment holds its port for the longest of its serialisation, the
         flits of the most of the round's writes that share a link of its route (the link
-        carries theirs in the port's idle cycles) and its own flits at the links' ``pace``
-        (:meth:`_on_links`), arrives ``engine_cycles + transit`` after that, and is applied once the
-        receiver's apply unit is free, in ``apply_cycles`` of its words on the wire (the
+        carries theirs in the port's idle cycles) and its own flits at the pace of the credits
+        it shares with the round's writes on one VC class of a link (:meth:`_on_links`),
+        arrives ``engine_cycles + transit`` after that, and is applied once the receiver's
+        apply unit is free, in ``apply_cycles`` of its words on the wire (the
         dequantiser of a compressed chunk taken to keep up). The time is when the last
         segment is applied."""
         segment = segment_of(algo, segment)
@@ -222,7 +238,7 @@ class AlphaBeta:
             layers, receivers = layered[pairs]
             fresh, fresh_count, k = got.copy(), count.copy(), wire.shape[1]
             fresh_count[receivers] = 0
-            for index, src, dst, share, hops in layers:
+            for index, src, dst, share, crowd, hops in layers:
                 fresh_count[dst] = np.maximum(fresh_count[dst], (wire[index] >= 0).sum(axis=1))
                 for i in range(k):
                     on = wire[index, i] >= 0
@@ -233,19 +249,20 @@ class AlphaBeta:
                     idle = ready >= port[s]
                     port[s] = (np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
                                + np.maximum(np.maximum(send, share[on] * flits),
-                                            self._on_links(flits, hops[on], idle)))
+                                            self._on_links(flits, hops[on], idle, crowd[on])))
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[d, column] = unit[d]
             got, count = fresh, fresh_count
         return int(unit.max())
 
-    def _on_links(self, flits, hops, idle):
-        """Cycles ``flits`` take through the links of routes through ``hops`` routers: at the
-        links' pace, but for the buffer's worth that a link takes at once after its port
-        was ``idle``."""
-        free = np.where(idle, np.minimum(flits, self.buffer), 0)
-        paced = np.ceil(free + (flits - free) * self.pace).astype(np.int64)
-        return np.where(hops > 1, paced, flits)
+    def _on_links(self, flits, hops, idle, crowd):
+        """Cycles ``flits`` take through the links of routes through ``hops`` routers, each
+        route's flows sharing a VC's credits with ``crowd`` flows in all: at the pace those
+        credits allow, but for the flow's part of the buffer that a link takes at once after
+        its port was ``idle``."""
+        free = np.where(idle, np.minimum(flits, self.buffer / crowd), 0)
+        paced = np.ceil(free + (flits - free) * _pace(self.loop, self.buffer, crowd))
+        return np.where(hops > 1, paced.astype(np.int64), flits)
 
     @staticmethod
     def _cut(elements: int, segment: int) -> list[int]:
@@ -275,17 +292,17 @@ class AlphaBeta:
     @staticmethod
     def _layers(peers, pairs):
         """``pairs`` as layers in which no accelerator sends or receives twice, in order, per
-        layer ``(index in pairs, src, dst, sharing, hops)`` arrays; and every accelerator
-        that receives."""
+        layer ``(index in pairs, src, dst, share, crowd, hops)`` arrays (``Peers.sharing``);
+        and every accelerator that receives."""
         layers, sent, received = [], {}, {}
-        for index, ((src, dst), share) in enumerate(zip(pairs, peers.sharing(pairs))):
+        for index, ((src, dst), (share, crowd)) in enumerate(zip(pairs, peers.sharing(pairs))):
             # The first layer after every one this sender or this receiver is in already.
             i = max(sent.get(src, 0), received.get(dst, 0))
             if i == len(layers):
                 layers.append([])
-            layers[i].append((index, src, dst, share, peers.hops(src, dst)))
+            layers[i].append((index, src, dst, share, crowd, peers.hops(src, dst)))
             sent[src] = received[dst] = i + 1
-        return ([tuple(np.array(c, np.int64) for c in zip(*layer)) for layer in layers],
+        return ([tuple(np.array(c) for c in zip(*layer)) for layer in layers],
                 np.array(sorted(received), np.int64))
 def algbw(nbytes: int, seconds: float) -> float:
     """nccl-tests' algorithm bandwidth in GB/s: the message size over the time."""

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...config import FabricConfig
-from ...network.topology import Topology
 from .alpha_beta import AlphaBeta, algbw as algbw_gbps, busbw as busbw_gbps, busbw_factor
 from .host_memory import Layout
 from .library import ALGORITHMS, plan, segment_of
@@ -72,7 +71,7 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
     ConfigError
         The host memory or the page table is too small for it; one line.
     """
-    peers = Peers(Topology.of(cfg))
+    peers = Peers.of(cfg)
     model = AlphaBeta.of(cfg)
     segment = model.segment_elements(segment_packets)
     schedule = plan(peers, op, algo, nbytes, model, segment)
@@ -107,7 +106,7 @@ def data_ok(cfg: FabricConfig, prepared: CollectivePlan, buffers) -> bool:
     schedule = prepared.schedule
     order = None
     if schedule.op in REDUCING:
-        peers = Peers(Topology.of(cfg))
+        peers = Peers.of(cfg)
         order = ALGORITHMS[schedule.algorithm].order(peers, schedule.op, schedule.elements)
     return all(np.array_equal(buffers[a][lo:hi].view(np.uint32), values.view(np.uint32))
                for a, lo, hi, values in expected(schedule, prepared.data, order))

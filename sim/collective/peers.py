@@ -26,14 +26,24 @@ class Peers:
     ----------
     topology : Topology
         The fabric (``Topology.of(cfg)``).
+    vcs : int
+        Virtual channels per traffic class on its router-to-router links (``fabric.vcs``).
+    prio : int
+        The traffic class of the collective's writes (``rdma.data_priority``): a leaf-spine
+        hashes it with the ends to pick a flow's spine and VC.
     """
 
-    def __init__(self, topology: Topology):
+    def __init__(self, topology: Topology, vcs: int = 2, prio: int = 0):
         if not isinstance(topology, Topology):
             raise TypeError(f"topology must be a Topology, not {topology!r}")
-        self.topology = topology
+        self.topology, self.vcs, self.prio = topology, vcs, prio
         self.n = topology.endpoints
         self._routes, self._sharing = {}, {}
+
+    @classmethod
+    def of(cls, cfg) -> "Peers":
+        """The accelerators of a ``FabricConfig``'s fabric."""
+        return cls(Topology.of(cfg), cfg.fabric.vcs, cfg.rdma.data_priority)
 
     @cached_property
     def digits(self) -> tuple[int, ...]:
@@ -82,41 +92,55 @@ class Peers:
 
     def route(self, src: int, dst: int) -> list[int]:
         """The link ids a packet from ``src`` to ``dst`` crosses, under the fabric's
-        dimension-order (torus) or ECMP (leaf-spine) routing, traffic class 0."""
+        dimension-order (torus) or ECMP (leaf-spine) routing."""
+        return [link for link, _ in self.lanes(src, dst)]
+
+    def lanes(self, src: int, dst: int) -> list[tuple[int, int]]:
+        """Per link of :meth:`route`, ``(link id, VC)``: on a torus the first VC of the
+        hop's dateline class (its buffers are the class's, ``vcs // 2`` VCs, the router
+        picking among them by credits), on a leaf-spine the flow's ECMP VC."""
         if (src, dst) not in self._routes:
             self._routes[src, dst] = self._walk(src, dst)
         return self._routes[src, dst]
 
-    def _walk(self, src: int, dst: int) -> list[int]:
+    def _walk(self, src: int, dst: int) -> list[tuple[int, int]]:
         t = self.topology
         if t.kind == "switch" or src == dst:
             return []
-        r, links = t.endpoint_router(src), []
+        r, lanes = t.endpoint_router(src), []
         while True:
-            credits = np.ones((t.ports(r), 1, 2), np.int64)
+            # Equal credits everywhere: a torus hop's VC is its class's first.
+            credits = np.ones((t.ports(r), self.prio + 1, self.vcs), np.int64)
             if t.kind == "torus":
-                port, _ = torus_route(t.dims, t.endpoints_per_router, r, src, dst, 0, 2, False,
-                                      credits, 1)
+                port, vc = torus_route(t.dims, t.endpoints_per_router, r, src, dst, self.prio,
+                                       self.vcs, False, credits, 1)
             else:
-                port, _ = fat_tree_route(t.leaves, t.spines, t.hosts_per_leaf, r, src, dst, 0,
-                                         2, False, credits)
+                port, vc = fat_tree_route(t.leaves, t.spines, t.hosts_per_leaf, r, src, dst,
+                                          self.prio, self.vcs, False, credits)
             if port < t.endpoint_ports(r):
-                return links
-            links.append(t.link_id[(r, port)])
+                return lanes
+            lanes.append((t.link_id[(r, port)], vc))
             r = t.peer(r, port)[0]
 
     def hops(self, src: int, dst: int) -> int:
         """Routers a packet from ``src`` to ``dst`` passes through."""
         return len(self.route(src, dst)) + 1
 
-    def sharing(self, pairs: tuple) -> list[int]:
-        """Per ``(src, dst)`` pair of writes at once, the most of the pairs' routes that cross
-        one link of its route (at least 1)."""
+    def sharing(self, pairs: tuple) -> list[tuple[int, float]]:
+        """Per ``(src, dst)`` pair of writes at once, ``(share, crowd)``: the most of the
+        writes whose routes cross one link of its route, and the most senders whose writes
+        cross it on one VC class (:meth:`lanes`), over that class's VCs: they share its
+        buffers, hence its credits. A sender's own writes leave its port one after the
+        other and hold the credits in turn, so they count once in ``crowd``."""
         if pairs not in self._sharing:
-            count = {}
+            links, lanes = {}, {}
             for src, dst in pairs:
-                for link in self.route(src, dst):
-                    count[link] = count.get(link, 0) + 1
-            self._sharing[pairs] = [max((count[link] for link in self.route(s, d)), default=1)
-                                    for s, d in pairs]
+                for lane in self.lanes(src, dst):
+                    links[lane[0]] = links.get(lane[0], 0) + 1
+                    lanes.setdefault(lane, set()).add(src)
+            width = max(1, self.vcs // 2) if self.topology.kind == "torus" else 1
+            self._sharing[pairs] = [
+                (max((links[link] for link, _ in self.lanes(s, d)), default=1),
+                 max((len(lanes[lane]) / width for lane in self.lanes(s, d)), default=1.0))
+                for s, d in pairs]
         return self._sharing[pairs]

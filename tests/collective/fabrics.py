@@ -4,7 +4,6 @@ overrides."""
 from functools import lru_cache
 
 from superfabric.config import FabricConfig
-from superfabric.network.topology import Topology
 from superfabric.sim.collective.peers import Peers
 
 FABRICS = {
@@ -23,4 +22,4 @@ def config(name: str) -> FabricConfig:
 @lru_cache(maxsize=None)
 def peers(name) -> Peers:
     """The accelerators of fabric ``name``."""
-    return Peers(Topology.of(config(name)))
+    return Peers.of(config(name))

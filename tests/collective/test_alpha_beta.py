@@ -3,6 +3,7 @@
 import math
 from collections import Counter
 
+import numpy as np
 import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
@@ -57,9 +58,25 @@ def test_a_notification_waits_behind_a_longer_packet_at_every_router():
 
 def test_a_write_is_slowed_by_the_most_writes_on_a_link_of_its_route():
     p = peers("torus-4x4x4")
-    # Dimension order: 0 -> 2 and 1 -> 3 both cross the link from 1 to 2; 4 -> 5 is alone.
+    # Dimension order: 0 -> 2 and 1 -> 3 both cross the link from 1 to 2, on the lower
+    # dateline class (VC 0 of 2); 4 -> 5 is alone.
     assert p.route(0, 2)[1] == p.route(1, 3)[0]
-    assert p.sharing(((0, 2), (1, 3), (4, 5))) == [2, 2, 1]
+    assert p.lanes(0, 2)[1] == p.lanes(1, 3)[0] == (p.route(1, 3)[0], 0)
+    assert p.sharing(((0, 2), (1, 3), (4, 5))) == [(2, 2.0), (2, 2.0), (1, 1.0)]
+    # 3 -> 1 crosses the link from 0 to 1 after the dateline, on the upper class: the two
+    # writes share the link but not a VC's credits.
+    assert p.lanes(3, 1)[1] == (p.route(0, 2)[0], 1)
+    assert p.sharing(((0, 2), (3, 1))) == [(2, 1.0), (2, 1.0)]
+    # One sender's writes leave its port one after the other: they take turns on the link
+    # but never hold its credits together.
+    assert p.sharing(((0, 2), (0, 1))) == [(2, 1.0), (2, 1.0)]
+    # With four VCs a class has two, whose buffers the router fills by credits.
+    four = peers(("fabric.topology=torus", "fabric.dims=[4, 4, 4]", "fabric.vcs=4"))
+    assert four.sharing(((0, 2), (1, 3))) == [(2, 1.0), (2, 1.0)]
+    # Two flows on one VC get a buffer's flits per credit round trip between them.
+    m = AlphaBeta.of(config("torus-4x4x4"))
+    assert m._on_links(np.array([100]), np.array([2]), np.array([False]),
+                       np.array([2.0])).tolist() == [math.ceil(100 * 2 * 39 / 32)]
 
 
 @pytest.mark.parametrize("fabric", sorted(FABRICS))

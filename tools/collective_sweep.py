@@ -1,0 +1,137 @@
+"""The all-reduce swept over sizes and algorithms on a supernode's torus, on the model, the
+way nccl-tests reports it (docs/spec/collective.md section 15.7): per size and algorithm
+the time, busbw and its share of an accelerator's injection bandwidth after headers, and
+the measured time over the alpha-beta prediction; per size the best algorithm and the
+one ``auto`` picks, which is one of the swept algorithms (its run is that algorithm's).
+
+``make bench TABLES=collective-sweep`` (64 accelerators, 1 KiB to 16 MiB, about an hour
+on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ProcessPoolExecutor
+
+from ..config import ConfigError, FabricConfig
+from .results_page import Column, ResultsPage
+
+#: The sweeps: table name, fabric, its overrides, the sizes (bytes per accelerator).
+SWEEPS = {
+    "collective-sweep": ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"],
+                         tuple(1 << k for k in range(10, 25, 2))),
+    "collective-sweep-384": ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"],
+                             tuple(1 << k for k in range(10, 23, 2))),
+}
+#: A VC buffer that covers a link's credit loop (section 11.8): at the default 32 flits one
+#: flow gets 32 of every 39 cycles of a link, and a large all-reduce is held to that.
+SWEEP_BUFFER_FLITS = 40
+#: The largest host memory a point may take, in words (``rdma.memory_words``' limit).
+MAX_MEMORY_WORDS = 1 << 24
+#: Processes that run the points side by side.
+SWEEP_WORKERS = 2
+
+
+def sweep_config(overrides: list[str], memory_words: int) -> FabricConfig:
+    """The sweep's fabric: an RDMA engine at every accelerator with one QP per peer, 40-flit
+    VC buffers and ``memory_words`` of host memory mapped by the page table."""
+    base = FabricConfig.load(overrides=["rdma.enabled=true", *overrides])
+    return FabricConfig.load(overrides=[
+        "rdma.enabled=true", f"rdma.qps={base.endpoints}",
+        f"fabric.vc_buffer_flits={SWEEP_BUFFER_FLITS}", f"rdma.memory_words={memory_words}",
+        f"rdma.pages={memory_words // base.rdma.page_words}", *overrides])
+
+
+def sweep_point(overrides: list[str], algo: str, nbytes: int) -> dict:
+    """One all-reduce of ``nbytes`` by ``algo`` on the model (binary32, seed 1, the
+    pattern's default segments, ``records=summary``), in the least host memory of a power of
+    two that holds it: the ``collective`` section of its results."""
+    from ..sim.collective.fabric import collective_summary, prepare_collective, run_collective
+    from ..sim.collective.pattern import SEGMENT_PACKETS
+    words = max(1 << 14, 1 << (nbytes // 2 - 1).bit_length())    # four buffers' worth
+    while True:
+        cfg = sweep_config(overrides, words)
+        try:
+            prepared = prepare_collective(cfg, op="allreduce", algo=algo, nbytes=nbytes,
+                                          dtype="fp32", seed=1, segment_packets=SEGMENT_PACKETS,
+                                          records="summary")
+            break
+        except ConfigError:
+            if words >= MAX_MEMORY_WORDS:
+                raise
+            words *= 2
+    records, engines, buffers = run_collective(cfg, prepared)
+    return collective_summary(cfg, prepared, records, engines, buffers)
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+
+
+def sweep_table(name: str) -> ResultsPage:
+    """The sweep ``name`` of :data:`SWEEPS`: every algorithm that can run the all-reduce on
+    its fabric at every size, then per size the best and ``auto``'s pick."""
+    from ..formats.rdma_wire import payload_words
+    from ..sim.collective.alpha_beta import AlphaBeta, busbw_factor
+    from ..sim.collective.library import ALGORITHMS, auto, supports
+    from ..sim.collective.pattern import SEGMENT_PACKETS
+    from ..sim.collective.peers import Peers
+    fabric, overrides, sizes = SWEEPS[name]
+    cfg = sweep_config(overrides, 1 << 14)
+    peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
+    link = cfg.switch.data_width / 8 * payload_words(cfg.switch.max_packet_flits) \
+        / cfg.switch.max_packet_flits
+    algos = [a for a in ALGORITHMS if supports(a, "allreduce", peers)]
+    page = ResultsPage(
+        name, f"The all-reduce from {_size(sizes[0])} to {_size(sizes[-1])} on the "
+        f"{fabric} ({cfg.endpoints} accelerators)", f"make bench TABLES={name}",
+        f"`superfabric run --sim model --traffic collective:op=allreduce,algo=A,bytes=B,"
+        f"dtype=float32,records=summary` on the {fabric} with `--set rdma.enabled=true --set "
+        f"rdma.qps={cfg.endpoints} --set fabric.vc_buffer_flits={SWEEP_BUFFER_FLITS}` and the "
+        f"least host memory of a power of two that holds the run, seed 1, segments of "
+        f"{SEGMENT_PACKETS} packets (the pattern's default), every accelerator's result "
+        f"checked against numpy. {SWEEP_BUFFER_FLITS}-flit VC buffers cover a link's credit "
+        f"loop (specification section 11.8), which the default 32 do not: there one flow "
+        f"gets 32 of every 39 cycles of a link. busbw is nccl-tests' (bytes a cycle); "
+        f"of link: busbw over an accelerator's injection bandwidth after the RDMA header, "
+        f"{link:g} bytes a cycle (8-byte flits, {payload_words(cfg.switch.max_packet_flits)}"
+        f" payload words in a {cfg.switch.max_packet_flits}-flit packet). Ratio: the "
+        f"measured time over the alpha-beta prediction (section 15.6).")
+    page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
+        ("size", "algorithm", "cycles", "time", "busbw", "of link", "alpha-beta", "ratio",
+         "data"), (7, 16, 10, 11, 6, 7, 10, 5, 5)))))
+    points = [(algo, nbytes) for nbytes in sizes for algo in algos]
+    measured = {}
+    with ProcessPoolExecutor(SWEEP_WORKERS) as pool:
+        futures = [pool.submit(sweep_point, overrides, algo, nbytes) for algo, nbytes in points]
+        for (algo, nbytes), future in zip(points, futures):
+            try:
+                c = future.result()
+            except Exception as e:      # a failed point is a row that says why
+                page.row(_size(nbytes), algo, *["-"] * 6, "failed")
+                page.note(f"{algo}, {_size(nbytes)}: {type(e).__name__}: {e}")
+                continue
+            cycles = c["cycles"]
+            if cycles and c["data_ok"]:
+                measured[algo, nbytes] = cycles
+            page.row(_size(nbytes), algo, f"{cycles:,}" if cycles else "-",
+                     f"{c['time_us']:,.2f} us" if cycles else "-",
+                     f"{c['busbw']:.2f}" if cycles else "-",
+                     f"{c['busbw'] / link:.0%}" if cycles else "-",
+                     f"{c['alpha_beta_cycles']:,}",
+                     f"{c['alpha_beta_ratio']:.3f}" if cycles else "-",
+                     "exact" if c["data_ok"] else ("WRONG" if cycles else "stalled"))
+    page.table(Column("size", 7, right=False), Column("best", 16, right=False),
+               Column("busbw of link", 13), Column("auto picks", 16, right=False),
+               Column("auto over best", 14), caption="Per size: the fastest algorithm and auto")
+    segment = model.segment_elements(SEGMENT_PACKETS)
+    for nbytes in sizes:
+        ran = {a: measured[a, nbytes] for a in algos if (a, nbytes) in measured}
+        pick = auto(model, peers, "allreduce", nbytes, segment)
+        if not ran:
+            page.row(_size(nbytes), "-", "-", pick, "-")
+            continue
+        best = min(ran, key=ran.get)
+        busbw = nbytes / ran[best] * busbw_factor("allreduce", peers.n)
+        page.row(_size(nbytes), best, f"{busbw / link:.0%}", pick,
+                 f"{ran[pick] / ran[best]:.3f}" if pick in ran else "-")
+    return page

@@ -9,14 +9,15 @@ of ``switch.data_width`` bits a cycle, every packet of at most
 ``switch.max_packet_flits`` flits carrying the RDMA header's two flits, back to back
 (the RDMA transmitter picks the next packet and reads its payload while one is
 sending; a port that was idle first waits ``gap`` cycles), no faster than a link's
-credits come back (``pace``, shared by the writes on one VC), and the apply the receiving engine's (section 15.8.3). The
-rounds (``rounds`` of each algorithm: who writes to whom and the elements of each
-write, those its schedule sends, so a small message's empty chunks cost only their
-header) run as a pipeline at every accelerator: a segment leaves once its port is
-free and the segment of the round before it forwards is applied there; writes that
-share a link take turns on it, flit by flit. Unsegmented,
-and with the apply left out, this is Hockney's ``T = a * alpha + b * m * beta``
-of Thakur, Rabenseifner and Gropp (2005).
+credits come back (``pace``, shared by the writes on one VC), and the apply the
+receiving engine's (section 15.8.3). The rounds (``rounds`` of each algorithm: who
+writes to whom and the elements of each write, those its schedule sends, so a small
+message's empty chunks cost only their header) run as a pipeline at every accelerator: a
+segment leaves once its port is free and the segment of the round before it forwards is
+applied there; writes that share a link take turns on it, flit by flit, and those of
+several senders on one VC share its credits. Unsegmented, and with the apply left out,
+this is Hockney's ``T = a * alpha + b * m * beta`` of Thakur, Rabenseifner and Gropp
+(2005).
 """
 
 from __future__ import annotations

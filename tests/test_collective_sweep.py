@@ -1,0 +1,43 @@
+"""The all-reduce sweep table (tools/collective_sweep.py, docs/spec/collective.md section 15.7)."""
+
+from superfabric.sim.collective.alpha_beta import AlphaBeta
+from superfabric.sim.collective.library import ALGORITHMS, auto, supports
+from superfabric.sim.collective.pattern import SEGMENT_PACKETS
+from superfabric.sim.collective.peers import Peers
+from superfabric.tools import collective_sweep
+
+TORUS = ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"]
+
+
+def _tables(markdown: str) -> list[list[list[str]]]:
+    """The page's tables, each a list of its rows' cells (the header and rule left out)."""
+    tables, rows = [], None
+    for line in markdown.splitlines():
+        if not line.startswith("|"):
+            rows = None
+        elif rows is None:              # a header: a table starts
+            rows = []
+            tables.append(rows)
+        elif set(line) - set("|-: "):   # not the rule under the header
+            rows.append([c.strip() for c in line.strip("|").split("|")])
+    return tables
+
+
+def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeypatch):
+    # 64 KiB needs 32,768 words of host memory: the point grows the memory to fit.
+    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (1024, 65536)))
+    monkeypatch.setattr(collective_sweep, "SWEEP_WORKERS", 1)
+    runs, summary = _tables(collective_sweep.sweep_table("test").markdown("test"))
+    cfg = collective_sweep.sweep_config(TORUS, 1 << 14)
+    assert cfg.fabric.vc_buffer_flits == 40 and cfg.rdma.qps == 8
+    peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
+    algos = [a for a in ALGORITHMS if supports(a, "allreduce", peers)]
+    assert [(r[0], r[1]) for r in runs] == [(s, a) for s in ("1 KiB", "64 KiB") for a in algos]
+    assert all(r[-1] == "exact" for r in runs)
+    for size, nbytes in (("1 KiB", 1024), ("64 KiB", 65536)):
+        cycles = {r[1]: int(r[2].replace(",", "")) for r in runs if r[0] == size}
+        best = min(cycles, key=cycles.get)
+        pick = auto(model, peers, "allreduce", nbytes, model.segment_elements(SEGMENT_PACKETS))
+        row = next(r for r in summary if r[0] == size)
+        assert row[1] == best and row[3] == pick
+        assert row[4] == f"{cycles[pick] / cycles[best]:.3f}"

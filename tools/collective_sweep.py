@@ -84,7 +84,7 @@ def sweep_table(name: str) -> ResultsPage:
     page = ResultsPage(
         name, f"The all-reduce from {_size(sizes[0])} to {_size(sizes[-1])} on the "
         f"{fabric} ({cfg.endpoints} accelerators)", f"make bench TABLES={name}",
-        f"`superfabric run --sim model --traffic collective:op=allreduce,algo=A,bytes=B,"
+        f"`superfabric run --sim model ... --traffic collective:op=allreduce,algo=A,bytes=B,"
         f"dtype=float32,records=summary` on the {fabric} with `--set rdma.enabled=true --set "
         f"rdma.qps={cfg.endpoints} --set fabric.vc_buffer_flits={SWEEP_BUFFER_FLITS}` and the "
         f"least host memory of a power of two that holds the run, seed 1, segments of "

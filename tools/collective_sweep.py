@@ -4,8 +4,8 @@ the time, busbw and its share of an accelerator's injection bandwidth after head
 the measured time over the alpha-beta prediction; per size the best algorithm and the
 one ``auto`` picks, which is one of the swept algorithms (its run is that algorithm's).
 
-``make bench TABLES=collective-sweep`` (64 accelerators, 1 KiB to 16 MiB, about an hour
-on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
+``make bench TABLES=collective-sweep`` (64 accelerators, 1 KiB to 16 MiB, about 75
+minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def sweep_table(name: str) -> ResultsPage:
         f"loop (specification section 11.8), which the default 32 do not: there one flow "
         f"gets 32 of every 39 cycles of a link. busbw is nccl-tests' (bytes a cycle); "
         f"of link: busbw over an accelerator's injection bandwidth after the RDMA header, "
-        f"{link:g} bytes a cycle (8-byte flits, {payload_words(cfg.switch.max_packet_flits)}"
+        f"{link:g} bytes a cycle ({cfg.switch.data_width // 8}-byte flits, "
+        f"{payload_words(cfg.switch.max_packet_flits)}"
         f" payload words in a {cfg.switch.max_packet_flits}-flit packet). Ratio: the "
         f"measured time over the alpha-beta prediction (section 15.6).")
     page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(

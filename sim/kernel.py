@@ -31,7 +31,7 @@ from numba.core.dispatcher import Dispatcher
 
 from .. import formats, network
 
-__all__ = ["kernel", "specialise", "cache_dir"]
+__all__ = ["kernel", "specialise", "cache_dir", "sources_digest"]
 
 #: The packages whose sources the kernels are compiled from: the models, and the
 #: packet formats and the routing they share with the RTL.
@@ -39,17 +39,24 @@ _KERNEL_SOURCES = (Path(__file__).resolve().parent, Path(formats.__file__).resol
                    Path(network.__file__).resolve().parent)
 
 
+def sources_digest(leave_out: tuple[str, ...] = ()) -> str:
+    """A digest of every file of :data:`_KERNEL_SOURCES` but those named in ``leave_out``
+    (as ``sim/collective/alpha_beta.py``)."""
+    digest = hashlib.sha256()
+    for folder in _KERNEL_SOURCES:
+        for path in sorted(folder.rglob("*.py")):
+            name = f"{folder.name}/{path.relative_to(folder)}"
+            if name not in leave_out:
+                digest.update(name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def cache_dir() -> Path:
     """Where the compiled kernels of these sources are cached:
     ``$XDG_CACHE_HOME/superfabric/numba/<digest>`` (default ``~/.cache``), the digest
     of every file of :data:`_KERNEL_SOURCES`."""
-    digest = hashlib.sha256()
-    for folder in _KERNEL_SOURCES:
-        for path in sorted(folder.rglob("*.py")):
-            digest.update(f"{folder.name}/{path.relative_to(folder)}".encode() + b"\0"
-                          + path.read_bytes())
     home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return home / "superfabric" / "numba" / digest.hexdigest()[:16]
+    return home / "superfabric" / "numba" / sources_digest()
 
 
 if not os.environ.get("NUMBA_CACHE_DIR"):

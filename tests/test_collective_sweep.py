@@ -1,5 +1,7 @@
 """The all-reduce sweep table (tools/collective_sweep.py, docs/spec/collective.md section 15.7)."""
 
+import json
+
 from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.library import ALGORITHMS, auto, supports
 from superfabric.sim.collective.pattern import SEGMENT_PACKETS
@@ -23,10 +25,11 @@ def _tables(markdown: str) -> list[list[list[str]]]:
     return tables
 
 
-def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeypatch):
+def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeypatch, tmp_path):
     # 64 KiB needs 32,768 words of host memory: the point grows the memory to fit.
     monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (1024, 65536)))
     monkeypatch.setattr(collective_sweep, "SWEEP_WORKERS", 1)
+    monkeypatch.setattr(collective_sweep, "POINTS", tmp_path)
     runs, summary = _tables(collective_sweep.sweep_table("test").markdown("test"))
     cfg = collective_sweep.sweep_config(TORUS, 1 << 14)
     assert cfg.fabric.vc_buffer_flits == 40 and cfg.rdma.qps == 8
@@ -41,3 +44,25 @@ def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeyp
         row = next(r for r in summary if r[0] == size)
         assert row[1] == best and row[3] == pick
         assert row[4] == f"{cycles[pick] / cycles[best]:.3f}"
+
+
+def test_a_sweep_reads_the_points_it_kept_and_runs_again_the_ones_made_otherwise(monkeypatch,
+                                                                                 tmp_path):
+    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (1024,)))
+    monkeypatch.setattr(collective_sweep, "SWEEP_WORKERS", 1)
+    monkeypatch.setattr(collective_sweep, "POINTS", tmp_path)
+    runs = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
+    kept = {p.stem: p for p in (tmp_path / "test").glob("*.json")}
+    assert sorted(kept) == sorted(f"{r[1]}-1024" for r in runs)
+    cycles = {r[1]: int(r[2].replace(",", "")) for r in runs}
+    # One record read back as it is (its cycles altered to show it was read, not run), one
+    # made by other model sources, which runs again and is written anew.
+    read, stale = "ring", "tree"
+    for algo, change in ((read, lambda r: r["collective"].update(cycles=cycles[read] + 1)),
+                         (stale, lambda r: r["made_of"].update(model="0" * 16))):
+        record = json.loads(kept[f"{algo}-1024"].read_text())
+        change(record)
+        kept[f"{algo}-1024"].write_text(json.dumps(record))
+    again = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
+    assert {r[1]: int(r[2].replace(",", "")) for r in again} == {**cycles, read: cycles[read] + 1}
+    assert json.loads(kept[f"{stale}-1024"].read_text())["made_of"]["model"] != "0" * 16

@@ -6,11 +6,19 @@ one ``auto`` picks, which is one of the swept algorithms (its run is that algori
 
 ``make bench TABLES=collective-sweep`` (64 accelerators, 1 KiB to 16 MiB, about 75
 minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
+A sweep resumes: each point it measured is kept in ``build/bench-collective/<table>/`` with
+what made it (the configuration, the plan's segment and a digest of the model's sources
+other than the alpha-beta model's), and a point whose record matches is not run again.
+The prediction is made again for the page, so a change of the alpha-beta model alone
+keeps the measured points.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 from ..config import ConfigError, FabricConfig
 from .results_page import Column, ResultsPage
@@ -29,6 +37,11 @@ SWEEP_BUFFER_FLITS = 40
 MAX_MEMORY_WORDS = 1 << 24
 #: Processes that run the points side by side.
 SWEEP_WORKERS = 2
+#: Where the measured points are kept, a folder per table.
+POINTS = Path("build/bench-collective")
+#: The model's sources that price a run without changing it: the prediction is made again
+#: for the page (and the segment a point ran with is part of its record).
+PRICING = ("sim/collective/alpha_beta.py",)
 
 
 def sweep_config(overrides: list[str], memory_words: int) -> FabricConfig:
@@ -41,12 +54,15 @@ def sweep_config(overrides: list[str], memory_words: int) -> FabricConfig:
         f"rdma.pages={memory_words // base.rdma.page_words}", *overrides])
 
 
-def sweep_point(overrides: list[str], algo: str, nbytes: int) -> dict:
+def sweep_point(overrides: list[str], algo: str, nbytes: int, keep: Path | None = None) -> dict:
     """One all-reduce of ``nbytes`` by ``algo`` on the model (binary32, seed 1, the
     pattern's default segments, ``records=summary``), in the least host memory of a power of
-    two that holds it: the ``collective`` section of its results."""
+    two that holds it: the ``collective`` section of its results. With ``keep``, a folder,
+    the point is read from there when it was measured with the same configuration, segment
+    and model, and written there when it runs."""
     from ..sim.collective.fabric import collective_summary, prepare_collective, run_collective
     from ..sim.collective.pattern import SEGMENT_PACKETS
+    from ..sim.kernel import sources_digest
     words = max(1 << 14, 1 << (nbytes // 2 - 1).bit_length())    # four buffers' worth
     while True:
         cfg = sweep_config(overrides, words)
@@ -59,8 +75,23 @@ def sweep_point(overrides: list[str], algo: str, nbytes: int) -> dict:
             if words >= MAX_MEMORY_WORDS:
                 raise
             words *= 2
+    made_of = {"config": hashlib.sha256(cfg.to_json().encode()).hexdigest(), "algo": algo,
+               "bytes": nbytes, "segment": prepared.segment,
+               "model": sources_digest(leave_out=PRICING)}
+    kept = keep / f"{algo}-{nbytes}.json" if keep else None
+    if kept and kept.exists():
+        record = json.loads(kept.read_text())
+        if record["made_of"] == made_of:
+            c = record["collective"]
+            c["alpha_beta_cycles"] = prepared.predicted
+            c["alpha_beta_ratio"] = c["cycles"] / prepared.predicted if c["cycles"] else None
+            return c
     records, engines, buffers = run_collective(cfg, prepared)
-    return collective_summary(cfg, prepared, records, engines, buffers)
+    c = collective_summary(cfg, prepared, records, engines, buffers)
+    if kept:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps({"made_of": made_of, "collective": c}, indent=1) + "\n")
+    return c
 
 
 def _size(nbytes: int) -> str:
@@ -103,7 +134,8 @@ def sweep_table(name: str) -> ResultsPage:
     points = [(algo, nbytes) for nbytes in sizes for algo in algos]
     measured = {}
     with ProcessPoolExecutor(SWEEP_WORKERS) as pool:
-        futures = [pool.submit(sweep_point, overrides, algo, nbytes) for algo, nbytes in points]
+        futures = [pool.submit(sweep_point, overrides, algo, nbytes, POINTS / name)
+                   for algo, nbytes in points]
         for (algo, nbytes), future in zip(points, futures):
             try:
                 c = future.result()

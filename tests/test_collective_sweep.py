@@ -66,3 +66,10 @@ def test_a_sweep_reads_the_points_it_kept_and_runs_again_the_ones_made_otherwise
     again = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
     assert {r[1]: int(r[2].replace(",", "")) for r in again} == {**cycles, read: cycles[read] + 1}
     assert json.loads(kept[f"{stale}-1024"].read_text())["made_of"]["model"] != "0" * 16
+
+
+def test_every_sweep_has_a_configuration_with_a_qp_per_peer():
+    # The 384-accelerator table once failed here: the default 1,024 QPs do not divide by 384.
+    for name, (_, overrides, _) in collective_sweep.SWEEPS.items():
+        cfg = collective_sweep.sweep_config(overrides, 1 << 14)
+        assert cfg.rdma.enabled and cfg.rdma.qps == cfg.endpoints, name

@@ -47,7 +47,7 @@ PRICING = ("sim/collective/alpha_beta.py",)
 def sweep_config(overrides: list[str], memory_words: int) -> FabricConfig:
     """The sweep's fabric: an RDMA engine at every accelerator with one QP per peer, 40-flit
     VC buffers and ``memory_words`` of host memory mapped by the page table."""
-    base = FabricConfig.load(overrides=["rdma.enabled=true", *overrides])
+    base = FabricConfig.load(overrides=overrides)     # its accelerators, before the QPs
     return FabricConfig.load(overrides=[
         "rdma.enabled=true", f"rdma.qps={base.endpoints}",
         f"fabric.vc_buffer_flits={SWEEP_BUFFER_FLITS}", f"rdma.memory_words={memory_words}",

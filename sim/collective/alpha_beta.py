@@ -200,20 +200,21 @@ class AlphaBeta:
         bytes on the wire (binary32 by default; ``formats.compression.wire_bytes``
         compressed, section 16.6).
 
-        Per round, every accelerator's port sends its writes' segments one after the
-        other, each with its notification, every write at its own size (a small message's
-        writes differ: some chunks are empty). At every accelerator, segments pair with those
-        it got in the last round it got any, from the last: a segment leaves once the port
-        is free and its partner (the data it forwards; none for the first segments of a
-        write longer than the one it got) is applied; a port that waited for that first
-        pays ``gap``. A segment holds its port for the longest of its serialisation, the
-        flits of the most of the round's writes that share a link of its route (the link
-        carries theirs in the port's idle cycles) and its own flits at the pace of the credits
-        it shares with the round's writes on one VC class of a link (:meth:`_on_links`),
-        arrives ``engine_cycles + transit`` after that, and is applied once the receiver's
-        apply unit is free, in ``apply_cycles`` of its words on the wire (the
-        dequantiser of a compressed chunk taken to keep up). The time is when the last
-        segment is applied."""
+        Per round, every accelerator's port sends its writes' segments one after the other,
+        each with its notification, every write at its own size (a small message's writes
+        differ: some chunks are empty). At every accelerator, segments pair with those it
+        got in the last round it got any, from the last: a segment leaves once the port is
+        free and its partner (the data it forwards; none for the first segments of a write
+        longer than the one it got) is applied; a port that waited for that first pays
+        ``gap``. A write forwards what came from others than its receiver (a ring's other
+        direction comes back from there), or all of it when all came from there. A segment
+        holds its port for the longest of its serialisation, the flits of the most of the
+        round's writes that share a link of its route (the link carries theirs in the port's
+        idle cycles) and its own flits at the pace of the credits it shares with the round's
+        writes on one VC class of a link (:meth:`_on_links`), arrives ``engine_cycles +
+        transit`` after that, and is applied once the receiver's apply unit is free, in
+        ``apply_cycles`` of its words on the wire (the dequantiser of a compressed chunk
+        taken to keep up). The time is when the last segment is applied."""
         segment = segment_of(algo, segment)
         rounds = algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes))
         # Per round, per write, the bytes of each of its segments on the wire, right-aligned
@@ -228,32 +229,45 @@ class AlphaBeta:
                 wire[row, k - len(p):] = p
             sized.append((pairs, wire[which.reshape(-1)]))
         n, width = peers.n, max((w.shape[1] for _, w in sized), default=1)
-        port, unit = np.zeros(n, np.int64), np.zeros(n, np.int64)
-        # Per accelerator, when it applied each piece of the last round it got data in,
-        # right-aligned in ``width`` columns, and how many pieces it got then.
-        got, count = np.zeros((n, width), np.int64), np.zeros(n, np.int64)
         layered = {}                # the layers of each round's pairs (rounds repeat them)
-        for pairs, wire in sized:
+        for pairs, _ in sized:
             if pairs not in layered:
                 layered[pairs] = self._layers(peers, pairs)
+        depth = max((len(l) for l, _ in layered.values()), default=1)
+        port, unit = np.zeros(n, np.int64), np.zeros(n, np.int64)
+        # Per layer of the last round an accelerator got data in, per accelerator: when it
+        # applied each piece, right-aligned in ``width`` columns, how many pieces it got
+        # and from whom (-1: nothing in that layer).
+        got = np.zeros((depth, n, width), np.int64)
+        count, source = np.zeros((depth, n), np.int64), np.full((depth, n), -1, np.int64)
+        for pairs, wire in sized:
             layers, receivers = layered[pairs]
-            fresh, fresh_count, k = got.copy(), count.copy(), wire.shape[1]
-            fresh_count[receivers] = 0
-            for index, src, dst, share, crowd, hops in layers:
-                fresh_count[dst] = np.maximum(fresh_count[dst], (wire[index] >= 0).sum(axis=1))
+            fresh, k = got.copy(), wire.shape[1]
+            fresh_count, fresh_source = count.copy(), source.copy()
+            fresh_count[:, receivers], fresh_source[:, receivers] = 0, -1
+            for layer, (index, src, dst, share, crowd, hops) in enumerate(layers):
+                fresh_count[layer, dst] = (wire[index] >= 0).sum(axis=1)
+                fresh_source[layer, dst] = src
+                # A write forwards what its sender got from others than its receiver (a
+                # ring's other direction comes back from there), or else what it got.
+                others = (source[:, src] != dst) & (count[:, src] > 0)
+                forwards = others | ~others.any(axis=0)
                 for i in range(k):
                     on = wire[index, i] >= 0
+                    if not on.any():        # this layer's writes are all shorter
+                        continue
                     s, d, column = src[on], dst[on], width - k + i
                     send, flits, alpha, apply = self._writes(wire[index[on], i], hops[on])
-                    ready = np.where(column >= width - count[s], got[s, column], 0)
+                    held = forwards[:, on] & (column >= width - count[:, s])
+                    ready = np.where(held, got[:, s, column], 0).max(axis=0)
                     # A port that waited for the data starts its transmitter afresh.
                     idle = ready >= port[s]
                     port[s] = (np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
                                + np.maximum(np.maximum(send, share[on] * flits),
                                             self._on_links(flits, hops[on], idle, crowd[on])))
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
-                    fresh[d, column] = unit[d]
-            got, count = fresh, fresh_count
+                    fresh[layer, d, column] = unit[d]
+            got, count, source = fresh, fresh_count, fresh_source
         return int(unit.max())
 
     def _on_links(self, flits, hops, idle, crowd):

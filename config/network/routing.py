@@ -97,13 +97,13 @@ def best_vc(credits, port, prio, lo, hi):
     return vc, most
 
 
-def torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits):
+def torus_escape(dims, m, r, src, dst, prio, vcs, adaptive):
     """The dimension-order hop and its VC at torus router ``r`` (``r`` is not the
     destination's router): under ``dor`` the route, under ``adaptive`` the escape."""
     port, upper = torus_dor_hop(dims, m, r, src // m, dst // m, adaptive)
     lo, hi = class_vcs(upper, vcs, adaptive)
-    vc, _ = best_vc(credits, port, prio, lo, hi)
-    return port, vc
+    # A flow keeps one VC of its class (ecmp_vc), so under dor it arrives in order.
+    return port, lo + ecmp_vc(src, dst, prio, hi - lo)
 
 
 def dor_margin(max_packet):
@@ -131,11 +131,11 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
     if r == t:
         return dst % m, 0
     if adaptive:
-        # The longest remaining dimension first (the lowest of equals), on its
-        # adaptive VCs, while they have room for the longest packet and no
-        # other candidate has more than dor_margin credits more: a
-        # candidate is a minimal direction of a dimension with as many hops
-        # left. Else the escape, if it has that room (the packet can start at
+        # The longest remaining dimension first (the lowest of equals), on the
+        # flow's adaptive VC (one of them, as ecmp_vc picks), while it has room
+        # for the longest packet and no other candidate has more than dor_margin
+        # credits more on it: a candidate is a minimal direction of a dimension
+        # with as many hops left. Else the escape, if it has that room (the packet can start at
         # once on the hop dimension order takes); else the candidate with
         # the most credits, if it has that room; else the escape (dimension
         # order, dateline).
@@ -148,8 +148,9 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
             if delta and min(delta, k - delta) > longest:
                 longest = min(delta, k - delta)
                 first_port = m + 2 * d + (0 if delta <= k - delta else 1)
-        first_vc, first_most = best_vc(credits, first_port, prio, ESCAPE_VCS, vcs)
-        best_port, best_vc_, most = -1, 0, -1
+        flow = ESCAPE_VCS + ecmp_vc(src, dst, prio, vcs - ESCAPE_VCS)
+        first_most = credits[first_port, prio, flow]
+        best_port, most = -1, -1
         stride = 1
         for d in range(len(dims)):
             k = dims[d]
@@ -160,17 +161,17 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
             for minus in range(2):
                 if (minus == 0 and delta <= k - delta) or (minus == 1 and delta >= k - delta):
                     cand = m + 2 * d + minus
-                    vc, c = best_vc(credits, cand, prio, ESCAPE_VCS, vcs)
+                    c = credits[cand, prio, flow]
                     if c > most:
-                        best_port, best_vc_, most = cand, vc, c
+                        best_port, most = cand, c
         if first_most >= max_packet and first_most + dor_margin(max_packet) >= most:
-            return first_port, first_vc
-        port, vc = torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
+            return first_port, flow
+        port, vc = torus_escape(dims, m, r, src, dst, prio, vcs, adaptive)
         if credits[port, prio, vc] >= max_packet:
             return port, vc
         if most >= max_packet:
-            return best_port, best_vc_
-    return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive, credits)
+            return best_port, flow
+    return torus_escape(dims, m, r, src, dst, prio, vcs, adaptive)
 
 
 def ecmp_hash(src, dst, flow):
@@ -183,9 +184,10 @@ def ecmp_hash(src, dst, flow):
 
 
 def ecmp_vc(src, dst, flow, vcs):
-    """The VC of a fat-tree packet under ``ecmp`` on every link: the flow's, from the hash's
-    high byte (its spine takes the low bits), so a flow keeps one VC, hence one queue at
-    every router of its one path, and arrives in order, as RDMA's go-back-N needs."""
+    """A flow's VC among ``vcs``: on every link of a fat tree under ``ecmp``, within a hop's
+    dateline class on a torus under ``dor``. From the hash's high byte (a fat tree's spine
+    takes the low bits), so a flow keeps one VC, hence one queue at every router of its one
+    path, and arrives in order, as RDMA's go-back-N needs."""
     return (ecmp_hash(src, dst, flow) >> 8) % vcs
 
 

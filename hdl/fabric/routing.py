@@ -138,14 +138,13 @@ class Routing(wiring.Component):
 
         credits = [self._credits(j) for j in range(2 * len(dims))]
         if adaptive:
-            lower_vc, upper_vc = [Const(0, 1)] * len(credits), [Const(1, 1)] * len(credits)
+            escape_vc = Mux(upper, 1, 0)
         elif vcs == 1:
-            lower_vc = upper_vc = [Const(0, 1)] * len(credits)
+            escape_vc = Const(0, 1)
         else:
-            lower_vc = [_best_vc(m, c, 0, vcs // 2, f"lower{j}")[0] for j, c in enumerate(credits)]
-            upper_vc = [_best_vc(m, c, vcs // 2, vcs, f"upper{j}")[0]
-                        for j, c in enumerate(credits)]
-        escape_vc = Mux(upper, Array(upper_vc)[dor_link], Array(lower_vc)[dor_link])
+            # A flow keeps one VC of each class (superfabric.network.routing.torus_escape).
+            h = _ecmp_hash(m, self.src, self.dst, self.prio)
+            escape_vc = Mux(upper, vcs // 2 + _flow_vc(h, vcs - vcs // 2), _flow_vc(h, vcs // 2))
         out, vc = Signal.like(self.out), Signal.like(self.vc)
         m.d.comb += [out.eq(self._m + dor_link), vc.eq(escape_vc),
                      self.escape_out.eq(self._m + dor_link), self.escape_vc.eq(escape_vc)]
@@ -166,23 +165,25 @@ class Routing(wiring.Component):
                 link_expr = Mux(take, Mux(plus_ok[d], 2 * d, 2 * d + 1), link_expr)
             m.d.comb += [longest.eq(longest_expr), first_link.eq(link_expr)]
             # Candidates: every minimal direction of every dimension with as
-            # many hops left, on the adaptive VCs: the most credits, the
+            # many hops left, on the flow's adaptive VC: the most credits, the
             # lowest port on a tie.
+            flow = Signal(range(vcs), name="flow_vc")
+            m.d.comb += flow.eq(ESCAPE_VCS + _flow_vc(
+                _ecmp_hash(m, self.src, self.dst, self.prio), vcs - ESCAPE_VCS))
             found = Const(0, 1)
-            best_link, best_vc, most = Const(0, range(len(credits))), Const(0, vc_bits(vcs)), 0
-            link_vc, link_most = [], []
+            best_link, most = Const(0, range(len(credits))), 0
+            link_most = []
             for j, c in enumerate(credits):
                 d, minus = divmod(j, 2)
                 candidate = (differs[d] & (minus_ok[d] if minus else plus_ok[d])
                              & (hops[d] >= longest))
-                cand_vc, cand_most = _best_vc(m, c, ESCAPE_VCS, vcs, f"adaptive{j}")
-                link_vc.append(cand_vc)
+                cand_most = Signal.like(c[ESCAPE_VCS], name=f"adaptive{j}_most")
+                m.d.comb += cand_most.eq(Array(c)[flow])
                 link_most.append(cand_most)
                 take = Signal(name=f"take{j}")
                 m.d.comb += take.eq(candidate & (~found | (cand_most > most)))
                 found = found | candidate
                 best_link = Mux(take, j, best_link)
-                best_vc = Mux(take, cand_vc, best_vc)
                 most = Mux(take, cand_most, most)
             max_packet = self._cfg.switch.max_packet_flits
             # The first choice's adaptive VC while it has room and no other
@@ -198,10 +199,9 @@ class Routing(wiring.Component):
             m.d.comb += escape_room.eq(Mux(upper, Array(c[1] for c in credits)[dor_link],
                                            Array(c[0] for c in credits)[dor_link]))
             with m.If(keep_first):
-                m.d.comb += [out.eq(self._m + first_link), vc.eq(Array(link_vc)[first_link]),
-                             self.room.eq(first_most)]
+                m.d.comb += [out.eq(self._m + first_link), vc.eq(flow), self.room.eq(first_most)]
             with m.Elif((escape_room < max_packet) & found & (most >= max_packet)):
-                m.d.comb += [out.eq(self._m + best_link), vc.eq(best_vc), self.room.eq(most)]
+                m.d.comb += [out.eq(self._m + best_link), vc.eq(flow), self.room.eq(most)]
 
         with m.If(_all_equal(here, there)):
             m.d.comb += [self.out.eq(_mod(self.dst, per)), self.vc.eq(0)]
@@ -229,7 +229,7 @@ class Routing(wiring.Component):
         if f.routing == "adaptive":
             up_vc = Array(_best_vc(m, c, 0, f.vcs, f"vc{s}")[0] for s, c in enumerate(credits))[up]
         else:
-            up_vc = self._flow_vc(m, h)
+            up_vc = _flow_vc(h, f.vcs)
         with m.If(_div(self.dst, hosts) == self.router_id):
             m.d.comb += [self.out.eq(_mod(self.dst, hosts)), self.vc.eq(0)]
         with m.Else():
@@ -243,12 +243,13 @@ class Routing(wiring.Component):
             vc = Array(_best_vc(m, self._credits(leaf), 0, f.vcs, f"vc{leaf}")[0]
                        for leaf in range(self._ports))[down]
         else:
-            vc = self._flow_vc(m, _ecmp_hash(m, self.src, self.dst, self.prio))
+            vc = _flow_vc(_ecmp_hash(m, self.src, self.dst, self.prio), f.vcs)
         m.d.comb += [self.out.eq(down), self.vc.eq(vc)]
 
-    def _flow_vc(self, m, h):
-        """Under ``ecmp`` the flow's VC on every link (superfabric.network.routing.ecmp_vc)."""
-        return _mod(h[8:], self._cfg.fabric.vcs)
+
+def _flow_vc(h, vcs):
+    """A flow's VC among ``vcs`` from its hash ``h`` (superfabric.network.routing.ecmp_vc)."""
+    return _mod(h[8:], vcs)
 
 
 def _div(value, divisor):

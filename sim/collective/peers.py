@@ -96,9 +96,8 @@ class Peers:
         return [link for link, _ in self.lanes(src, dst)]
 
     def lanes(self, src: int, dst: int) -> list[tuple[int, int]]:
-        """Per link of :meth:`route`, ``(link id, VC)``: on a torus the first VC of the
-        hop's dateline class (its buffers are the class's, ``vcs // 2`` VCs, the router
-        picking among them by credits), on a leaf-spine the flow's ECMP VC."""
+        """Per link of :meth:`route`, ``(link id, VC)``: the flow's VC, one on every hop of
+        its class (a torus's dateline class, a leaf-spine's ECMP VC)."""
         if (src, dst) not in self._routes:
             self._routes[src, dst] = self._walk(src, dst)
         return self._routes[src, dst]
@@ -109,7 +108,7 @@ class Peers:
             return []
         r, lanes = t.endpoint_router(src), []
         while True:
-            # Equal credits everywhere: a torus hop's VC is its class's first.
+            # The VC is the flow's, whatever the credits.
             credits = np.ones((t.ports(r), self.prio + 1, self.vcs), np.int64)
             if t.kind == "torus":
                 port, vc = torus_route(t.dims, t.endpoints_per_router, r, src, dst, self.prio,
@@ -129,18 +128,17 @@ class Peers:
     def sharing(self, pairs: tuple) -> list[tuple[int, float]]:
         """Per ``(src, dst)`` pair of writes at once, ``(share, crowd)``: the most of the
         writes whose routes cross one link of its route, and the most senders whose writes
-        cross it on one VC class (:meth:`lanes`), over that class's VCs: they share its
-        buffers, hence its credits. A sender's own writes leave its port one after the
-        other and hold the credits in turn, so they count once in ``crowd``."""
+        cross it on one VC (:meth:`lanes`): they share its buffer, hence its credits. A
+        sender's own writes leave its port one after the other and hold the credits in
+        turn, so they count once in ``crowd``."""
         if pairs not in self._sharing:
             links, lanes = {}, {}
             for src, dst in pairs:
                 for lane in self.lanes(src, dst):
                     links[lane[0]] = links.get(lane[0], 0) + 1
                     lanes.setdefault(lane, set()).add(src)
-            width = max(1, self.vcs // 2) if self.topology.kind == "torus" else 1
             self._sharing[pairs] = [
                 (max((links[link] for link, _ in self.lanes(s, d)), default=1),
-                 max((len(lanes[lane]) / width for lane in self.lanes(s, d)), default=1.0))
+                 max((len(lanes[lane]) for lane in self.lanes(s, d)), default=1))
                 for s, d in pairs]
         return self._sharing[pairs]

@@ -337,7 +337,7 @@ def _route(st, prm, r, base, n, pkt):
         if _reserved(prm, vc):
             if credits[out, prio, vc] - st.booked[base + out, prio, vc] < st.p_length[pkt]:
                 return routing.torus_escape(st.dims, prm.per_router, r, src, dst, prio, prm.vcs,
-                                            prm.adaptive, credits)
+                                            prm.adaptive)
             st.booked[base + out, prio, vc] += st.p_length[pkt]
         return out, vc
     return routing.fat_tree_route(prm.leaves, prm.spines, prm.per_router, r, src, dst, prio,

@@ -8,6 +8,7 @@ import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
                                                    busbw_factor, credit_pace, start_gap)
+from superfabric.network.routing import ecmp_vc
 from superfabric.sim.collective.apply import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
 from superfabric.sim.collective.schedule import OPS, elements_of
@@ -70,9 +71,12 @@ def test_a_write_is_slowed_by_the_most_writes_on_a_link_of_its_route():
     # One sender's writes leave its port one after the other: they take turns on the link
     # but never hold its credits together.
     assert p.sharing(((0, 2), (0, 1))) == [(2, 1.0), (2, 1.0)]
-    # With four VCs a class has two, whose buffers the router fills by credits.
+    # With four VCs a class has two, and a flow keeps the one its hash picks (ecmp_vc):
+    # these two share the link but not a buffer.
     four = peers(("fabric.topology=torus", "fabric.dims=[4, 4, 4]", "fabric.vcs=4"))
-    assert four.sharing(((0, 2), (1, 3))) == [(2, 1.0), (2, 1.0)]
+    assert [vc for _, vc in four.lanes(0, 2)] == [ecmp_vc(0, 2, 0, 2)] * 2 == [1, 1]
+    assert [vc for _, vc in four.lanes(1, 3)] == [ecmp_vc(1, 3, 0, 2)] * 2 == [0, 0]
+    assert four.sharing(((0, 2), (1, 3))) == [(2, 1), (2, 1)]
     # Two flows on one VC get a buffer's flits per credit round trip between them.
     m = AlphaBeta.of(config("torus-4x4x4"))
     assert m._on_links(np.array([100]), np.array([2]), np.array([False]),

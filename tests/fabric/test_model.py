@@ -175,12 +175,14 @@ def test_adaptive_accepts_what_dor_does_on_the_4x8_tornado_past_saturation():
 
 
 def test_adaptive_beats_dor_on_the_8x8_torus_past_saturation():
-    # Tornado on rings of 8 in both dimensions: dimension order saturates at about
-    # 1/8; adaptive routing can balance the two. With one booking per (output, VC)
-    # and cycle, and another direction preferred to the escape, it accepted 0.114
-    # against 0.126 at 4 VCs (section 11.4).
+    # Tornado on rings of 8 in both dimensions: adaptive routing can balance the two.
+    # With one booking per (output, VC) and cycle, and another direction preferred to
+    # the escape, it accepted 0.114 against dimension order's 0.126 at 4 VCs (section
+    # 11.4). Since a flow keeps one VC of each class, dimension order accepts 0.209 (it
+    # chose the VC with the most credits, 0.127) and adaptive, on the flow's adaptive
+    # VC, 0.221 (0.169 choosing by credits).
     accepted = _tornado(["fabric.dims=[8, 8]", "fabric.vcs=4"], 0.6, 5000)
-    assert accepted["adaptive"] >= accepted["dor"] + 0.02, accepted
+    assert accepted["adaptive"] >= 0.22 and accepted["adaptive"] > accepted["dor"], accepted
 
 
 def test_adaptive_bookings_of_a_cycle_share_the_room_in_input_order():

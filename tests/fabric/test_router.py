@@ -39,6 +39,12 @@ FABRICS = {
                                              "fabric.routing=adaptive", "fabric.vcs=3",
                                              "fabric.link_latency=1"],
                                     "uniform", 0.7, "bimodal:1,4,0.5", 0.0, 0.0),
+    # Four VCs: two in each dateline class, or two adaptive; a flow keeps one of them.
+    "torus-2x2-adaptive-4vcs": (SMALL + ["fabric.topology=torus", "fabric.dims=[2, 2]",
+                                         "fabric.routing=adaptive", "fabric.vcs=4"],
+                                "uniform", 0.8, "bimodal:1,4,0.5", 0.1, 0.0),
+    "ring4-dor-4vcs": (SMALL + ["fabric.topology=torus", "fabric.dims=[4]", "fabric.vcs=4"],
+                       "uniform", 0.8, "bimodal:1,4,0.5", 0.1, 0.0),
     "ring4-dor-fifo-drop": (SMALL + ["fabric.topology=torus", "fabric.dims=[4]",
                                      "switch.scheduler=fifo", "switch.ingress_full=drop",
                                      "fabric.link_latency=3"],

@@ -91,6 +91,10 @@ FABRICS = {
     "torus-4x4x4-dor": ["fabric.topology=torus"],
     "torus-3x3x2-adaptive": ["fabric.topology=torus", "fabric.dims=[3, 3, 2]",
                              "fabric.routing=adaptive", "fabric.vcs=3"],
+    # Four VCs: a flow's VC of each class, and its adaptive VC, from its hash.
+    "torus-2x2x2-dor-4vcs": ["fabric.topology=torus", "fabric.dims=[2, 2, 2]", "fabric.vcs=4"],
+    "torus-2x2-adaptive-4vcs": ["fabric.topology=torus", "fabric.dims=[2, 2]",
+                                "fabric.routing=adaptive", "fabric.vcs=4"],
     "leaf-spine-4x4-2-ecmp": ["fabric.topology=fat_tree", "fabric.routing=ecmp",
                               "fabric.leaves=4", "fabric.hosts_per_leaf=4", "fabric.spines=2"],
 }

@@ -142,8 +142,9 @@ class Routing(wiring.Component):
         elif vcs == 1:
             escape_vc = Const(0, 1)
         else:
-            # A flow keeps one VC of each class (superfabric.network.routing.torus_escape).
-            h = _ecmp_hash(m, self.src, self.dst, self.prio)
+            # A flow keeps one VC of each class (superfabric.network.routing.torus_escape);
+            # the upper class is the wider, and with one VC each there is no choice.
+            h = _ecmp_hash(m, self.src, self.dst, self.prio) if vcs - vcs // 2 > 1 else None
             escape_vc = Mux(upper, vcs // 2 + _flow_vc(h, vcs - vcs // 2), _flow_vc(h, vcs // 2))
         out, vc = Signal.like(self.out), Signal.like(self.vc)
         m.d.comb += [out.eq(self._m + dor_link), vc.eq(escape_vc),
@@ -168,8 +169,8 @@ class Routing(wiring.Component):
             # many hops left, on the flow's adaptive VC: the most credits, the
             # lowest port on a tie.
             flow = Signal(range(vcs), name="flow_vc")
-            m.d.comb += flow.eq(ESCAPE_VCS + _flow_vc(
-                _ecmp_hash(m, self.src, self.dst, self.prio), vcs - ESCAPE_VCS))
+            h = _ecmp_hash(m, self.src, self.dst, self.prio) if vcs - ESCAPE_VCS > 1 else None
+            m.d.comb += flow.eq(ESCAPE_VCS + _flow_vc(h, vcs - ESCAPE_VCS))
             found = Const(0, 1)
             best_link, most = Const(0, range(len(credits))), 0
             link_most = []
@@ -248,8 +249,9 @@ class Routing(wiring.Component):
 
 
 def _flow_vc(h, vcs):
-    """A flow's VC among ``vcs`` from its hash ``h`` (superfabric.network.routing.ecmp_vc)."""
-    return _mod(h[8:], vcs)
+    """A flow's VC among ``vcs`` from its hash ``h`` (superfabric.network.routing.ecmp_vc;
+    none is needed for one VC)."""
+    return Const(0, 1) if vcs == 1 else _mod(h[8:], vcs)
 
 
 def _div(value, divisor):

@@ -57,15 +57,19 @@ def test_a_sweep_reads_the_points_it_kept_and_runs_again_the_ones_made_otherwise
     cycles = {r[1]: int(r[2].replace(",", "")) for r in runs}
     # One record read back as it is (its cycles altered to show it was read, not run), one
     # made by other model sources, which runs again and is written anew.
-    read, stale = "ring", "tree"
+    # And one cut short, as a sweep killed while writing would have left it before records
+    # were written whole: it runs again too.
+    read, stale, cut = "ring", "tree", "dimwise"
     for algo, change in ((read, lambda r: r["collective"].update(cycles=cycles[read] + 1)),
                          (stale, lambda r: r["made_of"].update(model="0" * 16))):
         record = json.loads(kept[f"{algo}-1024"].read_text())
         change(record)
         kept[f"{algo}-1024"].write_text(json.dumps(record))
+    kept[f"{cut}-1024"].write_text(kept[f"{cut}-1024"].read_text()[:40])
     again = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
     assert {r[1]: int(r[2].replace(",", "")) for r in again} == {**cycles, read: cycles[read] + 1}
     assert json.loads(kept[f"{stale}-1024"].read_text())["made_of"]["model"] != "0" * 16
+    assert json.loads(kept[f"{cut}-1024"].read_text())["collective"]["cycles"] == cycles[cut]
 
 
 def test_every_sweep_has_a_configuration_with_a_qp_per_peer():

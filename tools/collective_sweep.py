@@ -79,19 +79,32 @@ def sweep_point(overrides: list[str], algo: str, nbytes: int, keep: Path | None 
                "bytes": nbytes, "segment": prepared.segment,
                "model": sources_digest(leave_out=PRICING)}
     kept = keep / f"{algo}-{nbytes}.json" if keep else None
-    if kept and kept.exists():
-        record = json.loads(kept.read_text())
-        if record["made_of"] == made_of:
-            c = record["collective"]
-            c["alpha_beta_cycles"] = prepared.predicted
-            c["alpha_beta_ratio"] = c["cycles"] / prepared.predicted if c["cycles"] else None
-            return c
+    c = _kept(kept, made_of)
+    if c is not None:
+        c["alpha_beta_cycles"] = prepared.predicted
+        c["alpha_beta_ratio"] = c["cycles"] / prepared.predicted if c["cycles"] else None
+        return c
     records, engines, buffers = run_collective(cfg, prepared)
     c = collective_summary(cfg, prepared, records, engines, buffers)
     if kept:
+        # Written whole, then renamed: a sweep stopped mid-write leaves no half record.
         kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps({"made_of": made_of, "collective": c}, indent=1) + "\n")
+        part = kept.with_suffix(".part")
+        part.write_text(json.dumps({"made_of": made_of, "collective": c}, indent=1) + "\n")
+        part.replace(kept)
     return c
+
+
+def _kept(path: Path | None, made_of: dict) -> dict | None:
+    """The ``collective`` section kept at ``path`` if it was made of ``made_of``; None when
+    there is none, it was made otherwise, or it cannot be read (it runs again)."""
+    if path is None or not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+        return record["collective"] if record["made_of"] == made_of else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _size(nbytes: int) -> str:

@@ -114,8 +114,9 @@ def dor_margin(max_packet):
     Choosing by credits alone moves packets off that hop whenever its port's
     credits dip by the packets under way on its link, and gathers traffic that
     dimension order spreads one input to one output (tornado) onto shared
-    outputs (section 11.4). The margin must exceed those dips: with 16-flit packets, 12 keeps tornado traffic on the 4x4x4
-    torus on dimension order up to load 1.0, where 8 did not quite.
+    outputs (section 11.4). The margin must exceed those dips: with 16-flit packets, 12
+    keeps tornado traffic on the 4x4x4 torus on dimension order up to load 1.0, where 8
+    did not quite.
     """
     return 3 * max_packet // 4
 
@@ -135,10 +136,10 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
         # flow's adaptive VC (one of them, as ecmp_vc picks), while it has room
         # for the longest packet and no other candidate has more than dor_margin
         # credits more on it: a candidate is a minimal direction of a dimension
-        # with as many hops left. Else the escape, if it has that room (the packet can start at
-        # once on the hop dimension order takes); else the candidate with
-        # the most credits, if it has that room; else the escape (dimension
-        # order, dateline).
+        # with as many hops left. Else the escape, if it has that room (the
+        # packet can start at once on the hop dimension order takes); else the
+        # candidate with the most credits, if it has that room; else the escape
+        # (dimension order, dateline).
         longest, first_port = -1, -1
         stride = 1
         for d in range(len(dims)):

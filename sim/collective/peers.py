@@ -125,7 +125,7 @@ class Peers:
         """Routers a packet from ``src`` to ``dst`` passes through."""
         return len(self.route(src, dst)) + 1
 
-    def sharing(self, pairs: tuple) -> list[tuple[int, float]]:
+    def sharing(self, pairs: tuple) -> list[tuple[int, int]]:
         """Per ``(src, dst)`` pair of writes at once, ``(share, crowd)``: the most of the
         writes whose routes cross one link of its route, and the most senders whose writes
         cross it on one VC (:meth:`lanes`): they share its buffer, hence its credits. A

@@ -176,8 +176,10 @@ def torus_route(dims, m, r, src, dst, prio, vcs, adaptive, credits, max_packet):
 
 
 def ecmp_hash(src, dst, flow):
-    """The 16-bit hash that picks a fat-tree packet's spine under ``ecmp``."""
-    x = src | dst << 10 | flow << 20
+    """The 16-bit hash that picks a fat-tree packet's spine under ``ecmp`` and a flow's VC
+    (:func:`ecmp_vc`). Its operands are widened first: the model's are narrow numpy
+    integers, which under ``NUMBA_DISABLE_JIT`` would overflow in the multiplication."""
+    x = int(src) | int(dst) << 10 | int(flow) << 20
     x ^= x >> 7
     x = x * 0x9E3779B1 & 0xFFFFFFFF
     x ^= x >> 15

@@ -172,3 +172,11 @@ def test_ecmp_hash_is_a_function_of_the_flow():
     assert ecmp_hash(3, 40, 1) == ecmp_hash(3, 40, 1)
     values = {ecmp_hash(s, d, f) for s in range(64) for d in range(64) for f in range(4)}
     assert len(values) > 10_000
+
+
+def test_ecmp_hash_of_the_models_narrow_integers():
+    # The model holds ends in int16 and classes in int8; run as Python (NUMBA_DISABLE_JIT)
+    # the hash's multiplication overflowed them. It widens them first.
+    for src, dst, flow in ((383, 382, 1), (0, 1, 0), (1023, 1000, 7)):
+        narrow = ecmp_hash(np.int16(src), np.int16(dst), np.int8(flow))
+        assert narrow == ecmp_hash(src, dst, flow) and 0 <= narrow < 1 << 16

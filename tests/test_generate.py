@@ -62,7 +62,8 @@ def assert_core(out, top):
                                               "iverilog_options": list(IVERILOG_OPTIONS)}
 
 
-@pytest.mark.parametrize("preset,overrides", GENERATED, ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
+@pytest.mark.parametrize("preset,overrides", GENERATED,
+                         ids=["default", "tiny-fifo-drop", "5port-8bit", "default-ecn"])
 def test_generate_lint_clean(preset, overrides, tmp_path):
     require_simulator("verilator")
     require_simulator("icarus")

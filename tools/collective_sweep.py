@@ -122,8 +122,7 @@ def sweep_table(name: str) -> ResultsPage:
     fabric, overrides, sizes = SWEEPS[name]
     cfg = sweep_config(overrides, 1 << 14)
     peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
-    link = cfg.switch.data_width / 8 * payload_words(cfg.switch.max_packet_flits) \
-        / cfg.switch.max_packet_flits
+    link = model.payload_bytes / model.packet_flits     # bytes a cycle after the headers
     algos = [a for a in ALGORITHMS if supports(a, "allreduce", peers)]
     page = ResultsPage(
         name, f"The all-reduce from {_size(sizes[0])} to {_size(sizes[-1])} on the "

@@ -84,6 +84,9 @@ class SwitchConfig:
     tag_width: int = _ranged(8, 32, "bits of the opaque per-packet tag")
     registered_grant: bool = _flag("register the iSLIP match before the buffer read, "
                                    "one more cycle per packet start")
+    starvation_limit: int = _ranged(0, 255, "packets an input may start past a packet for one "
+                                    "output it cannot request before that output waits "
+                                    "for it (iSLIP; 0: never)")
 
     def _check(self) -> None:
         if self.buffer_flits < self.max_packet_flits:

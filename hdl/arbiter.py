@@ -1,7 +1,8 @@
 """The round-robin arbiter: the first request at or after a pointer, wrapping.
 
-iSLIP's grant and accept steps (``hdl/islip.py``) and the RDMA engine's
-retire and transmit picks (``hdl/rdma/engine.py``) are this rule; the golden
+iSLIP's grant and accept steps (``hdl/islip.py``), a router input's next
+starvation target (``hdl/fabric/router.py``) and the RDMA engine's retire
+and transmit picks (``hdl/rdma/engine.py``) are this rule; the golden
 model is :func:`superfabric.sim.arbiter.first_at_or_after`.
 """
 

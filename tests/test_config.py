@@ -101,6 +101,7 @@ def test_parse_override_reads_toml_values(item, expected):
     ("switch.scheduler=fifo", "scheduler", "fifo"),
     ('switch.ingress_full="drop"', "ingress_full", "drop"),
     ("switch.registered_grant=true", "registered_grant", True),
+    ("switch.starvation_limit=0", "starvation_limit", 0),
 ])
 def test_set_overrides_a_preset(item, key, value):
     cfg = FabricConfig.load(preset="tiny", overrides=[item])
@@ -167,6 +168,7 @@ def test_key_differs_between_configurations():
     (["switch.scheduler=1"], ["switch.scheduler = 1:", "'fifo' or 'islip'"]),
     (["switch.registered_grant=1"], ["switch.registered_grant = 1:", "true or false"]),
     (["switch.registered_grant=yes"], ["switch.registered_grant = 'yes':", "true or false"]),
+    (["switch.starvation_limit=256"], ["switch.starvation_limit = 256:", "0..255"]),
     # unknown names
     (["switch.speed=100"], ["switch.speed:", "unknown key", "ports"]),
     (["network.ports=4"], ["network:", "unknown section", "switch"]),

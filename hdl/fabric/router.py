@@ -15,6 +15,7 @@ from ...network.routing import ESCAPE_VCS
 from ...network.topology import LEAF, SPINE, TORUS_ROUTER, Topology
 from ..ecn import EcnMarker
 from ..egress_queue import EgressQueue
+from ..arbiter import round_robin_pick
 from ..islip import ISLIP
 from ..packet import credit_signature, link_signature, packet_layout
 from ..pfc import PfcEgress, PfcIngress, frame_signature
@@ -143,6 +144,9 @@ class Router(wiring.Component):
         #: routing decision (section 11.4): those are always eligible and
         #: their starts take no credits.
         self._adaptive = kind == TORUS_ROUTER and cfg.fabric.routing == "adaptive"
+        #: Packets an input may start past one it cannot request before the output
+        #: waits for it (section 5.8); iSLIP only, as a FIFO input passes nothing.
+        self._starvation = cfg.switch.starvation_limit if cfg.switch.scheduler == "islip" else 0
         #: Flits the input buffers hold at most, together.
         self.capacity = router_capacity(cfg, kind)
         super().__init__(router_signature(cfg, kind))
@@ -294,11 +298,20 @@ class Router(wiring.Component):
         return paused
 
     def _requests(self, m, islip, bufs, rc, out_free, eligible, paused):
-        """iSLIP's requests (sections 4.6, 11.5): complete packets of eligible queues, a
-        free input, a free output with credit, not paused; iSLIP takes the highest
-        class. Returns ``ready[k][v]``, bit ``o * priorities + p``: queue (o, v, p) of
-        input ``k`` is eligible."""
+        """iSLIP's requests (sections 4.6, 5.8, 11.5): complete packets of eligible queues,
+        a free input, a free output with credit, not paused; iSLIP takes the highest
+        class. An output held for a starving input is free for that input only, and
+        that input, once free, requests it alone if it can. Returns ``ready[k][v]``, bit
+        ``o * priorities + p``: queue (o, v, p) of input ``k`` is eligible."""
         n, ends, np_, nvc = self._n, self._m, self._cfg.switch.priorities, self._vcs
+        limit = self._starvation
+        misses = [Signal(range(limit + 1), name=f"misses{k}") for k in range(n)]
+        target = [Signal(range(n), name=f"target{k}") for k in range(n)]
+        held = self._held(m, misses, target) if limit else None
+
+        def unpaused(o, p):
+            return ~paused[o * np_ + p] if o < ends else 1
+
         ready = []
         for k in range(n):
             req = bufs[k].req
@@ -307,12 +320,62 @@ class Router(wiring.Component):
                 m.d.comb += per_vc[v].eq(Cat(req[self._queue(o, v, p)] & eligible[o][v][p]
                                              for o in range(n) for p in range(np_)))
             ready.append(per_vc)
-            wanted = Cat(
-                out_free[o] & (~paused[o * np_ + p] if o < ends else 1)
-                & Cat(per_vc[v][o * np_ + p] for v in range(nvc)).any()
-                for o in range(n) for p in range(np_))
-            m.d.comb += islip.req[k].eq(Mux(rc.in_free[k], wanted, 0))
+            free = out_free if not limit else [
+                out_free[o] & (held[o][k] | ~Cat(held[o]).any()) for o in range(n)]
+            wanted = [[free[o] & unpaused(o, p) & Cat(per_vc[v][o * np_ + p]
+                                                     for v in range(nvc)).any()
+                       for p in range(np_)] for o in range(n)]
+            requests = Cat(bit for per_out in wanted for bit in per_out)
+            if not limit:
+                m.d.comb += islip.req[k].eq(Mux(rc.in_free[k], requests, 0))
+                continue
+            can = [Cat(wanted[o]).any() for o in range(n)]
+            alone = Signal(name=f"alone{k}")
+            m.d.comb += alone.eq(Cat(held[o][k] & can[o] for o in range(n)).any())
+            only_held = Cat(bit & held[o][k] for o in range(n) for bit in wanted[o])
+            m.d.comb += islip.req[k].eq(Mux(rc.in_free[k], Mux(alone, only_held, requests), 0))
+            blocked = Signal(n, name=f"blocked{k}")
+            m.d.comb += blocked.eq(Cat(
+                Cat(req[self._queue(o, v, p)] & unpaused(o, p)
+                    for v in range(nvc) for p in range(np_)).any() & ~can[o]
+                for o in range(n)))
+            self._count_misses(m, k, misses[k], target[k], blocked, islip.match[k],
+                               rc.in_free[k])
         return ready
+
+    def _held(self, m, misses, target):
+        """Section 5.8: ``held[o][k]``, output ``o`` waits for input ``k``, the lowest
+        starving input (its misses at the limit) whose target it is."""
+        n = self._n
+        starving = [Signal(name=f"starving{k}") for k in range(n)]
+        m.d.comb += [starving[k].eq(misses[k] == self._starvation) for k in range(n)]
+        held = []
+        for o in range(n):
+            claims = [starving[k] & (target[k] == o) for k in range(n)]
+            held.append([Signal(name=f"held{o}_for{k}") for k in range(n)])
+            for k in range(n):
+                m.d.comb += held[o][k].eq(claims[k] & ~Cat(claims[:k]).any() if k else claims[k])
+        return held
+
+    def _count_misses(self, m, k, misses, target, blocked, match, in_free):
+        """Section 5.8, at input ``k``'s match: starving, it counts from 0 again once free;
+        else a match past a packet for its target that it could not request (in
+        ``blocked``) is one more miss; past packets for other outputs, the first of them
+        after its target becomes its target, its first miss; past none, it counts from 0."""
+        limit, n = self._starvation, self._n
+        after = Signal(range(n), name=f"after_target{k}")
+        m.d.comb += after.eq(Mux(target == n - 1, 0, target + 1))
+        _, first = round_robin_pick(m, blocked, after, n, f"starve{k}")
+        with m.If(misses == limit):
+            with m.If(in_free):
+                m.d.sync += misses.eq(0)
+        with m.Elif(match.valid):
+            with m.If((misses != 0) & blocked.bit_select(target, 1)):
+                m.d.sync += misses.eq(misses + 1)
+            with m.Elif(blocked.any()):
+                m.d.sync += [target.eq(first), misses.eq(1)]
+            with m.Else():
+                m.d.sync += misses.eq(0)
 
     def _starts(self, m, islip, rc, ready):
         """Per input, the start of this cycle (section 4.5, 5.7): the match itself, or with

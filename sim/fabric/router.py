@@ -28,6 +28,7 @@ from ...formats.packet import CE, ECT0, ECT1
 from ...network.topology import Topology
 from ..ecn import ecn_decide
 from ..egress_queue import EGRESS_DEPTH, egress_credit, egress_pop, egress_push
+from ..arbiter import first_at_or_after
 from ..islip import highest_class, islip_match
 from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, lossless_classes, pfc_egress_receive, pfc_ingress_step
@@ -71,6 +72,7 @@ RouterParams = namedtuple("RouterParams", [
     "pfc_on", "xoff", "xon", "quanta", "refresh_period", "data_width",
     "topology", "routers", "endpoints", "max_ports", "vcs", "adaptive", "max_packet",
     "per_router", "leaves", "spines", "links", "link_latency", "registered_grant",
+    "starvation_limit",   # switch.starvation_limit with iSLIP, else 0
     "recycle",    # a packet's id goes back to free_ids when it is delivered or dropped
     "capture_link"])  # the link whose packets go to p_link_cycle and p_link_ecn, -1 none
 
@@ -109,6 +111,11 @@ RouterState = namedtuple("RouterState", [
     # grant register per input (registered_grant: output, -1 for none; class; VC).
     "g_ptr", "a_ptr", "req", "grants", "match_out", "match_prio", "match_vc", "grant_to",
     "grant_prio", "gr_out", "gr_prio", "gr_vc",
+    # Starvation (section 5.8) per input: packets started past a packet for its target
+    # output that it could not request, and that output; per output, the input it waits
+    # for (-1: none); per input, the outputs it could not request this cycle and its
+    # class toward each output (scratch).
+    "misses", "target", "held_for", "blocked", "want",
     # ECN per (output, class) and per output.
     "backlog", "lfsr", "marks",
     # PFC ingress per [input, class] and per input * priorities + class.
@@ -142,6 +149,7 @@ def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False,
                     topo.hosts_per_leaf if kind == FAT_TREE else topo.switch_ports),
         leaves=topo.leaves, spines=topo.spines, links=len(topo.links),
         link_latency=f.link_latency, registered_grant=int(sw.registered_grant),
+        starvation_limit=sw.starvation_limit if sw.scheduler == "islip" else 0,
         recycle=int(recycle), capture_link=capture_link)
 
 
@@ -248,6 +256,8 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         match_out=ints(ports), match_prio=ints(ports), match_vc=ints(ports),
         grant_to=ints(ports), grant_prio=ints(ports), gr_out=ints(ports, fill=-1),
         gr_prio=ints(ports), gr_vc=ints(ports),
+        misses=ints(ports), target=ints(ports), held_for=ints(ports, fill=-1),
+        blocked=ints(ports), want=ints(ports, n),
         backlog=ints(ports * p), lfsr=lfsr, marks=ints(ports * p),
         occupancy=ints(ports, p), xoff_state=flags(ports, p), refresh=ints(ports, p),
         frames_sent=ints(ports * p), peak=ints(ports * p),
@@ -418,10 +428,28 @@ def pfc_send(st, prm, base, n, cycle):
 
 
 @kernel(inline=True)
+def hold_outputs(st, prm, base, n):
+    """Section 5.8: per output, the input it waits for, the lowest starving input
+    (``starvation_limit`` packets started past one for its target) whose target it is;
+    -1 for none."""
+    for g in range(base, base + n):
+        st.held_for[g] = -1
+    if prm.starvation_limit == 0:
+        return
+    for i in range(n - 1, -1, -1):
+        g = base + i
+        if st.misses[g] == prm.starvation_limit:
+            st.held_for[base + st.target[g]] = i
+
+
+@kernel(inline=True)
 def request(st, prm, base, n, cycle, paused):
-    """Step 4 (sections 5.2, 11.5): the highest class per (input, output) with an
+    """Step 4 (sections 5.2, 5.8, 11.5): the highest class per (input, output) with an
     eligible queue that is not paused, as bit masks of inputs per (output, class) in
-    ``st.req``; returns whether any input requests."""
+    ``st.req``; an output held for an input is free for that input only, and a free
+    input it is held for requests it alone if it can. ``st.blocked``: per requesting
+    input, the outputs it has a packet for, not paused, that it cannot request (busy,
+    held for another input, or short of credits). Returns whether any input requests."""
     npr, nvc = prm.priorities, prm.vcs
     for g in range(base, base + n):
         e = st.port_endpoint[g]
@@ -432,6 +460,7 @@ def request(st, prm, base, n, cycle, paused):
                            or (prm.pfc_on and st.pause_until[port_class(g, p, npr)] > cycle)):
                 blocked |= 1 << p
         st.paused_classes[g] = blocked
+        st.blocked[g] = 0
     any_request = False
     for i in range(n):
         g = base + i
@@ -439,16 +468,27 @@ def request(st, prm, base, n, cycle, paused):
                 or st.gr_out[g] >= 0):
             continue
         if prm.islip:
+            # The highest eligible class toward each output, -1 for none.
+            wants = st.want[g]
+            only = -1
             for o in range(n):
                 go = base + o
-                if not st.out_free[go]:
-                    continue
-                classes = 0
+                queued, classes = 0, 0
                 for v in range(nvc):
+                    queued |= st.nonempty[g, channel_index(o, v, nvc)]
                     classes |= st.nonempty[g, channel_index(o, v, nvc)] & st.credit_ok[go, v]
-                p = highest_class(classes & ~st.paused_classes[go])
-                if p >= 0:
-                    st.req[go, p] |= 1 << i
+                wants[o] = highest_class(classes & ~st.paused_classes[go])
+                if (wants[o] >= 0 and st.out_free[go]
+                        and (st.held_for[go] < 0 or st.held_for[go] == i)):
+                    if st.held_for[go] == i:
+                        only = o
+                    continue
+                wants[o] = -1
+                if queued & ~st.paused_classes[go]:
+                    st.blocked[g] |= 1 << o
+            for o in range(n):
+                if wants[o] >= 0 and (only < 0 or o == only):
+                    st.req[base + o, wants[o]] |= 1 << i
                     any_request = True
         else:
             o, v, p = queue_parts(st.p_req[st.q_head[g, 0]], nvc, npr)
@@ -458,6 +498,30 @@ def request(st, prm, base, n, cycle, paused):
                 st.req[go, p] |= 1 << i
                 any_request = True
     return any_request
+
+
+@kernel(inline=True)
+def count_misses(st, prm, base, n):
+    """Section 5.8, at this cycle's matches: a starving input counts from 0 again once it
+    is free (whether it got its target or not, so it is starving only while busy).
+    Another input matched past a packet for its target that it could not request
+    counts one more miss; else, past packets for other outputs, it takes the first of
+    them after its target as its target, its first miss; past none, it counts from 0."""
+    limit = prm.starvation_limit
+    for i in range(n):
+        g = base + i
+        if st.misses[g] == limit:
+            if not (st.active[g] and not st.finishing[g]) and st.gr_out[g] < 0:
+                st.misses[g] = 0
+        elif st.match_out[g] >= 0:
+            blocked = st.blocked[g]
+            if st.misses[g] and blocked >> st.target[g] & 1:
+                st.misses[g] += 1
+            elif blocked:
+                st.target[g] = first_at_or_after(blocked, (st.target[g] + 1) % n)
+                st.misses[g] = 1
+            else:
+                st.misses[g] = 0
 
 
 @kernel(inline=True)
@@ -486,6 +550,8 @@ def match_starts(st, prm, base, n, any_request):
     else:
         for g in range(base, base + n):
             st.match_out[g] = -1
+    if prm.starvation_limit:
+        count_misses(st, prm, base, n)
     if prm.registered_grant:
         for g in range(base, base + n):
             o, p, v = st.match_out[g], st.match_prio[g], st.match_vc[g]
@@ -787,6 +853,7 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     slot = cycle % prm.link_latency
     output_status(st, prm, base, n)
     frames_now = pfc_send(st, prm, base, n, cycle) if prm.pfc_on else 0
+    hold_outputs(st, prm, base, n)
     any_request = request(st, prm, base, n, cycle, paused)
     match_starts(st, prm, base, n, any_request)
     if prm.ecn_on:

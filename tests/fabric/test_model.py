@@ -119,6 +119,39 @@ def test_a_one_vc_torus_deadlocks_and_the_dateline_prevents_it():
     assert not free.stalled and (free.tail >= 0).all()
 
 
+def _streams_and_one(cfg, packets=400, length=16, made=1000):
+    """Back-to-back streams 1 -> 3 and 3 -> 1 on a ring of four, and one packet 0 -> 2
+    made at ``made`` (the last of the trace)."""
+    rows = sorted([(k * length, 1, 3) for k in range(packets)]
+                  + [(k * length, 3, 1) for k in range(packets)] + [(made, 0, 2)])
+    gen, src, dst = (np.array(column) for column in zip(*rows))
+    n = len(rows)
+    return Trace(gen=gen.astype(np.int64), src=src.astype(np.int16), dst=dst.astype(np.int16),
+                 prio=np.zeros(n, np.int8), length=np.full(n, length, np.int16),
+                 tag=np.arange(n, dtype=np.int64), pattern="streams", load=1.0, seed=0,
+                 cycles=int(gen.max()) + 1, packet_lengths=f"fixed:{length}"), \
+        rows.index((made, 0, 2))
+
+
+@pytest.mark.parametrize("limit", [0, 8, 32])
+def test_a_packet_past_two_streams_waits_for_them_only_without_holds(limit):
+    # Section 5.8: at router 1 the packet's input carries the stream 3 -> 1 to the
+    # endpoint, and the stream 1 -> 3 takes its output's credits the cycle they come
+    # back, so without holds the packet leaves when the streams end.
+    cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[4]",
+                                       f"switch.starvation_limit={limit}"])
+    trace, one = _streams_and_one(cfg)
+    res = FabricModel(cfg).run(trace)
+    assert not res.stalled and (res.tail >= 0).all()
+    streams_end = np.delete(res.tail, one).max()
+    if limit:
+        # ``limit`` stream packets start past it, one at most every 32 cycles (16 flits
+        # and the credits' loop), then the hold, a packet's time, and its two hops.
+        assert res.tail[one] < 1000 + (limit + 4) * 32 < streams_end
+    else:
+        assert res.tail[one] > streams_end - 32
+
+
 def test_the_switch_topology_is_the_switch():
     # One router whose ports are all endpoints: no links, no hops, no paths.
     cfg = FabricConfig.load()

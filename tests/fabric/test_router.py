@@ -66,6 +66,15 @@ FABRICS = {
                                                    "ecn.enabled=true", "ecn.kmin=2",
                                                    "ecn.kmax=10", "ecn.pmax=0.5"],
                                           "uniform", 0.6, "bimodal:1,4,0.5", 0.2, 0.1),
+    # Outputs held for starving inputs (section 5.8), at once and after two misses.
+    "ring4-dor-starvation-1": (SMALL + ["fabric.topology=torus", "fabric.dims=[4]",
+                                        "switch.starvation_limit=1"],
+                               "uniform", 0.9, "bimodal:1,4,0.5", 0.2, 0.0),
+    "leaf-spine-ecmp-registered-grant-starvation-2": (
+        SMALL + ["fabric.topology=fat_tree", "fabric.leaves=3", "fabric.spines=2",
+                 "fabric.hosts_per_leaf=2", "fabric.routing=ecmp",
+                 "switch.registered_grant=true", "switch.starvation_limit=2"],
+        "uniform", 0.9, "fixed:4", 0.2, 0.0),
 }
 
 CYCLES = 250
@@ -195,3 +204,18 @@ def test_fabric_rtl_is_the_model(name):
     # The fabric was exercised: some packet took a longest path, and buffers filled.
     assert model.hops.max() == topo.max_hops - 1
     assert max(model.counters["router_peak"]) > cfg.switch.max_packet_flits
+
+
+@pytest.mark.parametrize("name", [k for k in sorted(FABRICS) if "starvation" in k])
+def test_the_starvation_cases_hold_outputs(name):
+    """The cases above that set ``starvation_limit`` exercise the hold: without it,
+    some packet of the same trace leaves at another cycle."""
+    overrides, pattern, load, lengths, stall, pause_rate = FABRICS[name]
+    runs = []
+    for limit in (None, "0"):
+        cfg = FabricConfig.load(overrides=overrides + (
+            [f"switch.starvation_limit={limit}"] if limit else []))
+        topo = Topology.of(cfg)
+        trace = generate(cfg, pattern, load=load, cycles=CYCLES, seed=5, packet_lengths=lengths)
+        runs.append(FabricModel(cfg).run(trace, sink=SinkReady(topo.endpoints, stall, 3)))
+    assert (runs[0].tail != runs[1].tail).any()

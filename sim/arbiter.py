@@ -4,8 +4,7 @@ The rule: of the requests in a bit mask, the first at or after the pointer,
 wrapping (:func:`_from_pointer` keeps the requests the winner comes from; the
 lowest of them wins). :func:`first_at_or_after` is the rule compiled, for
 masks of up to 32 bits: iSLIP's model (:mod:`.islip`) calls it for its grant
-and accept steps, the router's (:mod:`.fabric.router`) for an input's next
-starvation target. The RDMA engine's kernels pick among their channels (up to
+and accept steps. The RDMA engine's kernels pick among their channels (up to
 256) with the same rule over bit sets of several words
 (:func:`superfabric.sim.rdma.kernels.channels.set_first`).
 """

@@ -28,7 +28,6 @@ from ...formats.packet import CE, ECT0, ECT1
 from ...network.topology import Topology
 from ..ecn import ecn_decide
 from ..egress_queue import EGRESS_DEPTH, egress_credit, egress_pop, egress_push
-from ..arbiter import first_at_or_after
 from ..islip import highest_class, islip_match
 from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, lossless_classes, pfc_egress_receive, pfc_ingress_step
@@ -113,9 +112,8 @@ RouterState = namedtuple("RouterState", [
     "grant_prio", "gr_out", "gr_prio", "gr_vc",
     # Starvation (section 5.8) per input: packets started past a packet for its target
     # output that it could not request, and that output; per output, the input it waits
-    # for (-1: none); per input, the outputs it could not request this cycle and its
-    # class toward each output (scratch).
-    "misses", "target", "held_for", "blocked", "want",
+    # for (-1: none); per router, its starving inputs and whether it holds an output.
+    "misses", "target", "held_for", "starving", "holding",
     # ECN per (output, class) and per output.
     "backlog", "lfsr", "marks",
     # PFC ingress per [input, class] and per input * priorities + class.
@@ -257,7 +255,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         grant_to=ints(ports), grant_prio=ints(ports), gr_out=ints(ports, fill=-1),
         gr_prio=ints(ports), gr_vc=ints(ports),
         misses=ints(ports), target=ints(ports), held_for=ints(ports, fill=-1),
-        blocked=ints(ports), want=ints(ports, n),
+        starving=ints(topo.routers), holding=np.zeros(topo.routers, np.bool_),
         backlog=ints(ports * p), lfsr=lfsr, marks=ints(ports * p),
         occupancy=ints(ports, p), xoff_state=flags(ports, p), refresh=ints(ports, p),
         frames_sent=ints(ports * p), peak=ints(ports * p),
@@ -428,14 +426,16 @@ def pfc_send(st, prm, base, n, cycle):
 
 
 @kernel(inline=True)
-def hold_outputs(st, prm, base, n):
-    """Section 5.8: per output, the input it waits for, the lowest starving input
-    (``starvation_limit`` packets started past one for its target) whose target it is;
-    -1 for none."""
+def hold_outputs(st, prm, r, base, n):
+    """Section 5.8: per output of router ``r``, the input it waits for, the lowest
+    starving input (``starvation_limit`` packets started past one for its target) whose
+    target it is; -1 for none. Nothing to do while the router has no starving input and
+    holds nothing (most cycles)."""
+    if prm.starvation_limit == 0 or not (st.starving[r] or st.holding[r]):
+        return
+    st.holding[r] = st.starving[r] > 0
     for g in range(base, base + n):
         st.held_for[g] = -1
-    if prm.starvation_limit == 0:
-        return
     for i in range(n - 1, -1, -1):
         g = base + i
         if st.misses[g] == prm.starvation_limit:
@@ -443,13 +443,29 @@ def hold_outputs(st, prm, base, n):
 
 
 @kernel(inline=True)
-def request(st, prm, base, n, cycle, paused):
+def _class_toward(st, prm, g, go, o):
+    """The highest class input ``g`` may request toward output ``go`` (local ``o``):
+    an eligible queue, not paused; -1 for none."""
+    nvc = prm.vcs
+    classes = 0
+    for v in range(nvc):
+        classes |= st.nonempty[g, channel_index(o, v, nvc)] & st.credit_ok[go, v]
+    return highest_class(classes & ~st.paused_classes[go])
+
+
+@kernel(inline=True)
+def _free_for(st, go, i):
+    """Output ``go`` is free for local input ``i``: free, and held for none or for it."""
+    return st.out_free[go] and (st.held_for[go] < 0 or st.held_for[go] == i)
+
+
+@kernel(inline=True)
+def request(st, prm, r, base, n, cycle, paused):
     """Step 4 (sections 5.2, 5.8, 11.5): the highest class per (input, output) with an
     eligible queue that is not paused, as bit masks of inputs per (output, class) in
     ``st.req``; an output held for an input is free for that input only, and a free
-    input it is held for requests it alone if it can. ``st.blocked``: per requesting
-    input, the outputs it has a packet for, not paused, that it cannot request (busy,
-    held for another input, or short of credits). Returns whether any input requests."""
+    input it is held for requests it alone if it can (only while router ``r`` holds an
+    output). Returns whether any input requests."""
     npr, nvc = prm.priorities, prm.vcs
     for g in range(base, base + n):
         e = st.port_endpoint[g]
@@ -460,35 +476,30 @@ def request(st, prm, base, n, cycle, paused):
                            or (prm.pfc_on and st.pause_until[port_class(g, p, npr)] > cycle)):
                 blocked |= 1 << p
         st.paused_classes[g] = blocked
-        st.blocked[g] = 0
     any_request = False
+    holds = st.holding[r]
     for i in range(n):
         g = base + i
         if (st.waiting[g] == 0 or (st.active[g] and not st.finishing[g])
                 or st.gr_out[g] >= 0):
             continue
         if prm.islip:
-            # The highest eligible class toward each output, -1 for none.
-            wants = st.want[g]
-            only = -1
+            if holds and st.misses[g] == prm.starvation_limit:
+                o = st.target[g]
+                go = base + o
+                p = _class_toward(st, prm, g, go, o) if st.held_for[go] == i else -1
+                if p >= 0 and st.out_free[go]:
+                    st.req[go, p] |= 1 << i
+                    any_request = True
+                    continue
             for o in range(n):
                 go = base + o
-                queued, classes = 0, 0
-                for v in range(nvc):
-                    queued |= st.nonempty[g, channel_index(o, v, nvc)]
-                    classes |= st.nonempty[g, channel_index(o, v, nvc)] & st.credit_ok[go, v]
-                wants[o] = highest_class(classes & ~st.paused_classes[go])
-                if (wants[o] >= 0 and st.out_free[go]
-                        and (st.held_for[go] < 0 or st.held_for[go] == i)):
-                    if st.held_for[go] == i:
-                        only = o
+                if not st.out_free[go] or (holds and st.held_for[go] >= 0
+                                           and st.held_for[go] != i):
                     continue
-                wants[o] = -1
-                if queued & ~st.paused_classes[go]:
-                    st.blocked[g] |= 1 << o
-            for o in range(n):
-                if wants[o] >= 0 and (only < 0 or o == only):
-                    st.req[base + o, wants[o]] |= 1 << i
+                p = _class_toward(st, prm, g, go, o)
+                if p >= 0:
+                    st.req[go, p] |= 1 << i
                     any_request = True
         else:
             o, v, p = queue_parts(st.p_req[st.q_head[g, 0]], nvc, npr)
@@ -501,31 +512,55 @@ def request(st, prm, base, n, cycle, paused):
 
 
 @kernel(inline=True)
-def count_misses(st, prm, base, n):
+def _blocked(st, prm, g, go, o, i):
+    """Section 5.8: input ``g`` (local ``i``) holds a complete packet for output ``go``
+    (local ``o``) of a class not paused that it could not request in this cycle (not
+    free for it, or short of credits)."""
+    nvc = prm.vcs
+    queued = 0
+    for v in range(nvc):
+        queued |= st.nonempty[g, channel_index(o, v, nvc)]
+    return (queued & ~st.paused_classes[go]) != 0 and (
+        not _free_for(st, go, i) or _class_toward(st, prm, g, go, o) < 0)
+
+
+@kernel(inline=True)
+def count_misses(st, prm, r, base, n):
     """Section 5.8, at this cycle's matches: a starving input counts from 0 again once it
     is free (whether it got its target or not, so it is starving only while busy).
     Another input matched past a packet for its target that it could not request
-    counts one more miss; else, past packets for other outputs, it takes the first of
-    them after its target as its target, its first miss; past none, it counts from 0."""
+    counts one more miss; else, past packets for other outputs, the first of them after
+    its target (round robin) becomes its target, its first miss; past none (as when
+    its one complete packet is the one it starts), it counts from 0."""
     limit = prm.starvation_limit
     for i in range(n):
         g = base + i
         if st.misses[g] == limit:
             if not (st.active[g] and not st.finishing[g]) and st.gr_out[g] < 0:
                 st.misses[g] = 0
+                st.starving[r] -= 1
         elif st.match_out[g] >= 0:
-            blocked = st.blocked[g]
-            if st.misses[g] and blocked >> st.target[g] & 1:
-                st.misses[g] += 1
-            elif blocked:
-                st.target[g] = first_at_or_after(blocked, (st.target[g] + 1) % n)
-                st.misses[g] = 1
-            else:
+            t = st.target[g]
+            if st.waiting[g] <= 1:
                 st.misses[g] = 0
+            elif st.misses[g] and _blocked(st, prm, g, base + t, t, i):
+                st.misses[g] += 1
+                st.starving[r] += st.misses[g] == limit
+            else:
+                # The round robin of arbiter.first_at_or_after, from t + 1, scanned only
+                # as far as the first blocked output.
+                st.misses[g] = 0
+                for k in range(1, n + 1):
+                    o = (t + k) % n
+                    if _blocked(st, prm, g, base + o, o, i):
+                        st.target[g] = o
+                        st.misses[g] = 1
+                        st.starving[r] += limit == 1
+                        break
 
 
 @kernel(inline=True)
-def match_starts(st, prm, base, n, any_request):
+def match_starts(st, prm, r, base, n, any_request):
     """Step 5 (sections 5.2, 11.5, 5.7): iSLIP's match of each input, then the VC it
     starts, the lowest eligible; with ``registered_grant`` the starts are last cycle's
     matches, and this cycle's wait in the grant register."""
@@ -551,7 +586,7 @@ def match_starts(st, prm, base, n, any_request):
         for g in range(base, base + n):
             st.match_out[g] = -1
     if prm.starvation_limit:
-        count_misses(st, prm, base, n)
+        count_misses(st, prm, r, base, n)
     if prm.registered_grant:
         for g in range(base, base + n):
             o, p, v = st.match_out[g], st.match_prio[g], st.match_vc[g]
@@ -853,9 +888,9 @@ def router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready, paus
     slot = cycle % prm.link_latency
     output_status(st, prm, base, n)
     frames_now = pfc_send(st, prm, base, n, cycle) if prm.pfc_on else 0
-    hold_outputs(st, prm, base, n)
-    any_request = request(st, prm, base, n, cycle, paused)
-    match_starts(st, prm, base, n, any_request)
+    hold_outputs(st, prm, r, base, n)
+    any_request = request(st, prm, r, base, n, cycle, paused)
+    match_starts(st, prm, r, base, n, any_request)
     if prm.ecn_on:
         ecn_decisions(st, prm, base, n)
     handed, tails, handed_over = egress_handover(st, prm, base, n, cycle, slot, ready, delivered)

@@ -41,7 +41,7 @@ from .channels import NEVER, peer_of, set_first, set_first_at_most, set_min, set
 from .dcqcn import (ALPHA_HEAD, ALPHA_TAIL, DCQCN_SCALARS, INCREASE_HEAD, INCREASE_TAIL,
                     N_CNP_PENDING, N_CNPS, N_RATES, RP_NEXT, SOONEST, np_marked, np_pick,
                     record_cnp, rp_step)
-from .keys import key_address, key_allowed
+from .keys import key_address, key_allowed, key_masks
 
 __all__ = ["NEVER", "EngineParams", "EngineState", "engine_params", "engine_state",
            "engine_offer", "engine_step", "engine_next_event", "engine_free_slots",
@@ -218,9 +218,7 @@ def engine_params(cfg: FabricConfig) -> EngineParams:
         endpoints=E, C=C, W=rd.window, M=wire.payload_words(sw.max_packet_flits),
         Q=rd.per_endpoint(E), NC=(E - 1) * C, rto=rd.retransmit_timeout, ato=rd.ack_timeout,
         ack_every=rd.ack_every, latency=rd.dma_latency, depth=rd.dma_latency + 2,
-        key_mask=rd.keys - 1, page_mask=rd.pages - 1,
-        page_shift=(rd.page_words - 1).bit_length(), offset_mask=rd.page_words - 1,
-        addr_mask=rd.memory_words - 1, dcqcn=bool(cfg.dcqcn.enabled),
+        **key_masks(cfg)._asdict(), dcqcn=bool(cfg.dcqcn.enabled),
         cnp_interval=u.cnp_interval, alpha_timer=u.alpha_timer,
         increase_timer=u.increase_timer, byte_counter=u.byte_counter,
         fast_recovery=u.fast_recovery, g_shift=u.g_shift, ai_rate=u.ai_rate,

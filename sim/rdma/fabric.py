@@ -35,7 +35,9 @@ class RdmaFabricModel:
 
     def warm(self) -> None:
         """Compile the run loop (or load it from numba's cache) for this configuration,
-        before a run that is timed: a run of no WR."""
+        before a run that is timed: a run of no WR; and the key rule its results read
+        the memories with (:class:`.keys.KeyTable`)."""
+        from .keys import KeyTable
         from .traffic import WR_COLUMNS, RdmaWorkload
         cfg, E, rd = self._cfg, self._cfg.endpoints, self._cfg.rdma
         empty = RdmaWorkload("warm", 0.0, 0, 0, {c: np.zeros(0, t) for c, t in WR_COLUMNS.items()},
@@ -43,6 +45,7 @@ class RdmaFabricModel:
                              np.zeros((E, rd.pages), np.int64),
                              np.zeros((E, rd.memory_words), np.uint64))
         self.run(empty)
+        KeyTable(empty.keys[0], empty.page_table[0], cfg).addresses(0, 0, 1)
 
     def run(self, workload, *, stall_limit: int | None = None, collective=None,
             capture_link: int = -1) -> RdmaRecords:

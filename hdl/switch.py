@@ -16,7 +16,8 @@ class Switch(Router):
     head packet) matches free inputs to free outputs; a match reads the
     packet from the input buffer flit by flit, across the crossbar, into the
     output's egress queue, which drives ``o[k]``. A match holds from head to
-    tail flit (packet mode). ``docs/architecture.md`` sections 4 and 5 give
+    tail flit (packet mode); an output waits for an input that has started
+    ``starvation_limit`` packets past one for it. ``docs/architecture.md`` sections 4 and 5 give
     the cycle-by-cycle rules that the golden model mirrors.
 
     Ports

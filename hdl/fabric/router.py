@@ -90,7 +90,9 @@ class Router(wiring.Component):
     input starts the lowest eligible VC, and the packet's length leaves the
     credits. Every flit read from a link input returns a credit upstream.
     With ``switch.registered_grant`` the match waits a cycle in a grant
-    register, its input and output reserved, before the read starts.
+    register, its input and output reserved, before the read starts. An
+    input that starts ``switch.starvation_limit`` packets past one for the
+    same output it could not request has that output wait for it (section 5.8).
     The crossbar writes the output VC into a flit's ``vc`` and counts a hop
     toward a link. ``docs/architecture.md`` sections 5 and 11.5 give the
     cycle rules the golden model ``sim/fabric/router.py`` mirrors.

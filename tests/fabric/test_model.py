@@ -119,7 +119,7 @@ def test_a_one_vc_torus_deadlocks_and_the_dateline_prevents_it():
     assert not free.stalled and (free.tail >= 0).all()
 
 
-def _streams_and_one(cfg, packets=400, length=16, made=1000):
+def _streams_and_one(packets=400, length=16, made=1000):
     """Back-to-back streams 1 -> 3 and 3 -> 1 on a ring of four, and one packet 0 -> 2
     made at ``made`` (the last of the trace)."""
     rows = sorted([(k * length, 1, 3) for k in range(packets)]
@@ -140,7 +140,7 @@ def test_a_packet_past_two_streams_waits_for_them_only_without_holds(limit):
     # back, so without holds the packet leaves when the streams end.
     cfg = FabricConfig.load(overrides=["fabric.topology=torus", "fabric.dims=[4]",
                                        f"switch.starvation_limit={limit}"])
-    trace, one = _streams_and_one(cfg)
+    trace, one = _streams_and_one()
     res = FabricModel(cfg).run(trace)
     assert not res.stalled and (res.tail >= 0).all()
     streams_end = np.delete(res.tail, one).max()

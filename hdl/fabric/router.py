@@ -3,7 +3,7 @@ ingress, virtual channels and credits on its link ports (docs/architecture.md 4,
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
+from amaranth.hdl import Signal, Module, Mux, Cat, Const, Array, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -458,9 +458,14 @@ class Router(wiring.Component):
         n, ends = self._n, self._m
         for o in range(n):
             queue = egress[o]
-            data = 0
-            for k in range(n):
-                data = Mux(bufs[k].rd_valid & (rd_out[k] == o), leaving[k], data)
+            # The input whose read register holds a flit for o (at most one; which one
+            # does not matter when none does): a binary select from registers, so each
+            # bit is one n-way multiplexer.
+            hits = [bufs[k].rd_valid & (rd_out[k] == o) for k in range(n)]
+            source = Signal(range(n), name=f"xbar_source{o}")
+            m.d.comb += source.eq(Cat(Cat(hits[k] for k in range(n) if k >> b & 1).any()
+                                      for b in range(len(source))))
+            data = Array(leaving)[source]
             if o < ends:
                 m.d.comb += queue.i.payload.eq(data)
                 wiring.connect(m, queue.o, wiring.flipped(self.o[o]))

@@ -67,9 +67,9 @@ test-fast: $(BIN)/superfabric debian-tools
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
 # and machine). TABLES="model fabric" runs only those (model, fabric, scale, trace, rdma,
 # rdma-hops, rdma-state, rdma-fabrics, stimulus, fabric-stimulus, pool, compression, board,
-# tornado, blocks, collective-latency, collective-sweep, collective-sweep-384; all by default,
-# the last for several hours); AGAINST=REV also runs the golden model
-# of commit REV side by side with this one; DCQCN=DIR runs only the congestion-control table,
+# tornado, blocks, fpga-fabric, collective-latency, collective-sweep, collective-sweep-384; all
+# by default, the last for several hours); AGAINST=REV also runs the golden model of commit
+# REV side by side with this one; DCQCN=DIR runs only the congestion-control table,
 # its runs kept in DIR; PEERS=DIR names the folder of BookSim2 for the scale table (default
 # ../shared/peers beside the repository, when there).
 TABLES ?=

@@ -1,5 +1,7 @@
 """The fabric-scale benchmark's plumbing, without timing anything: BookSim2's output parser
-on a canned output, and the command line of ``make bench``."""
+on a canned output, the command line of ``make bench``, and the rows of a synthesis table."""
+
+import json
 
 import pytest
 
@@ -191,3 +193,34 @@ def test_state_beyond_rdma_qps_is_the_same_formula():
     assert configured == connection_state(FabricConfig.load(overrides=fabric),
                                           qps_per_endpoint=1024)
     assert configured["per_qp_bytes"] == 64 * 1024 * configured["bytes_per_channel"]
+
+
+def test_fpga_fabric_rows_say_what_a_torus_needs_or_how_fast_it_runs(monkeypatch):
+    """A torus that does not fit is a row with the LUT4 sites it needs (read back from the
+    synth.json the flow writes before refusing it); one that fits, with Fmax and its path."""
+    from superfabric.tools.synth import flow
+
+    def synthesize(cfg, out, **kwargs):
+        assert kwargs["top"] == "stimulus" and kwargs["target"] == "ecp5"
+        routers = Topology.of(cfg).routers
+        fits = routers < 9
+        synth = {"fits": fits, "wall_seconds": 90.0,
+                 "resources": {"lut": 1000 * routers, "ff": 500, "bram": 2, "lutram": 10},
+                 "use": [{"resource": "LUT4 sites", "used": 40000 if fits else 90000,
+                          "available": 83640, "percent": 47.8 if fits else 107.6}],
+                 "timing": {"fmax_mhz": 18.94, "critical_path": {
+                     "from": {"module": "a"}, "to": {"module": "b"}, "logic_levels": 47}}
+                 if fits else None}
+        out.mkdir(parents=True)
+        (out / "synth.json").write_text(json.dumps(synth))
+        if not fits:
+            raise flow.SynthError("--device = LFE5UM-85F: the design does not fit")
+        return synth
+
+    monkeypatch.setattr(flow, "synthesize", synthesize)
+    page = bench.fpga_fabric_table()
+    rows = page.markdown("make bench TABLES=fpga-fabric").splitlines()
+    assert "| 3x3 torus | 9 | 9,000 | 500 | 2 | 10 | 90,000 (108 %) | does not fit | - | 1.5 min |" \
+        in rows
+    assert "| ring of 4 | 4 | 4,000 | 500 | 2 | 10 | 40,000 (48 %) | 18.9 MHz | a -> b, 47 levels " \
+        "| 1.5 min |" in rows

@@ -16,7 +16,8 @@ written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
 [rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [board] [tornado]
-[blocks] [collective-latency] [collective-sweep] [collective-sweep-384] [--cycles N]
+[blocks] [fpga-fabric] [collective-latency] [collective-sweep] [collective-sweep-384]
+[--cycles N]
 [--against REV]``
 runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
 window, ``--against REV`` also runs the model of an
@@ -795,6 +796,66 @@ def blocks_table() -> ResultsPage:
     return page
 
 
+#: The tori of the FPGA fabric table, smallest last: name, ``fabric.dims``.
+FPGA_TORI = (("3x3 torus", [3, 3]), ("2x2 torus", [2, 2]), ("ring of 4", [4]))
+#: Their routers: the default preset with one class and two VCs, one endpoint each.
+FPGA_TORUS = ["fabric.topology=torus", "switch.priorities=1", "fabric.vcs=2"]
+
+
+def fpga_fabric_table() -> ResultsPage:
+    """Tori on one ECP5 (:data:`FPGA_TORI`): the stimulus top, its routers with their
+    generators and sinks, synthesised, placed and routed where it fits; a torus that does
+    not fit is a row with what it needs."""
+    from ..network.topology import Topology
+    from .synth.eda_tool import ToolFailed, ToolMissing
+    from .synth.flow import SynthError, synthesize
+    page = ResultsPage(
+        "fpga-fabric", "Tori on one ECP5: routers with their generators and sinks",
+        "make bench TABLES=fpga-fabric",
+        "`superfabric synth --top stimulus --set fabric.topology=torus --set fabric.dims=D "
+        "--set switch.priorities=1 --set fabric.vcs=2 --target ecp5 --router router2` "
+        "(the default preset otherwise: 64-bit flits, 512-flit endpoint buffers, 32-flit VC "
+        "buffers, iSLIP of 3 iterations; one endpoint a router, each with its hardware "
+        "traffic generator and statistics sink, section 12.4): Yosys, then, where it fits, "
+        "nextpnr on the LFE5UM-85F (speed 6) against a 100 MHz constraint, seed 1. LUT4 "
+        "sites: what the fit check counts, LUT4 and the six sites of each LUT RAM cell, "
+        "against the device's 83,640. Build: wall time on this machine.")
+    widths = (10, 7, 8, 7, 6, 7, 10, 13, 46, 7)
+    page.table(*(Column(h, w, right=0 < k < 8) for k, (h, w) in enumerate(zip(
+        ("fabric", "routers", "LUT4", "FF", "DP16KD", "LUT RAM", "LUT4 sites", "Fmax",
+         "critical path", "build"), widths))))
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, dims in FPGA_TORI:
+            cfg = FabricConfig.load(overrides=FPGA_TORUS + [f"fabric.dims={dims}"])
+            routers = str(Topology.of(cfg).routers)
+            out = Path(tmp) / name.replace(" ", "-")
+            try:
+                synth = synthesize(cfg, out, target="ecp5", top="stimulus", router="router2",
+                                   quiet=True)
+            except SynthError:
+                synth = json.loads((out / "synth.json").read_text())
+            except (ToolFailed, ToolMissing) as e:
+                failures.append(f"{name}: {e}")
+                page.row(name, routers, *["failed"] + ["-"] * 7)
+                continue
+            res, sites = synth["resources"], synth["use"][0]
+            if synth["fits"]:
+                path = synth["timing"]["critical_path"]
+                fmax = f"{synth['timing']['fmax_mhz']:.1f} MHz"
+                where = (f"{path['from']['module']} -> {path['to']['module']}, "
+                         f"{path['logic_levels']} levels")
+            else:
+                fmax, where = "does not fit", "-"
+            page.row(name, routers, f"{res['lut']:,}", f"{res['ff']:,}",
+                     str(res["bram"]), f"{res['lutram']:,}",
+                     f"{sites['used']:,} ({sites['percent']:.0f} %)", fmax, where,
+                     f"{synth['wall_seconds'] / 60:.1f} min")
+    for failure in failures:
+        page.note(failure)
+    return page
+
+
 #: The compression table's training runs: accelerators, steps (the same for every payload).
 TRAIN_RUNS = ((8, 300), (64, 300))
 #: Its all-reduce error rows: torus, elements per accelerator (192 KiB: whole blocks in
@@ -999,7 +1060,8 @@ HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
           "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
-          "tornado", "blocks", "collective-latency", "collective-sweep", "collective-sweep-384")
+          "tornado", "blocks", "fpga-fabric", "collective-latency", "collective-sweep",
+          "collective-sweep-384")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -1204,6 +1266,7 @@ def main(argv: list[str] | None = None) -> int:
         + ([board_table] if "board" in tables else []) \
         + ([tornado_table] if "tornado" in tables else []) \
         + ([blocks_table] if "blocks" in tables else []) \
+        + ([fpga_fabric_table] if "fpga-fabric" in tables else []) \
         + ([latency_table] if "collective-latency" in tables else []) \
         + [lambda name=name: sweep_table(name) for name in SWEEPS if name in tables]
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])

@@ -812,8 +812,9 @@ def fpga_fabric_table() -> ResultsPage:
     page = ResultsPage(
         "fpga-fabric", "Tori on one ECP5: routers with their generators and sinks",
         "make bench TABLES=fpga-fabric",
-        "`superfabric synth --top stimulus --set fabric.topology=torus --set fabric.dims=D "
-        "--set switch.priorities=1 --set fabric.vcs=2 --target ecp5 --router router2` "
+        "`superfabric synth --top stimulus --set fabric.topology=torus --set "
+        "fabric.dims=[3,3] --set switch.priorities=1 --set fabric.vcs=2 --target ecp5 "
+        "--router router2`, and the same with `fabric.dims` `[2,2]` and `[4]` "
         "(the default preset otherwise: 64-bit flits, 512-flit endpoint buffers, 32-flit VC "
         "buffers, iSLIP of 3 iterations; one endpoint a router, each with its hardware "
         "traffic generator and statistics sink, section 12.4): Yosys, then, where it fits, "

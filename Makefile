@@ -9,7 +9,8 @@
 #   make test-fast   the model and Amaranth-simulator tests alone, no RTL simulator, no FPGA
 #               tool: a few minutes
 #   make bench-synth   FPGA resources and Fmax of the default switch at 4, 8 and 16 ports on
-#               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable; about an hour
+#               ECP5 (Yosys, nextpnr) and Xilinx 7-series (Yosys), resumable, written into
+#               docs/results/switch-synth.md (make bench TABLES=switch-synth); about an hour
 #   make fuzz   a large random-configuration campaign: RTL against the model on each case
 #   make coverage  line and toggle coverage of the switch and RDMA RTL under Verilator
 #   make bench  simulation speed and measured figures, written into docs/results/
@@ -67,11 +68,11 @@ test-fast: $(BIN)/superfabric debian-tools
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
 # and machine). TABLES="model fabric" runs only those (model, fabric, scale, trace, rdma,
 # rdma-hops, rdma-state, rdma-fabrics, stimulus, fabric-stimulus, pool, compression, board,
-# tornado, blocks, fpga-fabric, collective-latency, collective-sweep, collective-sweep-384; all
-# by default, the last for several hours); AGAINST=REV also runs the golden model of commit
-# REV side by side with this one; DCQCN=DIR runs only the congestion-control table,
-# its runs kept in DIR; PEERS=DIR names the folder of BookSim2 for the scale table (default
-# ../shared/peers beside the repository, when there).
+# tornado, blocks, fpga-fabric, switch-synth, collective-latency, collective-sweep,
+# collective-sweep-384; all by default, the last for several hours); AGAINST=REV also runs
+# the golden model of commit REV side by side with this one; DCQCN=DIR runs only the
+# congestion-control table, its runs kept in DIR; PEERS=DIR names the folder of BookSim2
+# for the scale table (default ../shared/peers beside the repository, when there).
 TABLES ?=
 bench: setup
 	$(if $(DCQCN)$(TABLES),,$(BIN)/pytest -v -m bench)
@@ -79,7 +80,7 @@ bench: setup
 
 # Only the venv: the FPGA tools come with it (yowasp-* on PyPI).
 bench-synth: $(BIN)/superfabric
-	$(BIN)/python -m superfabric.tools.synth.bench
+	$(BIN)/python -m superfabric.tools.bench switch-synth
 
 # FUZZ_CONFIGS cases of seed FUZZ_SEED on FUZZ_SIM (model, icarus or verilator); every RTL
 # case is a build of its own, about a minute each on 2 cores.

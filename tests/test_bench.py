@@ -224,3 +224,34 @@ def test_fpga_fabric_rows_say_what_a_torus_needs_or_how_fast_it_runs(monkeypatch
         in rows
     assert "| ring of 4 | 4 | 4,000 | 500 | 2 | 10 | 40,000 (48 %) | 18.9 MHz | a -> b, 47 levels " \
         "| 1.5 min |" in rows
+
+
+def test_switch_synth_rows_give_each_port_count_on_both_targets(monkeypatch):
+    """One row per port count: ECP5's resources with Fmax, the critical path's ends and the
+    build's minutes where it fits, what it runs out of where it does not; 7-series's
+    resources beside them; a failed point says so."""
+    from superfabric.tools.synth import bench as synth_bench
+
+    def synth(ports, fits=True, routed=True):
+        out = {"fits": fits, "wall_seconds": 60.0 * ports,
+               "resources": {"lut": 1000 * ports, "ff": 300 * ports, "bram": 2 * ports,
+                             "lutram": 10 * ports},
+               "use": [{"resource": "LUT4 sites", "percent": 219.4 if not fits else 40.0}],
+               "device": {"name": "LFE5UM-85F" if routed else "XC7K325T", "speed": 6},
+               "tools": {"yosys": "Yosys 0.70", "nextpnr": "nextpnr 0.11.1"},
+               "timing": None}
+        if routed and fits:
+            out["timing"] = {"fmax_mhz": 100.0 / ports, "critical_path": {
+                "from": {"module": "voq0"}, "to": {"module": "islip"}, "logic_levels": 9 * ports}}
+        return out
+
+    sweeps = {"ecp5": {4: synth(4), 8: synth(8), 16: synth(16, fits=False)},
+              "xilinx": {4: synth(4, routed=False), 8: synth(8, routed=False), 16: None}}
+    monkeypatch.setattr(synth_bench, "_sweep", lambda cfg, target: sweeps[target])
+    rows = synth_bench.switch_table().markdown("make bench-synth").splitlines()
+    assert "| 4 | 4,000 | 1,200 | 8 | 40 | 25.00 | voq0 -> islip, 36 levels | 4.0 | 4,000 | " \
+        "1,200 | 8 | 40 |" in rows
+    assert "| 16 | 16,000 | 4,800 | 32 | 160 | does not fit | LUT4 sites 219 % of the device | " \
+        "16.0 | failed | - | - | - |" in rows
+    assert any(r.startswith("ECP5 LFE5UM-85F speed 6 (Yosys 0.70, nextpnr 0.11.1)") for r in rows)
+

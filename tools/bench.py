@@ -7,7 +7,8 @@ harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the model at 
 scale, side by side with BookSim2 when its peers folder is there (:mod:`.booksim`); the
 pooled memory's allocators on the training trace (:mod:`.pool`); training through the
 int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`); the
-compression unit and the collective engine on ECP5; small all-reduces on 384 accelerators,
+compression unit and the collective engine on ECP5, tori on one ECP5, the default switch at
+4, 8 and 16 ports on ECP5 and 7-series (:mod:`.synth.bench`); small all-reduces on 384 accelerators,
 and the all-reduce swept over sizes and algorithms (:mod:`.collective_sweep`).
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
@@ -16,7 +17,8 @@ written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
 [rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [board] [tornado]
-[blocks] [fpga-fabric] [collective-latency] [collective-sweep] [collective-sweep-384]
+[blocks] [fpga-fabric] [switch-synth] [collective-latency] [collective-sweep]
+[collective-sweep-384]
 [--cycles N]
 [--against REV]``
 runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
@@ -45,6 +47,7 @@ from ..config import FabricConfig
 from . import booksim, model_speed
 from .pool import TABLE_HEADER, pool_row, run_pool
 from .collective_sweep import SWEEPS, sweep_table
+from .synth.bench import switch_table
 from .results_page import RESULTS_DIR, Column, ResultsPage
 from .run import run_point
 
@@ -1061,8 +1064,8 @@ HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
           "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
-          "tornado", "blocks", "fpga-fabric", "collective-latency", "collective-sweep",
-          "collective-sweep-384")
+          "tornado", "blocks", "fpga-fabric", "switch-synth", "collective-latency",
+          "collective-sweep", "collective-sweep-384")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -1268,6 +1271,7 @@ def main(argv: list[str] | None = None) -> int:
         + ([tornado_table] if "tornado" in tables else []) \
         + ([blocks_table] if "blocks" in tables else []) \
         + ([fpga_fabric_table] if "fpga-fabric" in tables else []) \
+        + ([switch_table] if "switch-synth" in tables else []) \
         + ([latency_table] if "collective-latency" in tables else []) \
         + [lambda name=name: sweep_table(name) for name in SWEEPS if name in tables]
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])

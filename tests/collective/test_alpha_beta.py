@@ -1,5 +1,6 @@
 """The alpha-beta model, auto, and nccl-tests' bandwidths (docs/spec/collective.md section 15.6)."""
 
+import dataclasses
 import math
 from collections import Counter
 
@@ -144,6 +145,29 @@ def test_the_segmented_ring_is_a_pipeline():
     assert m.predict(p, "allreduce", "tree", nbytes, segment=segment) == \
         m.predict(p, "allreduce", "tree", nbytes)
 
+
+
+def test_a_streaming_port_pays_for_the_acknowledgements_it_sends():
+    # With VC buffers that cover the credit loop the port is the limit: every segment after
+    # the first holds it for its flits and for the ACKs of as many packets received, one per
+    # rdma.ack_every, each its flit and its data's restart (gap): 68 cycles for four 16-flit
+    # packets in the model's runs. A port that waits for its data sends them while it waits.
+    overrides = ("fabric.topology=torus", "fabric.dims=[2, 2, 2]", "fabric.vc_buffer_flits=40")
+    p = peers(overrides)
+    m = AlphaBeta.of(config(overrides))
+    assert m.ack_every == 4 and m.pace == 1
+    assert list(m.acks(np.array([4, 17, 3]))) == [4, 17, 3]
+    quiet = dataclasses.replace(m, ack_every=0)
+    assert list(quiet.acks(np.array([4, 17]))) == [0, 0]
+    rounds, segment = 2 * (p.n - 1), 512
+    s = (1 << 20) // 4 // p.n // segment
+    packets = len(m.packets(4 * segment)) + len(m.packets(NOTIFY_BYTES))
+    assert m.predict(p, "allreduce", "ring", 1 << 20, segment=segment) \
+        - quiet.predict(p, "allreduce", "ring", 1 << 20, segment=segment) \
+        == (rounds * s - 1) * (packets * m.gap // 4)
+    # Whole chunks: every step waits for the chunk it forwards, so no ACK is priced.
+    assert m.predict(p, "allreduce", "ring", 1 << 20) == quiet.predict(p, "allreduce", "ring",
+                                                                       1 << 20)
 
 def test_the_both_ways_ring_is_two_rings_that_do_not_wait_for_each_other():
     # A write forwards what its sender got from its other neighbour, not what came back from

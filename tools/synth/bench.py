@@ -63,11 +63,11 @@ def switch_table() -> ResultsPage:
     page = ResultsPage(
         "switch-synth", "The default switch on ECP5 and Xilinx 7-series at 4, 8 and 16 ports",
         "make bench-synth",
-        "`superfabric synth --preset default --vary switch.ports=4,8,16` into "
-        "`build/bench-synth/` (resumable): on ECP5 (`--target ecp5 --router router2`) Yosys, "
-        "then nextpnr's placement and routing on the LFE5UM-85F (speed 6) against a 100 MHz "
-        "constraint, seed 1; on 7-series (`--target xilinx`, XC7K325T) Yosys's mapping only, "
-        "no place and route. The default preset otherwise: 64-bit flits, four traffic classes, "
+        "`superfabric synth --preset default --target ecp5 --router router2 --vary "
+        "switch.ports=4,8,16` and the same with `--target xilinx`, into `build/bench-synth/` "
+        "(resumable): on ECP5 Yosys, then nextpnr's placement and routing on the LFE5UM-85F "
+        "(speed 6) against a 100 MHz constraint, seed 1; on 7-series (XC7K325T) Yosys's "
+        "mapping only, no place and route. The default preset otherwise: 64-bit flits, four traffic classes, "
         "512-flit input buffers, iSLIP of 3 iterations. Fmax: nextpnr's, in MHz; the critical "
         "path from and to the Amaranth module of its ends; build: the ECP5 point's wall time "
         "on this machine, in minutes.")

@@ -67,8 +67,8 @@ def switch_table() -> ResultsPage:
         "switch.ports=4,8,16` and the same with `--target xilinx`, into `build/bench-synth/` "
         "(resumable): on ECP5 Yosys, then nextpnr's placement and routing on the LFE5UM-85F "
         "(speed 6) against a 100 MHz constraint, seed 1; on 7-series (XC7K325T) Yosys's "
-        "mapping only, no place and route. The default preset otherwise: 64-bit flits, four traffic classes, "
-        "512-flit input buffers, iSLIP of 3 iterations. Fmax: nextpnr's, in MHz; the critical "
+        "mapping only, no place and route. The default preset otherwise: 64-bit flits, "
+        "four traffic classes, 512-flit input buffers, iSLIP of 3 iterations. Fmax: nextpnr's, in MHz; the critical "
         "path from and to the Amaranth module of its ends; build: the ECP5 point's wall time "
         "on this machine, in minutes.")
     results = {target: _sweep(cfg, target) for target in TARGETS}

@@ -72,6 +72,26 @@ def test_a_sweep_reads_the_points_it_kept_and_runs_again_the_ones_made_otherwise
     assert json.loads(kept[f"{cut}-1024"].read_text())["collective"]["cycles"] == cycles[cut]
 
 
+def test_a_kept_point_is_priced_again_without_planning_it(monkeypatch, tmp_path):
+    # A 16 MiB point's plan takes minutes; a kept point needs only its prediction, which
+    # the alpha-beta model makes again from the kept segment, as the run would.
+    from superfabric.sim.collective import alpha_beta, fabric
+    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (1024,)))
+    monkeypatch.setattr(collective_sweep, "SWEEP_WORKERS", 1)
+    monkeypatch.setattr(collective_sweep, "POINTS", tmp_path)
+    first = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("a kept point was planned again")
+    monkeypatch.setattr(fabric, "prepare_collective", not_again)
+    assert _tables(collective_sweep.sweep_table("test").markdown("test"))[0] == first
+    # Priced anew: another model's prediction beside the same cycles.
+    monkeypatch.setattr(alpha_beta.AlphaBeta, "predict", lambda self, *a, **k: 12345)
+    again = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
+    assert [r[2] for r in again] == [r[2] for r in first]
+    assert {r[6] for r in again} == {"12,345"} != {r[6] for r in first}
+
+
 def test_every_sweep_has_a_configuration_with_a_qp_per_peer():
     # The 384-accelerator table once failed here: the default 1,024 QPs do not divide by 384.
     for name, (_, overrides, _) in collective_sweep.SWEEPS.items():

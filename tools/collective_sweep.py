@@ -9,12 +9,13 @@ minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, se
 A sweep resumes: each point it measured is kept in ``build/bench-collective/<table>/`` with
 what made it (the configuration, the plan's segment and a digest of the model's sources
 other than the alpha-beta model's), and a point whose record matches is not run again.
-The prediction is made again for the page, so a change of the alpha-beta model alone
-keeps the measured points.
+The prediction is made again for the page, without planning the point again, so a change
+of the alpha-beta model alone keeps the measured points and prices them anew in minutes.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from concurrent.futures import ProcessPoolExecutor
@@ -59,11 +60,14 @@ def sweep_point(overrides: list[str], algo: str, nbytes: int, keep: Path | None 
     pattern's default segments, ``records=summary``), in the least host memory of a power of
     two that holds it: the ``collective`` section of its results. With ``keep``, a folder,
     the point is read from there when it was measured with the same configuration, segment
-    and model, and written there when it runs."""
+    and model (and priced again, without planning it), and written there when it runs."""
     from ..sim.collective.fabric import collective_summary, prepare_collective, run_collective
     from ..sim.collective.pattern import SEGMENT_PACKETS
-    from ..sim.kernel import sources_digest
-    words = max(1 << 14, 1 << (nbytes // 2 - 1).bit_length())    # four buffers' worth
+    kept = keep / f"{algo}-{nbytes}.json" if keep else None
+    c = _kept(kept, overrides, algo, nbytes)
+    if c is not None:
+        return c
+    words = _least_memory(nbytes)
     while True:
         cfg = sweep_config(overrides, words)
         try:
@@ -75,36 +79,70 @@ def sweep_point(overrides: list[str], algo: str, nbytes: int, keep: Path | None 
             if words >= MAX_MEMORY_WORDS:
                 raise
             words *= 2
-    made_of = {"config": hashlib.sha256(cfg.to_json().encode()).hexdigest(), "algo": algo,
-               "bytes": nbytes, "segment": prepared.segment,
-               "model": sources_digest(leave_out=PRICING)}
-    kept = keep / f"{algo}-{nbytes}.json" if keep else None
-    c = _kept(kept, made_of)
-    if c is not None:
-        c["alpha_beta_cycles"] = prepared.predicted
-        c["alpha_beta_ratio"] = c["cycles"] / prepared.predicted if c["cycles"] else None
-        return c
     records, engines, buffers = run_collective(cfg, prepared)
     c = collective_summary(cfg, prepared, records, engines, buffers)
     if kept:
         # Written whole, then renamed: a sweep stopped mid-write leaves no half record.
         kept.parent.mkdir(parents=True, exist_ok=True)
         part = kept.with_suffix(".part")
-        part.write_text(json.dumps({"made_of": made_of, "collective": c}, indent=1) + "\n")
+        part.write_text(json.dumps({"made_of": _made_of(cfg, algo, nbytes), "collective": c},
+                                   indent=1) + "\n")
         part.replace(kept)
     return c
 
 
-def _kept(path: Path | None, made_of: dict) -> dict | None:
-    """The ``collective`` section kept at ``path`` if it was made of ``made_of``; None when
-    there is none, it was made otherwise, or it cannot be read (it runs again)."""
+def _least_memory(nbytes: int) -> int:
+    """The least host memory, in words, a point of ``nbytes`` is tried in: four buffers'
+    worth, a power of two (doubled while the plan does not fit)."""
+    return max(1 << 14, 1 << (nbytes // 2 - 1).bit_length())
+
+
+def _segment(cfg, algo: str) -> int:
+    """The elements of a segment of the point's chunks: the pattern's default packets, as
+    the plan cuts them (``CollectivePlan.segment``)."""
+    from ..sim.collective.alpha_beta import AlphaBeta
+    from ..sim.collective.library import segment_of
+    from ..sim.collective.pattern import SEGMENT_PACKETS
+    return segment_of(algo, AlphaBeta.of(cfg).segment_elements(SEGMENT_PACKETS))
+
+
+def _made_of(cfg, algo: str, nbytes: int) -> dict:
+    """What a point's measurement depends on: the configuration, the algorithm, the size,
+    the segment and the model's sources but the alpha-beta model's."""
+    return {"config": hashlib.sha256(cfg.to_json().encode()).hexdigest(), "algo": algo,
+            "bytes": nbytes, "segment": _segment(cfg, algo), "model": _model_digest()}
+
+
+@functools.lru_cache(maxsize=1)
+def _model_digest() -> str:
+    from ..sim.kernel import sources_digest
+    return sources_digest(leave_out=PRICING)
+
+
+def _kept(path: Path | None, overrides: list[str], algo: str, nbytes: int) -> dict | None:
+    """The ``collective`` section kept at ``path``, priced by the alpha-beta model as it is
+    now, if it was made of what the point would be made of now (in one of the host memories
+    the point may take: the one its plan fits, since the model's sources are the same);
+    None when there is none, it was made otherwise, or it cannot be read (it runs again)."""
+    from ..sim.collective.alpha_beta import AlphaBeta
+    from ..sim.collective.peers import Peers
     if path is None or not path.exists():
         return None
     try:
         record = json.loads(path.read_text())
-        return record["collective"] if record["made_of"] == made_of else None
+        made_of, c = record["made_of"], record["collective"]
     except (ValueError, KeyError, TypeError):
         return None
+    words = _least_memory(nbytes)
+    while words <= MAX_MEMORY_WORDS:
+        cfg = sweep_config(overrides, words)
+        if made_of == _made_of(cfg, algo, nbytes):
+            predicted = AlphaBeta.of(cfg).predict(Peers.of(cfg), "allreduce", algo, nbytes,
+                                                  segment=made_of["segment"])
+            return {**c, "alpha_beta_cycles": predicted,
+                    "alpha_beta_ratio": c["cycles"] / predicted if c["cycles"] else None}
+        words *= 2
+    return None
 
 
 def _size(nbytes: int) -> str:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...formats.rdma_wire import payload_words
+from . import dimwise, direct
 from .apply import apply_cycles
 from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
@@ -71,6 +72,38 @@ def _pace(loop: int, buffer: int, crowd):
     whose credits take ``loop`` cycles to come back, at least 1: together they get
     ``buffer`` flits per round trip."""
     return np.maximum(1.0, crowd * loop / buffer)
+
+
+def exchanges(peers, op: str, algo: str) -> list[int]:
+    """The turns of each exchange among ``algo``'s rounds for ``op``, in order (none: its
+    rounds wait in turn). Direct's writes of a phase (``direct.build``) and dimension-wise
+    direct's of an axis (``dimwise.build_direct``) wait only for the phase before, so an
+    engine posts them at once: ``n - 1`` turns a phase, ``k - 1`` along an axis of ``k``."""
+    # Read from the algorithms here, not declared by their rounds, so that a measured sweep
+    # point stays valid (``tools.collective_sweep.PRICING``).
+    if algo == "direct" and op != "broadcast":
+        return [peers.n - 1] * (direct.steps(peers, op) // (peers.n - 1))
+    if algo == "dimwise-direct":
+        axes = [peers.digits[d] - 1 for d in dimwise.axes(peers)]
+        return {"allreduce": axes + axes[::-1], "reducescatter": axes,
+                "allgather": axes[::-1]}[op]
+    return []
+
+
+def _as_exchanges(rounds, turns: list[int]) -> list:
+    """``rounds`` with the rounds of each exchange of ``turns`` (:func:`exchanges`) as one,
+    ``(pairs, elements, writes per turn)``; the others ``(pairs, elements, ())``."""
+    if not turns:
+        return [(pairs, elements, ()) for pairs, elements in rounds]
+    if sum(turns) != len(rounds):
+        raise ValueError(f"exchanges of {sum(turns)} turns for {len(rounds)} rounds")
+    out, first = [], 0
+    for count in turns:
+        group = rounds[first:first + count]
+        out.append((sum((p for p, _ in group), ()), sum((e for _, e in group), ()),
+                    tuple(len(p) for p, _ in group)))
+        first += count
+    return out
 
 
 @dataclass(frozen=True)
@@ -231,11 +264,13 @@ class AlphaBeta:
         ``apply_cycles`` of its words on the wire (the dequantiser of a compressed chunk
         taken to keep up). The time is when the last segment is applied."""
         segment = segment_of(algo, segment)
-        rounds = algorithm(algo, op, peers).rounds(peers, op, elements_of(nbytes))
+        rounds = _as_exchanges(list(algorithm(algo, op, peers).rounds(peers, op,
+                                                                      elements_of(nbytes))),
+                               exchanges(peers, op, algo))
         # Per round, per write, the bytes of each of its segments on the wire, right-aligned
         # in the round's columns (-1: none), so a write's last segment is in the last column.
         sized = []
-        for pairs, elements in rounds:
+        for pairs, elements, _ in rounds:
             distinct, which = np.unique(elements, return_inverse=True)
             pieces = [[chunk_bytes(e) for e in self._cut(int(e), segment)] for e in distinct]
             k = max(len(p) for p in pieces)
@@ -244,10 +279,9 @@ class AlphaBeta:
                 wire[row, k - len(p):] = p
             sized.append((pairs, wire[which.reshape(-1)]))
         n, width = peers.n, max((w.shape[1] for _, w in sized), default=1)
-        layered = {}                # the layers of each round's pairs (rounds repeat them)
-        for pairs, _ in sized:
-            if pairs not in layered:
-                layered[pairs] = self._layers(peers, pairs)
+        # The layers of each round's pairs (rounds repeat them); an exchange's are its turns.
+        shapes = [(pairs, turns) for pairs, _, turns in rounds]
+        layered = {shape: self._layers(peers, *shape) for shape in set(shapes)}
         depth = max((len(l) for l, _ in layered.values()), default=1)
         port, unit = np.zeros(n, np.int64), np.zeros(n, np.int64)
         # Per layer of the last round an accelerator got data in, per accelerator: when it
@@ -255,26 +289,39 @@ class AlphaBeta:
         # and from whom (-1: nothing in that layer).
         got = np.zeros((depth, n, width), np.int64)
         count, source = np.zeros((depth, n), np.int64), np.full((depth, n), -1, np.int64)
-        for pairs, wire in sized:
-            layers, receivers = layered[pairs]
+        for (_, wire), shape in zip(sized, shapes):
+            layers, receivers = layered[shape]
+            exchange = bool(shape[1])
             fresh, k = got.copy(), wire.shape[1]
             fresh_count, fresh_source = count.copy(), source.copy()
             fresh_count[:, receivers], fresh_source[:, receivers] = 0, -1
+            forwarding = []
             for layer, (index, src, dst, share, crowd, hops) in enumerate(layers):
                 fresh_count[layer, dst] = (wire[index] >= 0).sum(axis=1)
                 fresh_source[layer, dst] = src
                 # A write forwards what its sender got from others than its receiver (a
-                # ring's other direction comes back from there), or else what it got.
+                # ring's other direction comes back from there), or else what it got; an
+                # exchange's, all it got (it reduced every piece into what it sends).
                 others = (source[:, src] != dst) & (count[:, src] > 0)
-                forwards = others | ~others.any(axis=0)
-                for i in range(k):
+                forwarding.append(count[:, src] > 0 if exchange
+                                  else others | ~others.any(axis=0))
+            # A port sends a layer's segments, then the next layer's; an exchange's turns
+            # go out together, a column at a time, and its column arrives whole (the
+            # transmitter takes its channels in turn, a packet each).
+            together = ([[(layer, i) for layer in range(len(layers))] for i in range(k)]
+                        if exchange else [[(layer, i)] for layer in range(len(layers))
+                                          for i in range(k)])
+            for group in together:
+                arrivals = []
+                for layer, i in group:
+                    index, src, dst, share, crowd, hops = layers[layer]
                     on = wire[index, i] >= 0
                     if not on.any():        # this layer's writes are all shorter
                         continue
                     s, d, column = src[on], dst[on], width - k + i
                     send, flits, packets, alpha, apply = self._writes(wire[index[on], i],
                                                                       hops[on])
-                    held = forwards[:, on] & (column >= width - count[:, s])
+                    held = forwarding[layer][:, on] & (column >= width - count[:, s])
                     ready = np.where(held, got[:, s, column], 0).max(axis=0)
                     # A port that waited for the data starts its transmitter afresh; one that
                     # streams sends the ACKs of what it gets between its packets (in a
@@ -284,6 +331,8 @@ class AlphaBeta:
                     port[s] = (np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
                                + np.maximum(np.maximum(send, share[on] * flits),
                                             self._on_links(flits, hops[on], idle, crowd[on])))
+                    arrivals.append((layer, column, s, d, alpha, apply))
+                for layer, column, s, d, alpha, apply in arrivals:
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[layer, d, column] = unit[d]
             got, count, source = fresh, fresh_count, fresh_source
@@ -325,10 +374,21 @@ class AlphaBeta:
                 apply_cycles(-(-nbytes // APPLY_WORD_BYTES), self.dma_latency))
 
     @staticmethod
-    def _layers(peers, pairs):
+    def _layers(peers, pairs, turns=()):
         """``pairs`` as layers in which no accelerator sends or receives twice, in order, per
         layer ``(index in pairs, src, dst, share, crowd, hops)`` arrays (``Peers.sharing``);
-        and every accelerator that receives."""
+        and every accelerator that receives. An exchange's ``turns`` (writes per turn) are
+        its layers, each sharing links with its own writes only."""
+        if turns:
+            layers, first = [], 0
+            for count in turns:
+                turn = pairs[first:first + count]
+                layers.append([(first + k, src, dst, share, crowd, peers.hops(src, dst))
+                               for k, ((src, dst), (share, crowd))
+                               in enumerate(zip(turn, peers.sharing(turn)))])
+                first += count
+            return ([tuple(np.array(c) for c in zip(*layer)) for layer in layers],
+                    np.array(sorted({dst for _, dst in pairs}), np.int64))
         layers, sent, received = [], {}, {}
         for index, ((src, dst), (share, crowd)) in enumerate(zip(pairs, peers.sharing(pairs))):
             # The first layer after every one this sender or this receiver is in already.

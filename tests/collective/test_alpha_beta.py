@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from superfabric.sim.collective.alpha_beta import (NOTIFY_BYTES, AlphaBeta, algbw, busbw,
-                                                   busbw_factor, credit_pace, start_gap)
+                                                   busbw_factor, credit_pace, exchanges,
+                                                   start_gap)
 from superfabric.network.routing import ecmp_vc
 from superfabric.sim.collective.apply import apply_cycles
 from superfabric.sim.collective.library import ALGORITHMS, auto, plan, supports
@@ -100,6 +101,51 @@ def test_the_rounds_are_the_schedules_writes(fabric):
                 sent = Counter((a, step.peer, step.length) for a, steps in
                                enumerate(plan(p, op, name, nbytes).steps) for step in steps)
                 assert priced == sent, (name, op, nbytes)
+
+
+@pytest.mark.parametrize("fabric", sorted(FABRICS))
+def test_an_exchange_is_whole_turns_in_which_no_one_writes_twice(fabric):
+    # The exchanges of direct and dimension-wise direct cover their rounds, a turn a round,
+    # each an accelerator's one write of the turn; the turns of one exchange wait for none
+    # of each other in the schedule (its steps' waits name only an earlier phase's slots).
+    p = peers(fabric)
+    for op in OPS:
+        for name in (a for a in ("direct", "dimwise-direct") if supports(a, op, p)):
+            turns = exchanges(p, op, name)
+            rounds = ALGORITHMS[name].rounds(p, op, elements_of(1028))
+            if op == "broadcast":
+                assert turns == []
+                continue
+            assert sum(turns) == len(rounds) and turns, (name, op)
+            for pairs, _ in rounds:
+                senders = [src for src, _ in pairs]
+                assert len(senders) == len(set(senders)) == p.n, (name, op)
+            # A turn's writes are step k of every schedule, so one exchange's steps are
+            # consecutive: none of them waits for a slot its own exchange fills.
+            steps = plan(p, op, name, 1028).steps
+            first = 0
+            for count in turns:
+                filled = {a: {s.slot for b in range(p.n) for s in steps[b][first:first + count]
+                              if s.peer == a} for a in range(p.n)}
+                for a in range(p.n):
+                    for s in steps[a][first:first + count]:
+                        assert not any(slot < s.wait for slot in filled[a]), (name, op, a)
+                first += count
+
+
+def test_an_exchanges_writes_arrive_together_and_are_applied_in_turn():
+    # Posted at once, a direct reduce-scatter's n - 1 writes leave the port back to back
+    # and arrive at the exchange's end, where the receiver applies them one after the
+    # other: at least the port's writes, a transit and n - 1 applies (not one apply after
+    # the last, as if each had been applied while the next was sent), and less than n - 1
+    # turns each waiting for the one before (as rounds in turn it was priced 826).
+    p, m = peers("torus-2x2x2"), AlphaBeta.of(config("torus-2x2x2"))
+    chunk = 1024 // p.n
+    send = m.serialise(chunk) + m.serialise(NOTIFY_BYTES)
+    apply = apply_cycles(chunk // 8, m.dma_latency)
+    predicted = m.predict(p, "reducescatter", "direct", 1024)
+    assert (p.n - 1) * (send + apply) + m.transit(chunk, 2) <= predicted \
+        < (p.n - 1) * (send + m.transit(chunk, 2) + apply)
 
 
 def paced(m, flits: int, idle: bool) -> int:

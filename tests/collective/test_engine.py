@@ -191,16 +191,18 @@ def test_a_long_apply_is_progress():
     ("torus", "ring", 1024), ("torus", "dimwise", 1024), ("torus", "halving-doubling", 1024),
     ("torus", "tree", 1024), ("torus", "ring", 16384), ("leaf-spine", "ring", 1024),
     ("leaf-spine", "tree", 1024), ("leaf-spine", "tree", 8),
-    ("leaf-spine", "halving-doubling", 8), ("torus", "tree", 8)])
+    ("leaf-spine", "halving-doubling", 8), ("torus", "tree", 8), ("torus", "direct", 1024)])
 def test_the_alpha_beta_model_predicts_the_run(fabric, algo, nbytes):
     """The alpha-beta model prices what the engines and the fabric do (section 15.6): the
     ring's rounds to the cycle; dimension-wise's and halving-doubling's, whose pairs' bursts
     outrun a link's credits (priced at the credits' pace, not packet by packet), within
-    1 %; the tree's and 8 bytes' (mostly empty chunks, links shared) within 10 %."""
+    1 %; the tree's, 8 bytes' (mostly empty chunks, links shared) and direct's (its seven
+    writes a phase posted at once, their applies after them: 0.48 when priced as seven
+    rounds) within 10 %."""
     _, prepared, _, engines, _ = _run(fabric, "allreduce", algo, "fp32", nbytes,
                                       "rdma.memory_words=8192", "rdma.pages=128")
     measured, predicted = engines.completion_cycle, prepared.predicted
-    if algo == "tree" or nbytes != 1024:
+    if algo in ("tree", "direct") or nbytes != 1024:
         assert abs(measured - predicted) <= 0.1 * predicted, (measured, predicted)
     elif algo == "ring":
         assert measured == predicted

@@ -27,7 +27,7 @@ def _tables(markdown: str) -> list[list[list[str]]]:
 
 def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeypatch, tmp_path):
     # 64 KiB needs 32,768 words of host memory: the point grows the memory to fit.
-    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (1024, 65536)))
+    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (8, 65536)))
     monkeypatch.setattr(collective_sweep, "SWEEP_WORKERS", 1)
     monkeypatch.setattr(collective_sweep, "POINTS", tmp_path)
     runs, summary = _tables(collective_sweep.sweep_table("test").markdown("test"))
@@ -35,9 +35,9 @@ def test_the_sweep_runs_every_algorithm_at_every_size_and_finds_the_best(monkeyp
     assert cfg.fabric.vc_buffer_flits == 40 and cfg.rdma.qps == 8
     peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
     algos = [a for a in ALGORITHMS if supports(a, "allreduce", peers)]
-    assert [(r[0], r[1]) for r in runs] == [(s, a) for s in ("1 KiB", "64 KiB") for a in algos]
+    assert [(r[0], r[1]) for r in runs] == [(s, a) for s in ("8 B", "64 KiB") for a in algos]
     assert all(r[-1] == "exact" for r in runs)
-    for size, nbytes in (("1 KiB", 1024), ("64 KiB", 65536)):
+    for size, nbytes in (("8 B", 8), ("64 KiB", 65536)):
         cycles = {r[1]: int(r[2].replace(",", "")) for r in runs if r[0] == size}
         best = min(cycles, key=cycles.get)
         pick = auto(model, peers, "allreduce", nbytes, model.segment_elements(SEGMENT_PACKETS))

@@ -4,7 +4,7 @@ the time, busbw and its share of an accelerator's injection bandwidth after head
 the measured time over the alpha-beta prediction; per size the best algorithm and the
 one ``auto`` picks, which is one of the swept algorithms (its run is that algorithm's).
 
-``make bench TABLES=collective-sweep`` (64 accelerators, 1 KiB to 16 MiB, about 75
+``make bench TABLES=collective-sweep`` (64 accelerators, 8 bytes to 16 MiB, about 75
 minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
 A sweep resumes: each point it measured is kept in ``build/bench-collective/<table>/`` with
 what made it (the configuration, the plan's segment and a digest of the model's sources
@@ -27,7 +27,7 @@ from .results_page import Column, ResultsPage
 #: The sweeps: table name, fabric, its overrides, the sizes (bytes per accelerator).
 SWEEPS = {
     "collective-sweep": ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"],
-                         tuple(1 << k for k in range(10, 25, 2))),
+                         (8,) + tuple(1 << k for k in range(6, 25, 2))),
     "collective-sweep-384": ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"],
                              tuple(1 << k for k in range(10, 23, 2))),
 }
@@ -146,7 +146,9 @@ def _kept(path: Path | None, overrides: list[str], algo: str, nbytes: int) -> di
 
 
 def _size(nbytes: int) -> str:
-    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB"
+    if nbytes >= 1 << 20:
+        return f"{nbytes >> 20} MiB"
+    return f"{nbytes >> 10} KiB" if nbytes >= 1 << 10 else f"{nbytes} B"
 
 
 def sweep_table(name: str) -> ResultsPage:

@@ -16,9 +16,10 @@ writes to whom and the elements of each write, those its schedule sends, so a sm
 message's empty chunks cost only their header) run as a pipeline at every accelerator: a
 segment leaves once its port is free and the segment of the round before it forwards is
 applied there; writes that share a link take turns on it, flit by flit, and those of
-several senders on one VC share its credits. Unsegmented, and with the apply left out,
-this is Hockney's ``T = a * alpha + b * m * beta`` of Thakur, Rabenseifner and Gropp
-(2005).
+several senders on one VC share its credits. The turns of a direct exchange, posted at
+once, go out together and arrive together (``exchanges``). Unsegmented, and with the apply
+left out, this is Hockney's ``T = a * alpha + b * m * beta`` of Thakur, Rabenseifner and
+Gropp (2005).
 """
 
 from __future__ import annotations
@@ -262,7 +263,10 @@ class AlphaBeta:
         writes on one VC class of a link (:meth:`_on_links`), arrives ``engine_cycles +
         transit`` after that, and is applied once the receiver's apply unit is free, in
         ``apply_cycles`` of its words on the wire (the dequantiser of a compressed chunk
-        taken to keep up). The time is when the last segment is applied."""
+        taken to keep up). An exchange (:func:`exchanges`) is one round of turns whose
+        writes leave a column of segments at a time, each a flow of its own that takes turns
+        on a link with the whole exchange's writes, and arrive when their column is sent.
+        The time is when the last segment is applied."""
         segment = segment_of(algo, segment)
         rounds = _as_exchanges(list(algorithm(algo, op, peers).rounds(peers, op,
                                                                       elements_of(nbytes))),
@@ -313,6 +317,9 @@ class AlphaBeta:
                                           for i in range(k)])
             for group in together:
                 arrivals = []
+                # An exchange's column: when each port began it, and the least it takes on
+                # its busiest link, whose writes the turns interleave (-1: not begun).
+                begun, least = np.full(n, -1, np.int64), np.zeros(n, np.int64)
                 for layer, i in group:
                     index, src, dst, share, crowd, hops = layers[layer]
                     on = wire[index, i] >= 0
@@ -328,10 +335,21 @@ class AlphaBeta:
                     # symmetric collective as many as it sends: its own write's, here).
                     idle = ready >= port[s]
                     send = send + np.where(idle, 0, self.acks(packets))
-                    port[s] = (np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
-                               + np.maximum(np.maximum(send, share[on] * flits),
-                                            self._on_links(flits, hops[on], idle, crowd[on])))
+                    start = np.maximum(port[s], ready) + np.where(idle, self.gap, 0)
+                    if exchange:
+                        # A turn's write is a flow of its own: its links' buffers take their
+                        # share at once, and it takes turns on a link with the exchange's
+                        # writes, not its turn's (``share``: of the whole exchange).
+                        begun[s] = np.where(begun[s] < 0, start, begun[s])
+                        least[s] = np.maximum(least[s], begun[s] + share[on] * flits)
+                        port[s] = start + np.maximum(send, self._on_links(flits, hops[on], True,
+                                                                          crowd[on]))
+                    else:
+                        port[s] = start + np.maximum(np.maximum(send, share[on] * flits),
+                                                     self._on_links(flits, hops[on], idle,
+                                                                    crowd[on]))
                     arrivals.append((layer, column, s, d, alpha, apply))
+                port = np.maximum(port, least)
                 for layer, column, s, d, alpha, apply in arrivals:
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[layer, d, column] = unit[d]
@@ -378,13 +396,15 @@ class AlphaBeta:
         """``pairs`` as layers in which no accelerator sends or receives twice, in order, per
         layer ``(index in pairs, src, dst, share, crowd, hops)`` arrays (``Peers.sharing``);
         and every accelerator that receives. An exchange's ``turns`` (writes per turn) are
-        its layers, each sharing links with its own writes only."""
+        its layers, each sharing credits with its own writes (``crowd``) and links with the
+        whole exchange's (``share``)."""
         if turns:
-            layers, first = [], 0
+            layers, first, whole = [], 0, peers.sharing(pairs)
             for count in turns:
                 turn = pairs[first:first + count]
-                layers.append([(first + k, src, dst, share, crowd, peers.hops(src, dst))
-                               for k, ((src, dst), (share, crowd))
+                layers.append([(first + k, src, dst, whole[first + k][0], crowd,
+                                peers.hops(src, dst))
+                               for k, ((src, dst), (_, crowd))
                                in enumerate(zip(turn, peers.sharing(turn)))])
                 first += count
             return ([tuple(np.array(c) for c in zip(*layer)) for layer in layers],

@@ -191,14 +191,15 @@ def test_a_long_apply_is_progress():
     ("torus", "ring", 1024), ("torus", "dimwise", 1024), ("torus", "halving-doubling", 1024),
     ("torus", "tree", 1024), ("torus", "ring", 16384), ("leaf-spine", "ring", 1024),
     ("leaf-spine", "tree", 1024), ("leaf-spine", "tree", 8),
-    ("leaf-spine", "halving-doubling", 8), ("torus", "tree", 8), ("torus", "direct", 1024)])
+    ("leaf-spine", "halving-doubling", 8), ("torus", "tree", 8), ("torus", "direct", 1024),
+    ("leaf-spine", "direct", 1024)])
 def test_the_alpha_beta_model_predicts_the_run(fabric, algo, nbytes):
     """The alpha-beta model prices what the engines and the fabric do (section 15.6): the
     ring's rounds to the cycle; dimension-wise's and halving-doubling's, whose pairs' bursts
     outrun a link's credits (priced at the credits' pace, not packet by packet), within
     1 %; the tree's, 8 bytes' (mostly empty chunks, links shared) and direct's (its seven
-    writes a phase posted at once, their applies after them: 0.48 when priced as seven
-    rounds) within 10 %."""
+    writes a phase posted at once, their applies after them: 0.48 and 0.50 of the run when
+    priced as seven rounds) within 10 %."""
     _, prepared, _, engines, _ = _run(fabric, "allreduce", algo, "fp32", nbytes,
                                       "rdma.memory_words=8192", "rdma.pages=128")
     measured, predicted = engines.completion_cycle, prepared.predicted

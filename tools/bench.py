@@ -954,15 +954,14 @@ def compression_table() -> ResultsPage:
     return page
 
 
-#: The small-message all-reduces on 384 accelerators: (fabric, overrides, algorithms), the
-#: messages (bytes per accelerator), and the processes that run the points side by side.
+#: The small-message all-reduces on 384 accelerators, by every algorithm that runs there:
+#: (fabric, overrides), the messages (bytes per accelerator), and the processes that run
+#: the points side by side.
 LATENCY_FABRICS = (
-    ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"],
-     ("ring", "dimwise", "halving-doubling", "tree")),
+    ("8x8x6 torus", ["fabric.topology=torus", "fabric.dims=[8, 8, 6]"]),
     ("leaf-spine 24x16, 16 spines", ["fabric.topology=fat_tree", "fabric.leaves=24",
                                      "fabric.hosts_per_leaf=16", "fabric.spines=16",
-                                     "fabric.routing=ecmp"],
-     ("ring", "halving-doubling", "tree")),
+                                     "fabric.routing=ecmp"]),
 )
 LATENCY_BYTES = (8, 4096)
 LATENCY_WORKERS = 2
@@ -987,15 +986,15 @@ def latency_point(overrides: list[str], algo: str, nbytes: int) -> dict:
 
 
 def latency_rounds(overrides: list[str], algo: str, nbytes: int) -> tuple[int, int]:
-    """The all-reduce's rounds, each waiting for the one before (section 15.6), and the
-    routers on their paths summed, the longest path of each round."""
-    from ..sim.collective.library import algorithm
+    """The all-reduce's rounds, each waiting for the one before (section 15.6: an exchange's
+    turns, which do not, are one), and the routers on their paths summed, the longest path
+    of each round."""
+    from ..sim.collective.alpha_beta import priced_rounds
     from ..sim.collective.peers import Peers
     from ..sim.collective.schedule import elements_of
     peers = Peers.of(latency_config(overrides))
-    rounds = list(algorithm(algo, "allreduce", peers).rounds(peers, "allreduce",
-                                                             elements_of(nbytes)))
-    return len(rounds), sum(max(peers.hops(*pair) for pair in pairs) for pairs, _ in rounds)
+    rounds = priced_rounds(peers, "allreduce", algo, elements_of(nbytes))
+    return len(rounds), sum(max(peers.hops(*pair) for pair in pairs) for pairs, _, _ in rounds)
 
 
 def latency_table() -> ResultsPage:
@@ -1004,7 +1003,7 @@ def latency_table() -> ResultsPage:
     model's per-step and per-hop costs that explain it."""
     from concurrent.futures import ProcessPoolExecutor
     from ..sim.collective.alpha_beta import AlphaBeta
-    from ..sim.collective.library import auto
+    from ..sim.collective.library import ALGORITHMS, auto, supports
     from ..sim.collective.pattern import SEGMENT_PACKETS
     from ..sim.collective.peers import Peers
     page = ResultsPage(
@@ -1018,15 +1017,23 @@ def latency_table() -> ResultsPage:
         "cycle 0 to the cycle after the last "
         "accelerator applied its last chunk, every accelerator's result checked against "
         "numpy (data). Rounds: the algorithm's rounds, each waiting for the data of the "
-        "one before; hops: the routers on the longest path of each round, summed; per "
-        "round: cycles over rounds. Alpha-beta: the model's prediction (specification "
+        "one before (a direct exchange's turns, which do not, one round); hops: the routers "
+        "on the longest path of each round, summed; per round: cycles over rounds. "
+        "Alpha-beta: the model's prediction (specification "
         "section 15.6), which charges every write of a round at its accelerator the "
         "serialisation, the routers on its route and the apply of its chunk.")
     page.table(*(Column(h, w, right=k > 1) for k, (h, w) in enumerate(zip(
         ("fabric", "algorithm", "message", "rounds", "hops", "cycles", "time", "per round",
          "alpha-beta", "ratio", "data"), (27, 16, 7, 6, 5, 7, 9, 9, 10, 5, 5)))))
-    points = [(name, overrides, algo, nbytes) for name, overrides, algos in LATENCY_FABRICS
+    fabrics = []
+    for name, overrides in LATENCY_FABRICS:
+        cfg = latency_config(overrides)
+        peers = Peers.of(cfg)
+        fabrics.append((name, overrides, AlphaBeta.of(cfg), peers,
+                        [a for a in ALGORITHMS if supports(a, "allreduce", peers)]))
+    points = [(name, overrides, algo, nbytes) for name, overrides, _, _, algos in fabrics
               for nbytes in LATENCY_BYTES for algo in algos]
+    measured = {}
     with ProcessPoolExecutor(LATENCY_WORKERS) as pool:
         futures = [pool.submit(latency_point, overrides, algo, nbytes)
                    for _, overrides, algo, nbytes in points]
@@ -1038,6 +1045,8 @@ def latency_table() -> ResultsPage:
                 page.note(f"{name}, {algo}, {nbytes} B: {type(e).__name__}: {e}")
                 continue
             cycles = c["cycles"]
+            if cycles and c["data_ok"]:
+                measured[name, algo, nbytes] = cycles
             rounds, hops = latency_rounds(overrides, algo, nbytes)
             page.row(name, algo, f"{nbytes} B", str(rounds), str(hops),
                      f"{cycles:,}" if cycles else "-",
@@ -1046,16 +1055,21 @@ def latency_table() -> ResultsPage:
                      f"{c['alpha_beta_cycles']:,}",
                      f"{c['alpha_beta_ratio']:.2f}" if cycles else "-",
                      "exact" if c["data_ok"] else "WRONG")
-    for name, overrides, _ in LATENCY_FABRICS:
-        cfg = latency_config(overrides)
-        model, peers = AlphaBeta.of(cfg), Peers.of(cfg)
+    for name, _, model, peers, algos in fabrics:
         segment = model.segment_elements(SEGMENT_PACKETS)
-        picks = ", ".join(f"{auto(model, peers, 'allreduce', b, segment)} at {b} B"
-                          for b in LATENCY_BYTES)
+        picks = []
+        for nbytes in LATENCY_BYTES:
+            pick = auto(model, peers, "allreduce", nbytes, segment)
+            ran = {a: measured[name, a, nbytes] for a in algos if (name, a, nbytes) in measured}
+            best = min(ran, key=ran.get) if ran else None
+            picks.append(f"{pick} at {nbytes} B" + (
+                f" ({ran[pick] / ran[best]:.3f} x the fastest, {best})"
+                if pick in ran and pick != best else " (the fastest)" if pick == best else ""))
         page.note(f"{name}: the alpha-beta model's costs are {model.engine_cycles} cycles a "
                   f"step at the engine and {model.hop_cycles} a router on the path (more "
                   f"behind a longer packet), "
-                  f"{model.flit_bytes} bytes a flit cycle; `algo=auto` picks {picks}.")
+                  f"{model.flit_bytes} bytes a flit cycle; `algo=auto` picks "
+                  f"{', '.join(picks)}.")
     return page
 
 

@@ -36,7 +36,8 @@ from .library import algorithm, segment_of
 from .schedule import ELEMENT_BYTES, elements_of
 
 __all__ = ["NOTIFY_BYTES", "APPLY_WORD_BYTES", "ENGINE_CYCLES", "start_gap", "credit_loop",
-           "credit_pace", "AlphaBeta", "algbw", "busbw_factor", "busbw"]
+           "credit_pace", "exchanges", "priced_rounds", "AlphaBeta", "algbw", "busbw_factor",
+           "busbw"]
 
 #: Bytes of a step's notification: one word, sent after its chunk (section 15.8.2).
 NOTIFY_BYTES = 8
@@ -91,11 +92,14 @@ def exchanges(peers, op: str, algo: str) -> list[int]:
     return []
 
 
-def _as_exchanges(rounds, turns: list[int]) -> list:
-    """``rounds`` with the rounds of each exchange of ``turns`` (:func:`exchanges`) as one,
-    ``(pairs, elements, writes per turn)``; the others ``(pairs, elements, ())``."""
+def priced_rounds(peers, op: str, algo: str, elements: int) -> list:
+    """The rounds the model prices: ``algo``'s for ``op`` over ``elements``, the turns of
+    each exchange (:func:`exchanges`) as one round; each ``(pairs, elements, writes per
+    turn)``, the last ``()`` for a round that is not an exchange."""
+    rounds = list(algorithm(algo, op, peers).rounds(peers, op, elements))
+    turns = exchanges(peers, op, algo)
     if not turns:
-        return [(pairs, elements, ()) for pairs, elements in rounds]
+        return [(pairs, sizes, ()) for pairs, sizes in rounds]
     if sum(turns) != len(rounds):
         raise ValueError(f"exchanges of {sum(turns)} turns for {len(rounds)} rounds")
     out, first = [], 0
@@ -268,9 +272,7 @@ class AlphaBeta:
         on a link with the whole exchange's writes, and arrive when their column is sent.
         The time is when the last segment is applied."""
         segment = segment_of(algo, segment)
-        rounds = _as_exchanges(list(algorithm(algo, op, peers).rounds(peers, op,
-                                                                      elements_of(nbytes))),
-                               exchanges(peers, op, algo))
+        rounds = priced_rounds(peers, op, algo, elements_of(nbytes))
         # Per round, per write, the bytes of each of its segments on the wire, right-aligned
         # in the round's columns (-1: none), so a write's last segment is in the last column.
         sized = []

@@ -1062,9 +1062,13 @@ def latency_table() -> ResultsPage:
             pick = auto(model, peers, "allreduce", nbytes, segment)
             ran = {a: measured[name, a, nbytes] for a in algos if (name, a, nbytes) in measured}
             best = min(ran, key=ran.get) if ran else None
-            picks.append(f"{pick} at {nbytes} B" + (
-                f" ({ran[pick] / ran[best]:.3f} x the fastest, {best})"
-                if pick in ran and pick != best else " (the fastest)" if pick == best else ""))
+            if pick == best:
+                picks.append(f"{pick} at {nbytes} B (the fastest)")
+            elif pick in ran:
+                picks.append(f"{pick} at {nbytes} B ({ran[pick] / ran[best]:.3f} x the "
+                             f"fastest, {best})")
+            else:                   # its run failed: nothing to compare
+                picks.append(f"{pick} at {nbytes} B")
         page.note(f"{name}: the alpha-beta model's costs are {model.engine_cycles} cycles a "
                   f"step at the engine and {model.hop_cycles} a router on the path (more "
                   f"behind a longer packet), "

@@ -319,9 +319,10 @@ class AlphaBeta:
                                           for i in range(k)])
             for group in together:
                 arrivals = []
-                # An exchange's column: when each port began it, and the least it takes on
-                # its busiest link, whose writes the turns interleave (-1: not begun).
-                begun, least = np.full(n, -1, np.int64), np.zeros(n, np.int64)
+                if exchange:
+                    # The column: when each port began it, and the least it takes on its
+                    # busiest link, whose writes the turns interleave (-1: not begun).
+                    begun, least = np.full(n, -1, np.int64), np.zeros(n, np.int64)
                 for layer, i in group:
                     index, src, dst, share, crowd, hops = layers[layer]
                     on = wire[index, i] >= 0
@@ -351,7 +352,8 @@ class AlphaBeta:
                                                      self._on_links(flits, hops[on], idle,
                                                                     crowd[on]))
                     arrivals.append((layer, column, s, d, alpha, apply))
-                port = np.maximum(port, least)
+                if exchange:
+                    port = np.maximum(port, least)
                 for layer, column, s, d, alpha, apply in arrivals:
                     unit[d] = np.maximum(unit[d], port[s] + alpha) + apply
                     fresh[layer, d, column] = unit[d]

@@ -68,9 +68,9 @@ def switch_table() -> ResultsPage:
         "(resumable): on ECP5 Yosys, then nextpnr's placement and routing on the LFE5UM-85F "
         "(speed 6) against a 100 MHz constraint, seed 1; on 7-series (XC7K325T) Yosys's "
         "mapping only, no place and route. The default preset otherwise: 64-bit flits, "
-        "four traffic classes, 512-flit input buffers, iSLIP of 3 iterations. Fmax: nextpnr's, in MHz; the critical "
-        "path from and to the Amaranth module of its ends; build: the ECP5 point's wall time "
-        "on this machine, in minutes.")
+        "four traffic classes, 512-flit input buffers, iSLIP of 3 iterations. Fmax: "
+        "nextpnr's, in MHz; the critical path from and to the Amaranth module of its ends; "
+        "build: the ECP5 point's wall time on this machine, in minutes.")
     results = {target: _sweep(cfg, target) for target in TARGETS}
     headers = ("ports", "ECP5 LUT4", "ECP5 FF", "DP16KD", "ECP5 LUT RAM", "Fmax",
                "critical path", "build", "7-series LUT", "7-series FF", "RAMB18",

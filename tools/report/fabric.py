@@ -15,8 +15,8 @@ from typing import Callable
 import numpy as np
 
 from ...network.topology import Topology
-from .data import ReportData, ReportKind, curve, latency
-from .plots import Plot, figure, legend, plain_log_ticks, throughput_plot
+from .data import ReportData, ReportKind
+from .plots import Plot, figure, latency_plot, legend, throughput_plot
 from .switch import (plot_ecn, plot_latency_cdf, plot_pfc, switch_match_summary,
                             switch_tables, switch_traffic)
 
@@ -63,40 +63,30 @@ def _plot_throughput(data: ReportData) -> Plot | None:
 
 
 def _plot_latency(data: ReportData) -> Plot | None:
-    series = data.series()
-    if not series:
-        return None
-    fig, (ax_mean, ax_p99) = figure(ncols=2)
-    top = max(m.point.load for m in data.measures)
-    zero = {}
-    for m in data.measures:
-        f = _fabric(m)
-        if f and f["zero_load_latency"] is not None:
-            zero.setdefault(_topology_label(m.point.results), []).append(f["zero_load_latency"])
-    for label, values in sorted(zero.items()):
-        ax_mean.axhline(min(values), color="k", linestyle=":", linewidth=1.2,
-                        label=f"zero-load latency of the hops taken, {label}: {min(values):.1f}")
-    for label, bound in sorted(_bounds(data).items()):
-        if bound < top:
-            for ax in (ax_mean, ax_p99):
-                ax.axvline(bound, color="0.4", linestyle="-.", linewidth=1.2,
-                           label=f"topology bound, {label}: {bound:.3f}")
-    for key in series:
-        ms = data.of(key)
-        ax_mean.plot(*curve(ms, latency("mean")), **data.style(key))
-        ax_p99.plot(*curve(ms, latency("p99")), **data.style(key))
-    for ax, stat in ((ax_mean, "mean"), (ax_p99, "99th percentile")):
-        ax.set(xlabel="offered load (flits per endpoint per cycle)",
-               ylabel=f"{stat} latency (cycles, log scale)", title=f"{stat.capitalize()} latency",
-               yscale="log", xlim=(0, top * 1.02))
-        plain_log_ticks(ax.yaxis)
-    legend(fig, ax_mean)
-    return Plot("latency.png", "Mean and p99 latency", fig,
-                "Mean and 99th-percentile latency (generation to tail delivery) against offered "
-                "load, mean over seeds; model dashed, RTL solid. The dotted line is the "
-                "zero-load latency of the paths the packets took, from their hop counts and "
-                "the per-hop pipeline (2L + 2 + H (link latency + L + 3)), at the lowest load; "
-                "the dash-dotted line the topology's ideal throughput.")
+    def annotate(ax_mean, ax_p99, top):
+        zero = {}
+        for m in data.measures:
+            f = _fabric(m)
+            if f and f["zero_load_latency"] is not None:
+                zero.setdefault(_topology_label(m.point.results), []).append(
+                    f["zero_load_latency"])
+        for label, values in sorted(zero.items()):
+            ax_mean.axhline(min(values), color="k", linestyle=":", linewidth=1.2,
+                            label=f"zero-load latency of the hops taken, {label}: "
+                                  f"{min(values):.1f}")
+        for label, bound in sorted(_bounds(data).items()):
+            if bound < top:
+                for ax in (ax_mean, ax_p99):
+                    ax.axvline(bound, color="0.4", linestyle="-.", linewidth=1.2,
+                               label=f"topology bound, {label}: {bound:.3f}")
+    return latency_plot(
+        data, annotate, unit_in="flits per endpoint per cycle",
+        caption=lambda: "Mean and 99th-percentile latency (generation to tail delivery) "
+                        "against offered load, mean over seeds; model dashed, RTL solid. The "
+                        "dotted line is the zero-load latency of the paths the packets took, "
+                        "from their hop counts and the per-hop pipeline (2L + 2 + H (link "
+                        "latency + L + 3)), at the lowest load; the dash-dotted line the "
+                        "topology's ideal throughput.")
 
 
 def _plot_hops(data: ReportData) -> Plot | None:

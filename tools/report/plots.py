@@ -13,10 +13,11 @@ from typing import Callable
 
 import numpy as np
 
-from .data import ReportData, curve
+from .data import ReportData, curve, latency
 from .source import Point
 
-__all__ = ["Plot", "figure", "legend", "plain_log_ticks", "latency_cdf", "throughput_plot"]
+__all__ = ["Plot", "figure", "legend", "plain_log_ticks", "latency_cdf", "throughput_plot",
+           "latency_plot"]
 
 
 @dataclass
@@ -121,3 +122,28 @@ def throughput_plot(data: ReportData, references: list[tuple[float, str]], *, un
            title="Accepted throughput", xlim=(0, top * 1.02), ylim=(0, top * 1.02))
     legend(fig, ax)
     return Plot("throughput.png", "Accepted throughput", fig, caption)
+
+
+def latency_plot(data: ReportData, annotate: Callable[[object, object, float], None], *,
+                 unit_in: str, caption: Callable[[], str]) -> Plot | None:
+    """Mean and 99th-percentile latency against offered load, mean over seeds, one curve per
+    series, side by side on log axes; ``annotate(ax_mean, ax_p99, top)`` draws a report's
+    references first (``top``: the highest offered load), ``caption()``, called after it,
+    says what they are; ``unit_in`` names the offered load's unit."""
+    series = data.series()
+    if not series:
+        return None
+    fig, (ax_mean, ax_p99) = figure(ncols=2)
+    top = max(m.point.load for m in data.measures)
+    annotate(ax_mean, ax_p99, top)
+    for key in series:
+        ms = data.of(key)
+        ax_mean.plot(*curve(ms, latency("mean")), **data.style(key))
+        ax_p99.plot(*curve(ms, latency("p99")), **data.style(key))
+    for ax, stat in ((ax_mean, "mean"), (ax_p99, "99th percentile")):
+        ax.set(xlabel=f"offered load ({unit_in})",
+               ylabel=f"{stat} latency (cycles, log scale)", title=f"{stat.capitalize()} latency",
+               yscale="log", xlim=(0, top * 1.02))
+        plain_log_ticks(ax.yaxis)
+    legend(fig, ax_mean)
+    return Plot("latency.png", "Mean and p99 latency", fig, caption())

@@ -17,10 +17,10 @@ import numpy as np
 
 from ...formats.match import Comparison
 from ...formats.packet import CE, ECT0, ECT1
-from .data import ReportData, ReportKind, curve, latency, same_load
+from .data import ReportData, ReportKind, latency, same_load
 from .document import (compared_cells, failed_row, format_latency, format_throughput,
                               match_cell, row_head, sort_key)
-from .plots import Plot, figure, latency_cdf, legend, plain_log_ticks, throughput_plot
+from .plots import Plot, figure, latency_cdf, latency_plot, legend, throughput_plot
 from .source import Point, distinct
 
 __all__ = ["HOL_SATURATION", "ONE_FLIT_ZERO_LOAD_LATENCY", "PLOTS", "SWITCH", "TABLE_HEADER",
@@ -110,42 +110,31 @@ def _plot_throughput(data: ReportData) -> Plot | None:
 
 
 def _plot_latency(data: ReportData) -> Plot | None:
-    series = data.series()
-    if not series:
-        return None
-    fig, (ax_mean, ax_p99) = figure(ncols=2)
-    top = max(m.point.load for m in data.measures)
     how = []
-    for ports in _reference_ports(data):
-        zero = _zero_load_latency(data, ports)
-        if zero is not None:
-            t0, why = zero
-            p = np.linspace(0.0, min(top, 0.98), 200)
-            ax_mean.plot(p, t0 + oq_queueing_delay(ports, p), color="k", linestyle=":",
-                         linewidth=1.2, label=f"output-queued bound, N={ports}")
-            how.append(f"N={ports}: {why}")
-        sat = hol_saturation(ports)
-        for ax in (ax_mean, ax_p99):
-            ax.axvline(sat, color="0.4", linestyle="-.", linewidth=1.2,
-                       label=f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}")
-    for key in series:
-        ms = data.of(key)
-        ax_mean.plot(*curve(ms, latency("mean")), **data.style(key))
-        ax_p99.plot(*curve(ms, latency("p99")), **data.style(key))
-    for ax, stat in ((ax_mean, "mean"), (ax_p99, "99th percentile")):
-        ax.set(xlabel="offered load (flits per input per cycle)",
-               ylabel=f"{stat} latency (cycles, log scale)", title=f"{stat.capitalize()} latency",
-               yscale="log", xlim=(0, top * 1.02))
-        plain_log_ticks(ax.yaxis)
-    legend(fig, ax_mean)
-    bound = ("The dotted curve (mean only) is the output-queued lower bound: zero-load latency "
-             f"plus W = ((N-1)/N) p / (2(1-p)), zero-load latency {'; '.join(how)}. "
-             if how else "")
-    return Plot("latency.png", "Mean and p99 latency", fig,
-                "Mean and 99th-percentile latency (generation to tail delivery) against offered "
+
+    def annotate(ax_mean, ax_p99, top):
+        for ports in _reference_ports(data):
+            zero = _zero_load_latency(data, ports)
+            if zero is not None:
+                t0, why = zero
+                p = np.linspace(0.0, min(top, 0.98), 200)
+                ax_mean.plot(p, t0 + oq_queueing_delay(ports, p), color="k", linestyle=":",
+                             linewidth=1.2, label=f"output-queued bound, N={ports}")
+                how.append(f"N={ports}: {why}")
+            sat = hol_saturation(ports)
+            for ax in (ax_mean, ax_p99):
+                ax.axvline(sat, color="0.4", linestyle="-.", linewidth=1.2,
+                           label=f"HOL limit, one FIFO per input, N={ports}: {sat:.3f}")
+
+    def caption():
+        bound = ("The dotted curve (mean only) is the output-queued lower bound: zero-load "
+                 f"latency plus W = ((N-1)/N) p / (2(1-p)), zero-load latency {'; '.join(how)}. "
+                 if how else "")
+        return ("Mean and 99th-percentile latency (generation to tail delivery) against offered "
                 "load, mean over seeds; model dashed, RTL solid. " + bound +
                 "The dash-dotted vertical line is the saturation throughput of one FIFO per "
                 "input (head-of-line blocking).")
+    return latency_plot(data, annotate, unit_in="flits per input per cycle", caption=caption)
 
 
 def _packet_latencies(point: Point, sim: str) -> np.ndarray | None:

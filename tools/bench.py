@@ -963,7 +963,7 @@ LATENCY_FABRICS = (
                                      "fabric.hosts_per_leaf=16", "fabric.spines=16",
                                      "fabric.routing=ecmp"]),
 )
-LATENCY_BYTES = (8, 4096)
+LATENCY_BYTES = (8, 64, 512, 4096)
 LATENCY_WORKERS = 2
 
 

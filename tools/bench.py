@@ -985,14 +985,12 @@ def latency_point(overrides: list[str], algo: str, nbytes: int) -> dict:
     return collective_summary(cfg, prepared, records, engines, buffers)
 
 
-def latency_rounds(overrides: list[str], algo: str, nbytes: int) -> tuple[int, int]:
-    """The all-reduce's rounds, each waiting for the one before (section 15.6: an exchange's
-    turns, which do not, are one), and the routers on their paths summed, the longest path
-    of each round."""
+def latency_rounds(peers, algo: str, nbytes: int) -> tuple[int, int]:
+    """The all-reduce's rounds on ``peers``' fabric, each waiting for the one before (section
+    15.6: an exchange's turns, which do not, are one), and the routers on their paths
+    summed, the longest path of each round."""
     from ..sim.collective.alpha_beta import priced_rounds
-    from ..sim.collective.peers import Peers
     from ..sim.collective.schedule import elements_of
-    peers = Peers.of(latency_config(overrides))
     rounds = priced_rounds(peers, "allreduce", algo, elements_of(nbytes))
     return len(rounds), sum(max(peers.hops(*pair) for pair in pairs) for pairs, _, _ in rounds)
 
@@ -1033,6 +1031,7 @@ def latency_table() -> ResultsPage:
                         [a for a in ALGORITHMS if supports(a, "allreduce", peers)]))
     points = [(name, overrides, algo, nbytes) for name, overrides, _, _, algos in fabrics
               for nbytes in LATENCY_BYTES for algo in algos]
+    peers_of = {name: peers for name, _, _, peers, _ in fabrics}
     measured = {}
     with ProcessPoolExecutor(LATENCY_WORKERS) as pool:
         futures = [pool.submit(latency_point, overrides, algo, nbytes)
@@ -1047,7 +1046,7 @@ def latency_table() -> ResultsPage:
             cycles = c["cycles"]
             if cycles and c["data_ok"]:
                 measured[name, algo, nbytes] = cycles
-            rounds, hops = latency_rounds(overrides, algo, nbytes)
+            rounds, hops = latency_rounds(peers_of[name], algo, nbytes)
             page.row(name, algo, f"{nbytes} B", str(rounds), str(hops),
                      f"{cycles:,}" if cycles else "-",
                      f"{c['time_us']:.2f} us" if cycles else "-",

@@ -255,3 +255,19 @@ def test_switch_synth_rows_give_each_port_count_on_both_targets(monkeypatch):
         "16.0 | failed | - | - | - |" in rows
     assert any(r.startswith("ECP5 LFE5UM-85F speed 6 (Yosys 0.70, nextpnr 0.11.1)") for r in rows)
 
+
+
+def test_a_note_made_while_a_table_has_rows_to_come_waits_under_it():
+    # A failed point's reason is noted as the point's row is written: the rows after it
+    # once vanished from the page, the table closed by the note.
+    from superfabric.tools.results_page import Column, ResultsPage
+    page = ResultsPage("t", "T", "make t", "About.")
+    page.table(Column("x", 1), Column("y", 1))
+    page.row(1, "a")
+    page.note("1 failed: why")
+    page.row(2, "b")
+    page.table(Column("z", 1))
+    page.row(3)
+    text = page.markdown("make t")
+    assert text.endswith("| x | y |\n|---:|---:|\n| 1 | a |\n| 2 | b |\n\n1 failed: why\n\n"
+                         "| z |\n|---:|\n| 3 |\n")

@@ -112,6 +112,7 @@ class ResultsPage:
     _blocks: list[str] = field(default_factory=list)
     _columns: list[Column] = field(default_factory=list)
     _rows: list[list[str]] = field(default_factory=list)
+    _under: list[str] = field(default_factory=list)
 
     def table(self, *columns: Column, caption: str | None = None) -> None:
         """Start a (further) table of the page and print its header."""
@@ -129,10 +130,10 @@ class ResultsPage:
         self._rows.append(cells)
 
     def note(self, text: str) -> None:
-        """A line under the table, printed and kept."""
-        self._flush()
+        """A line under the table, printed and kept: while a table has rows to come (a
+        failed point's reason, say) it waits under that table, so no row after it is lost."""
         print(text)
-        self._blocks.append(text)
+        (self._under if self._columns else self._blocks).append(text)
 
     def _line(self, cells: list[str]) -> str:
         return " ".join(c.rjust(col.width) if col.right else c.ljust(col.width)
@@ -145,7 +146,8 @@ class ResultsPage:
         rule = "|" + "|".join("---:" if c.right else "---" for c in self._columns) + "|"
         body = ["| " + " | ".join(r) + " |" for r in self._rows]
         self._blocks.append("\n".join([head, rule, *body]))
-        self._columns, self._rows = [], []
+        self._blocks.extend(self._under)
+        self._columns, self._rows, self._under = [], [], []
 
     def markdown(self, command: str) -> str:
         """The page: title, what was measured, the stamp, the tables and notes; ``command``

@@ -1,6 +1,7 @@
 """The all-reduce sweep table (tools/collective_sweep.py, docs/spec/collective.md section 15.7)."""
 
 import json
+from concurrent.futures import Future
 
 from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.library import ALGORITHMS, auto, supports
@@ -90,6 +91,42 @@ def test_a_kept_point_is_priced_again_without_planning_it(monkeypatch, tmp_path)
     again = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
     assert [r[2] for r in again] == [r[2] for r in first]
     assert {r[6] for r in again} == {"12,345"} != {r[6] for r in first}
+
+
+def test_the_workers_get_the_longest_points_first_and_the_page_keeps_size_order(monkeypatch):
+    monkeypatch.setitem(collective_sweep.SWEEPS, "test", ("2x2x2 torus", TORUS, (8, 65536)))
+    submitted = []
+
+    class Recording:
+        """A pool that records what it is given, each point failing as it would if its
+        worker died (so the page must still list it, in its place)."""
+
+        def __init__(self, workers):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, overrides, algo, nbytes, keep):
+            submitted.append((algo, nbytes))
+            future = Future()
+            future.set_exception(RuntimeError("worker died"))
+            return future
+
+    monkeypatch.setattr(collective_sweep, "ProcessPoolExecutor", Recording)
+    runs = _tables(collective_sweep.sweep_table("test").markdown("test"))[0]
+    cfg = collective_sweep.sweep_config(TORUS, 1 << 14)
+    peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
+    algos = [a for a in ALGORITHMS if supports(a, "allreduce", peers)]
+    points = [(a, s) for s in (8, 65536) for a in algos]
+    assert sorted(submitted) == sorted(points)
+    predicted = [model.predict(peers, "allreduce", a, s,
+                               segment=collective_sweep._segment(cfg, a)) for a, s in submitted]
+    assert predicted == sorted(predicted, reverse=True) and predicted[0] > predicted[-1]
+    assert [(r[1], r[-1]) for r in runs] == [(a, "failed") for a, _ in points]
 
 
 def test_every_sweep_has_a_configuration_with_a_qp_per_peer():

@@ -12,7 +12,8 @@ from superfabric.network.topology import Topology
 from superfabric.sim.rdma.metrics import connection_state
 from superfabric.sim.rdma.traffic import pattern_roles
 from superfabric.tools import bench
-from superfabric.tools.booksim import BookSimSpeed, parse_speed
+from superfabric.tools.booksim import (BookSimSpeed, BookSimStats, parse_speed, parse_stats,
+                                      run_stats)
 
 #: The end of a BookSim2 run of ``torus444_dor2`` (abridged): its statistics, the line giving
 #: the cycles it simulated, and its total run time in seconds.
@@ -29,6 +30,7 @@ Time taken is 14000 cycles
 ====== Overall Traffic Statistics ======
 ====== Traffic class 0 ======
 Packet latency average = 11.6139 (1 samples)
+Accepted flit rate average = 0.299843 (1 samples)
 Total run time 2.51482
 """
 
@@ -57,6 +59,56 @@ def test_booksim_output_cut_short_is_refused(cut, message):
 def test_booksim_zero_run_time_is_refused():
     with pytest.raises(ValueError, match="must be positive"):
         parse_speed(BOOKSIM_OUTPUT.replace("Total run time 2.51482", "Total run time 0"))
+
+
+def test_booksim_overall_statistics_give_the_runs_latency_and_accepted_rate():
+    # A sample's latency, printed before the overall statistics, is not the run's.
+    text = BOOKSIM_OUTPUT.replace("Packet latency average = 11.6139\n",
+                                  "Packet latency average = 99\n", 1)
+    assert parse_stats(text) == BookSimStats(latency=11.6139, accepted=0.299843)
+
+
+def _fake_booksim(path, output):
+    """An executable at ``path`` that prints ``output`` whatever it is given, as BookSim2."""
+    path.write_text("#!/bin/sh\ncat <<'END'\n" + output + "END\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_booksim_unstable_load_has_no_statistics_and_says_so(tmp_path):
+    unstable = (BOOKSIM_OUTPUT.partition("====== Overall")[0]
+                + "Simulation unstable, ending ...\nTotal run time 1.2\n")
+    with pytest.raises(ValueError, match="no overall 'Packet latency average'"):
+        parse_stats(unstable)
+    assert run_stats(_fake_booksim(tmp_path / "unstable", unstable), tmp_path / "c", 1.0) is None
+    # Cut short without saying why: a failure, not a load past saturation.
+    cut = _fake_booksim(tmp_path / "cut", BOOKSIM_OUTPUT.partition("====== Overall")[0])
+    with pytest.raises(RuntimeError, match="BookSim2 on c failed"):
+        run_stats(cut, tmp_path / "c", 0.5)
+    assert run_stats(_fake_booksim(tmp_path / "ok", BOOKSIM_OUTPUT), tmp_path / "c", 0.3) == \
+        BookSimStats(11.6139, 0.299843)
+
+
+def test_scheduling_rows_measure_queueing_from_zero_load_against_the_bound(monkeypatch,
+                                                                           tmp_path):
+    latency = {0.01: 4.0, 0.5: 4.5, 0.8: 7.5, 0.9: 13.0, 0.95: 26.0, 1.0: 400.0}
+    monkeypatch.setattr(bench, "run_point", lambda cfg, *, load, **_: {
+        "throughput": min(load, 0.98), "latency": {"mean": latency[load]}})
+    monkeypatch.setattr(bench, "_booksim", lambda peers: (tmp_path / "booksim", tmp_path,
+                                                          "BookSim2 from here."))
+    monkeypatch.setattr(bench.booksim, "run_stats", lambda exe, config, load: None
+                        if load == 1.0 else BookSimStats(latency[load] + 1, load))
+    text = bench.scheduling_table().markdown("make bench TABLES=scheduling")
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in text.splitlines() if line.startswith("| ")
+                              and not line.startswith("| offered"))}
+    assert list(rows) == ["0.01", "0.5", "0.8", "0.9", "0.95", "1"]
+    # W = (7/8) 0.8 / (2 x 0.2) = 1.75; both queue 3.5 cycles past their zero-load latency.
+    assert rows["0.8"] == ["0.8", "1.75", "0.800", "7.50", "3.50", "2.00",
+                           "0.800", "8.50", "3.50", "2.00"]
+    assert rows["0.01"][4:6] == ["-", "-"] and rows["0.01"][8:] == ["-", "-"]
+    assert rows["1"] == ["1", "-", "0.980", "400.00", "396.00", "-", "unstable", "-", "-", "-"]
+    assert "BookSim2 from here." in text
 
 
 def test_bench_runs_every_table_by_default_with_the_scale_defaults():

@@ -9,7 +9,8 @@ pooled memory's allocators on the training trace (:mod:`.pool`); training throug
 int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`); the
 compression unit and the collective engine on ECP5, tori on one ECP5, the default switch at
 4, 8 and 16 ports on ECP5 and 7-series (:mod:`.synth.bench`); small all-reduces on 384 accelerators,
-and the all-reduce swept over sizes and algorithms (:mod:`.collective_sweep`).
+and the all-reduce swept over sizes and algorithms (:mod:`.collective_sweep`); the default
+switch's latency against the output-queued bound, beside BookSim2's iSLIP (scheduling).
 
 A benchmark, not a test: it prints figures and asserts nothing. Build and compile
 times are excluded; each RTL run is checked against the model. Each table is also
@@ -18,14 +19,15 @@ written as a page of ``docs/results/`` stamped with date, commit and machine
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
 [rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [board] [tornado]
 [blocks] [fpga-fabric] [switch-synth] [collective-latency] [collective-sweep]
-[collective-sweep-384]
+[collective-sweep-384] [scheduling]
 [--cycles N]
 [--against REV]``
 runs the tables named (all by default); ``--cycles`` is the stimulus run's generation
 window, ``--against REV`` also runs the model of an
 earlier commit (from a git worktree of it) side by side with this one.
-``--scale-dims``, ``--scale-cycles``, ``--runs`` and ``--peers`` narrow or shorten the
-fabric-scale table (a smoke run) and say where BookSim2's peers folder is.
+``--scale-dims``, ``--scale-cycles`` and ``--runs`` narrow or shorten the fabric-scale table
+(a smoke run); ``--peers`` says where BookSim2's peers folder is (the fabric-scale and
+scheduling tables).
 ``--dcqcn DIR`` runs only congestion control on the default fabric (PFC alone against
 PFC + DCQCN, ``rdma-incast`` and ``rdma-victim``, on Verilator) and a shorter incast on
 Icarus, keeping the runs in DIR.
@@ -167,6 +169,68 @@ def fabric_table() -> ResultsPage:
                             sim="model", out_dir=out)
         page.row(f"{load}", f"{res['throughput']:.3f}", f"{res['latency']['mean']:.1f}",
                  f"{res['cycles_per_second']:,.0f}")
+    return page
+
+
+#: The scheduling-quality table (issue 20): offered loads of uniform traffic on the default
+#: 8x8 switch, the first standing for zero load; cycles of each model run.
+SCHEDULING_LOADS = (0.01, 0.5, 0.8, 0.9, 0.95, 1.0)
+SCHEDULING_CYCLES = 60_000
+#: BookSim2's configuration of the same switch in the peers folder (3-iteration iSLIP).
+SCHEDULING_PEER = "switch8_islip3"
+
+
+def scheduling_table(peers: Path | None = None) -> ResultsPage:
+    """The default switch's latency and accepted load under uniform traffic against the
+    output-queued bound, beside BookSim2's 3-iteration iSLIP on the same switch when its
+    peers folder is there: the figures a new scheduler must keep (issue 20)."""
+    from .report.switch import oq_queueing_delay
+    exe, configs, source = _booksim(peers)
+    cfg = FabricConfig.load()
+    n = cfg.switch.ports
+    page = ResultsPage(
+        "scheduling", f"Scheduling quality of the {n}x{n} switch, beside BookSim2",
+        "make bench TABLES=scheduling",
+        f"The default preset's {n}x{n} switch ({cfg.switch.islip_iterations}-iteration iSLIP, "
+        f"{cfg.switch.priorities} traffic classes) on the model, uniform traffic, 1-flit "
+        f"packets, {SCHEDULING_CYCLES:,} cycles, seed 1: accepted load (flits per port per "
+        f"cycle), mean latency from generation to delivery in cycles, and the queueing delay, "
+        f"the mean latency less the zero-load latency (measured at offered load "
+        f"{SCHEDULING_LOADS[0]}), also as a multiple of W, the output-queued switch's mean "
+        f"queueing delay ((N-1)/N) p / (2 (1-p)), the bound every input-queued design is "
+        f"measured against. BookSim2 runs its own configuration of the switch "
+        f"(`peers/configs/{SCHEDULING_PEER}`: VOQs as {n} VCs, 3-iteration iSLIP, "
+        f"`sim_type = latency`), its latency from packet creation, its pipeline its own: "
+        f"compare queueing delays, not latencies. Past saturation latency grows with the run, "
+        f"and BookSim2 stops (unstable).")
+    columns = [Column("offered", 7), Column("W", 5), Column("accepted", 8),
+               Column("latency", 7), Column("queueing", 8), Column("x W", 5)]
+    if exe is not None:
+        columns += [Column("BookSim2 accepted", 17), Column("BookSim2 latency", 16),
+                    Column("BookSim2 queueing", 17), Column("BookSim2 x W", 12)]
+    page.table(*columns)
+    zero = {}
+    for load in SCHEDULING_LOADS:
+        with tempfile.TemporaryDirectory() as out:
+            res = run_point(cfg, traffic="uniform", load=load, cycles=SCHEDULING_CYCLES, seed=1,
+                            sim="model", out_dir=out, packet_lengths="fixed:1")
+        runs = [("model", res["throughput"], res["latency"]["mean"])]
+        if exe is not None:
+            stats = booksim.run_stats(exe, configs / SCHEDULING_PEER, load)
+            runs.append(("BookSim2", *((stats.accepted, stats.latency) if stats else
+                                       (None, None))))
+        w = oq_queueing_delay(n, load) if load < 1 else None
+        cells = [f"{load:g}", f"{w:.2f}" if w is not None else "-"]
+        for who, accepted, latency in runs:
+            # The zero-load row is the reference its queueing delay is measured from.
+            queueing = latency - zero[who] if latency is not None and who in zero else None
+            zero.setdefault(who, latency)
+            cells += [f"{accepted:.3f}" if accepted is not None else "unstable",
+                      f"{latency:.2f}" if latency is not None else "-",
+                      f"{queueing:.2f}" if queueing is not None else "-",
+                      f"{queueing / w:.2f}" if queueing is not None and w else "-"]
+        page.row(*cells)
+    page.note(source)
     return page
 
 
@@ -1082,7 +1146,7 @@ HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
           "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
           "tornado", "blocks", "fpga-fabric", "switch-synth", "collective-latency",
-          "collective-sweep", "collective-sweep-384")
+          "collective-sweep", "collective-sweep-384", "scheduling")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
 FABRIC_STIMULUS = (
     ("4x4x4 torus, dor, 2 VCs", FABRIC + ["fabric.topology=torus"], (0.6,), 200_000),
@@ -1247,8 +1311,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"fabric-scale table: runs per row, of the model and of BookSim2 "
                         f"(default {SCALE_RUNS})")
     p.add_argument("--peers", metavar="DIR", type=Path,
-                   help="fabric-scale table: the peers folder holding booksim2/ and configs/ "
-                        "(default ../shared/peers beside the repository, when there)")
+                   help="fabric-scale and scheduling tables: the peers folder holding "
+                        "booksim2/ and configs/ (default ../shared/peers beside the "
+                        "repository, when there)")
     p.add_argument("--no-pages", action="store_true",
                    help="print only; do not rewrite the pages of docs/results/")
     args = p.parse_args(argv)
@@ -1290,6 +1355,7 @@ def main(argv: list[str] | None = None) -> int:
         + ([fpga_fabric_table] if "fpga-fabric" in tables else []) \
         + ([switch_table] if "switch-synth" in tables else []) \
         + ([latency_table] if "collective-latency" in tables else []) \
+        + ([lambda: scheduling_table(args.peers)] if "scheduling" in tables else []) \
         + [lambda name=name: sweep_table(name) for name in SWEEPS if name in tables]
     command = " ".join(["python -m superfabric.tools.bench", *(argv or sys.argv[1:])])
     for table in measure:

@@ -4,7 +4,8 @@ BookSim2 is not a dependency of superfabric: its source and the configurations b
 published comparison are in ``../shared/peers/`` beside the repository, when that folder is
 there (its ``README.md``). :func:`build` copies the source into the git-ignored ``build/``
 folder and compiles it there; :func:`run` runs one configuration at one injection rate and
-returns its speed, simulated cycles over its own total run time (:func:`parse_speed`).
+returns its speed, simulated cycles over its own total run time (:func:`parse_speed`), and
+:func:`run_stats` what the run measured of the traffic (:func:`parse_stats`).
 """
 
 import shutil
@@ -12,7 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BookSimSpeed", "TOOLS", "build", "find_peers", "missing_tools", "parse_speed", "run"]
+__all__ = ["BookSimSpeed", "BookSimStats", "TOOLS", "build", "find_peers", "missing_tools",
+           "parse_speed", "parse_stats", "run", "run_stats"]
 
 #: The source tree of this package (tools/..): ``build/`` and the peers are found from it.
 REPO = Path(__file__).resolve().parent.parent
@@ -30,6 +32,41 @@ class BookSimSpeed:
     @property
     def cycles_per_second(self) -> float:
         return self.cycles / self.seconds
+
+
+@dataclass(frozen=True)
+class BookSimStats:
+    """What one BookSim2 run measured of all its traffic (its "Overall Traffic Statistics"):
+    the mean packet latency in cycles from the packet's creation, and the accepted flit
+    rate per node."""
+    latency: float
+    accepted: float
+
+
+#: The heading of the statistics over the whole run, after the per-sample ones.
+_OVERALL = "====== Overall Traffic Statistics ======"
+
+
+def parse_stats(output: str) -> BookSimStats:
+    """The overall mean packet latency and accepted flit rate in BookSim2's standard output
+    ``output`` (its first traffic class's).
+
+    Raises
+    ------
+    ValueError
+        When ``output`` has no overall statistics: BookSim2 prints none for a load it finds
+        unstable (past saturation it stops, "Simulation unstable"), nor for a run cut short.
+    """
+    wanted = {"Packet latency average": None, "Accepted flit rate average": None}
+    for line in output.partition(_OVERALL)[2].splitlines():
+        name, equals, value = line.partition(" = ")
+        if equals and name in wanted and wanted[name] is None:
+            wanted[name] = float(value.split()[0])
+    missing = [name for name, value in wanted.items() if value is None]
+    if missing:
+        raise ValueError(f"BookSim2 output has no overall '{missing[0]}' (unstable or cut "
+                         f"short)")
+    return BookSimStats(*wanted.values())
 
 
 def parse_speed(output: str) -> BookSimSpeed:
@@ -99,15 +136,41 @@ def build(peers: Path, build_root: Path = REPO / "build") -> Path:
     return exe
 
 
+def _output(exe: Path, config: Path, injection_rate: float) -> str:
+    """BookSim2 ``exe``'s standard output on ``config`` at ``injection_rate`` (packets per node
+    per cycle, flits with 1-flit packets)."""
+    # Not the exit status: BookSim2's main() returns -1 when its simulation succeeds. A run
+    # that failed has no speed in its output.
+    out = subprocess.run([str(exe), str(config), f"injection_rate={injection_rate}"],
+                         capture_output=True, text=True)
+    return out.stdout or out.stderr
+
+
 def run(exe: Path, config: Path, injection_rate: float) -> BookSimSpeed:
     """Run BookSim2 ``exe`` on ``config`` at ``injection_rate`` (packets per node per cycle,
     flits with 1-flit packets) and return its speed."""
-    out = subprocess.run([str(exe), str(config), f"injection_rate={injection_rate}"],
-                         capture_output=True, text=True)
-    # Not the exit status: BookSim2's main() returns -1 when its simulation succeeds. A run
-    # that failed has no speed in its output.
+    output = _output(exe, config, injection_rate)
     try:
-        return parse_speed(out.stdout)
+        return parse_speed(output)
     except ValueError as err:
         raise RuntimeError(f"BookSim2 on {config.name} failed ({err}): "
-                           f"{(out.stderr or out.stdout).strip().splitlines()[-3:]}") from None
+                           f"{output.strip().splitlines()[-3:]}") from None
+
+
+def run_stats(exe: Path, config: Path, injection_rate: float) -> BookSimStats | None:
+    """Run BookSim2 ``exe`` on ``config`` at ``injection_rate`` and return what it measured of
+    the traffic; None when it found that load unstable (it ran, and said so).
+
+    Raises
+    ------
+    RuntimeError
+        When the run failed otherwise (no speed in its output either).
+    """
+    output = _output(exe, config, injection_rate)
+    try:
+        return parse_stats(output)
+    except ValueError as err:
+        if "Simulation unstable" in output:
+            return None
+        raise RuntimeError(f"BookSim2 on {config.name} failed ({err}): "
+                           f"{output.strip().splitlines()[-3:]}") from None

@@ -4,7 +4,7 @@ from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arbiter import round_robin_pick
+from .arbiter import one_hot_index, round_robin_grant
 from .checks import check_count
 
 __all__ = ["ISLIP"]
@@ -107,9 +107,9 @@ class ISLIP(wiring.Component):
                 masks = [Cat(req_at[i][o][p] & ~in_matched[i] for i in range(n))
                          for p in range(np_)]
                 prio, mask, ptr = self._highest(m, masks, g_ptr[o], f"g{it}_{o}")
-                found, index = round_robin_pick(m, mask, ptr, n, f"g{it}_{o}")
+                _, first = round_robin_grant(m, mask, ptr, n, f"g{it}_{o}")
                 onehot = Signal(n, name=f"grant{it}_{o}")
-                m.d.comb += onehot.eq(Mux(found & ~out_matched[o], Const(1, n) << index, 0))
+                m.d.comb += onehot.eq(Mux(out_matched[o], 0, first))
                 grant.append(onehot)
                 grant_prio.append(prio)
             # Accept phase: each input picks a class, then an output.
@@ -119,7 +119,8 @@ class ISLIP(wiring.Component):
                 masks = [Cat(grant[o][i] & (grant_prio[o] == p) for o in range(n))
                          for p in range(np_)]
                 prio, mask, ptr = self._highest(m, masks, a_ptr[i], f"a{it}_{i}")
-                found, index = round_robin_pick(m, mask, ptr, n, f"a{it}_{i}")
+                found, first = round_robin_grant(m, mask, ptr, n, f"a{it}_{i}")
+                index = one_hot_index(m, first, n, f"a{it}_{i}")
                 acc = Signal(name=f"accept{it}_{i}")
                 m.d.comb += acc.eq(found)
                 if it == 0:
@@ -129,11 +130,11 @@ class ISLIP(wiring.Component):
                             with m.If(prio == p):
                                 m.d.sync += a_ptr[i][p].eq(Mux(index == n - 1, 0, index + 1))
                                 for o in range(n):
-                                    with m.If(index == o):
+                                    with m.If(first[o]):
                                         m.d.sync += g_ptr[o][p].eq((i + 1) % n)
                 new_in.append(acc)
                 for o in range(n):
-                    new_out[o] = new_out[o] | (acc & (index == o))
+                    new_out[o] = new_out[o] | first[o]
                 match_out[i] = Mux(acc, index, match_out[i])
                 match_prio[i] = Mux(acc, prio, match_prio[i])
             # Materialised so that later iterations share, not copy, the logic.

@@ -2,6 +2,9 @@
 
 import json
 from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+
+import pytest
 
 from superfabric.sim.collective.alpha_beta import AlphaBeta
 from superfabric.sim.collective.library import ALGORITHMS, auto, supports
@@ -127,6 +130,77 @@ def test_the_workers_get_the_longest_points_first_and_the_page_keeps_size_order(
                                segment=collective_sweep._segment(cfg, a)) for a, s in submitted]
     assert predicted == sorted(predicted, reverse=True) and predicted[0] > predicted[-1]
     assert [(r[1], r[-1]) for r in runs] == [(a, "failed") for a, _ in points]
+
+
+class _Scripted:
+    """A pool whose points succeed, except ``killer``: its worker dies (the out-of-memory
+    killer), which breaks the pool, so every point of the pool not done by then fails with
+    ``BrokenProcessPool``; ``alone_too``: it dies even alone. ``pools`` records each pool's
+    workers and points."""
+
+    pools = []
+    killer, alone_too = None, False
+
+    def __init__(self, workers):
+        self.workers, self.points = workers, []
+        _Scripted.pools.append(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def submit(self, fn, overrides, algo, nbytes, keep):
+        self.points.append((algo, nbytes))
+        future = Future()
+        dies = (algo, nbytes) == self.killer and (self.workers > 1 or self.alone_too)
+        # One worker runs in order: the points before the killer were done.
+        broken = dies or (self.killer in self.points and (self.workers > 1 or self.alone_too))
+        if broken or (self.workers > 1 and self.killer is not None):
+            future.set_exception(BrokenProcessPool("a worker died"))
+        else:
+            future.set_result({"cycles": nbytes})
+        return future
+
+
+@pytest.mark.parametrize("alone_too", [False, True])
+def test_a_dead_worker_costs_only_its_own_point(monkeypatch, alone_too):
+    monkeypatch.setattr(collective_sweep, "ProcessPoolExecutor", _Scripted)
+    monkeypatch.setattr(_Scripted, "pools", [])
+    monkeypatch.setattr(_Scripted, "killer", ("ring", 65536))
+    monkeypatch.setattr(_Scripted, "alone_too", alone_too)
+    monkeypatch.setattr(collective_sweep, "available_memory", lambda: 1 << 40)
+    cfg = collective_sweep.sweep_config(TORUS, 1 << 14)
+    peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
+    points = [(a, s) for s in (8, 65536) for a in ("ring", "tree")]
+    results = collective_sweep.measure_points("test", TORUS, points, cfg, peers, model)
+    # The pool of two broke; every point ran again alone, one at a time.
+    assert [p.workers for p in _Scripted.pools][:2] == [2, 1]
+    assert sorted(_Scripted.pools[0].points) == sorted(points)
+    assert set(results) == set(points)
+    for point in points:
+        if point == ("ring", 65536) and alone_too:
+            assert isinstance(results[point], RuntimeError)
+            assert "died running it alone" in str(results[point])
+        else:
+            assert results[point] == {"cycles": point[1]}
+
+
+def test_points_too_large_to_share_the_memory_run_alone_first(monkeypatch):
+    monkeypatch.setattr(collective_sweep, "ProcessPoolExecutor", _Scripted)
+    monkeypatch.setattr(_Scripted, "pools", [])
+    cfg = collective_sweep.sweep_config(TORUS, 1 << 14)
+    peers, model = Peers.of(cfg), AlphaBeta.of(cfg)
+    big = collective_sweep.point_memory(cfg, 1 << 20)
+    assert big == 8 * (1 << 19) * collective_sweep.POINT_BYTES_PER_WORD
+    # Room for one 1 MiB point, not two; the small ones share the machine.
+    monkeypatch.setattr(collective_sweep, "available_memory", lambda: big + 1)
+    points = [(a, s) for s in (8, 1 << 20) for a in ("ring", "tree")]
+    results = collective_sweep.measure_points("test", TORUS, points, cfg, peers, model)
+    assert [(p.workers, sorted(p.points)) for p in _Scripted.pools] == [
+        (1, [("ring", 1 << 20), ("tree", 1 << 20)]), (2, [("ring", 8), ("tree", 8)])]
+    assert all(results[p] == {"cycles": p[1]} for p in points)
 
 
 def test_every_sweep_has_a_configuration_with_a_qp_per_peer():

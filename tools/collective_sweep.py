@@ -5,7 +5,8 @@ the measured time over the alpha-beta prediction; per size the best algorithm an
 one ``auto`` picks, which is one of the swept algorithms (its run is that algorithm's).
 
 ``make bench TABLES=collective-sweep`` (64 accelerators, 8 bytes to 16 MiB, about 75
-minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, several hours).
+minutes on 2 cores) and ``TABLES=collective-sweep-384`` (384, 1 KiB to 4 MiB, about five
+hours: its 4 MiB points take about 19 GB each and run alone, :func:`measure_points`).
 A sweep resumes: each point it measured is kept in ``build/bench-collective/<table>/`` with
 what made it (the configuration, the plan's segment and a digest of the model's sources
 other than the alpha-beta model's), and a point whose record matches is not run again.
@@ -19,6 +20,7 @@ import functools
 import hashlib
 import json
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ..config import ConfigError, FabricConfig
@@ -38,6 +40,10 @@ SWEEP_BUFFER_FLITS = 40
 MAX_MEMORY_WORDS = 1 << 24
 #: Processes that run the points side by side.
 SWEEP_WORKERS = 2
+#: Bytes a point takes at its peak per word of host memory on each accelerator: the memory
+#: and what the run keeps beside it (its inputs, the memory read back at the end), measured:
+#: 4.49 GB for the 8x8x6's ring of 1 MiB in 384 x 2**19 words, 22.3 bytes a word.
+POINT_BYTES_PER_WORD = 24
 #: Where the measured points are kept, a folder per table.
 POINTS = Path("build/bench-collective")
 #: The model's sources that price a run without changing it: the prediction is made again
@@ -145,6 +151,63 @@ def _kept(path: Path | None, overrides: list[str], algo: str, nbytes: int) -> di
     return None
 
 
+def point_memory(cfg, nbytes: int) -> int:
+    """The bytes a point of ``nbytes`` on ``cfg``'s fabric takes at its peak, estimated from
+    the host memory it is tried in (:func:`_least_memory` on every accelerator)."""
+    return cfg.endpoints * _least_memory(nbytes) * POINT_BYTES_PER_WORD
+
+
+def available_memory() -> int:
+    """The memory the machine has available now, in bytes (``MemAvailable``; 0 when unknown,
+    so that every point runs alone)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def measure_points(name: str, overrides: list[str], points: list[tuple[str, int]], cfg, peers,
+                   model) -> dict:
+    """Every ``(algorithm, bytes)`` point of sweep ``name`` measured (:func:`sweep_point`,
+    kept under :data:`POINTS`): its ``collective`` section, or the exception that failed it.
+
+    A point that would take more than half the memory available (:func:`point_memory`: on
+    384 accelerators each 4 MiB point takes about 19 GB) runs alone, one after the other;
+    then the rest, :data:`SWEEP_WORKERS` at a time; each group longest first
+    (:func:`longest_first`). A worker that dies (the kernel's out-of-memory killer ends
+    the largest process when the estimate was short) breaks its pool: the points it left
+    unrun run again one at a time, and a point whose worker dies alone is recorded as
+    failed, so no point is lost or failed for another's death."""
+    avail = available_memory()
+    alone = [p for p in points if 2 * point_memory(cfg, p[1]) > avail]
+    rest = [p for p in points if p not in alone]
+    results = {}
+    for group, workers in ((alone, 1), (rest, SWEEP_WORKERS)):
+        pending = longest_first(group, cfg, peers, model)
+        while pending:
+            with ProcessPoolExecutor(workers) as pool:
+                futures = [(p, pool.submit(sweep_point, overrides, *p, POINTS / name))
+                           for p in pending]
+                for point, future in futures:
+                    try:
+                        results[point] = future.result()
+                    except BrokenProcessPool:
+                        pass                    # run again below
+                    except Exception as e:      # its row says why
+                        results[point] = e
+            unrun = [p for p in pending if p not in results]
+            if unrun and workers == 1:
+                # One worker runs its points in order: the first unrun is the one it died in.
+                results[unrun[0]] = RuntimeError("its worker process died running it alone "
+                                                 "(out of memory?)")
+                unrun = unrun[1:]
+            pending, workers = unrun, 1
+    return results
+
+
 def longest_first(points: list[tuple[str, int]], cfg, peers, model) -> list[tuple[str, int]]:
     """The sweep's ``(algorithm, bytes)`` points on ``cfg``'s fabric (its ``peers``, its
     alpha-beta ``model``) in the order they go to the workers: the longest first by the
@@ -195,27 +258,23 @@ def sweep_table(name: str) -> ResultsPage:
          "data"), (7, 16, 10, 11, 6, 7, 10, 5, 5)))))
     points = [(algo, nbytes) for nbytes in sizes for algo in algos]
     measured = {}
-    with ProcessPoolExecutor(SWEEP_WORKERS) as pool:
-        futures = {point: pool.submit(sweep_point, overrides, *point, POINTS / name)
-                   for point in longest_first(points, cfg, peers, model)}
-        for algo, nbytes in points:
-            future = futures[algo, nbytes]
-            try:
-                c = future.result()
-            except Exception as e:      # a failed point is a row that says why
-                page.row(_size(nbytes), algo, *["-"] * 6, "failed")
-                page.note(f"{algo}, {_size(nbytes)}: {type(e).__name__}: {e}")
-                continue
-            cycles = c["cycles"]
-            if cycles and c["data_ok"]:
-                measured[algo, nbytes] = cycles
-            page.row(_size(nbytes), algo, f"{cycles:,}" if cycles else "-",
-                     f"{c['time_us']:,.2f} us" if cycles else "-",
-                     f"{c['busbw']:.2f}" if cycles else "-",
-                     f"{c['busbw'] / link:.0%}" if cycles else "-",
-                     f"{c['alpha_beta_cycles']:,}",
-                     f"{c['alpha_beta_ratio']:.3f}" if cycles else "-",
-                     "exact" if c["data_ok"] else ("WRONG" if cycles else "stalled"))
+    results = measure_points(name, overrides, points, cfg, peers, model)
+    for algo, nbytes in points:
+        c = results[algo, nbytes]
+        if isinstance(c, Exception):    # a failed point is a row that says why
+            page.row(_size(nbytes), algo, *["-"] * 6, "failed")
+            page.note(f"{algo}, {_size(nbytes)}: {type(c).__name__}: {c}")
+            continue
+        cycles = c["cycles"]
+        if cycles and c["data_ok"]:
+            measured[algo, nbytes] = cycles
+        page.row(_size(nbytes), algo, f"{cycles:,}" if cycles else "-",
+                 f"{c['time_us']:,.2f} us" if cycles else "-",
+                 f"{c['busbw']:.2f}" if cycles else "-",
+                 f"{c['busbw'] / link:.0%}" if cycles else "-",
+                 f"{c['alpha_beta_cycles']:,}",
+                 f"{c['alpha_beta_ratio']:.3f}" if cycles else "-",
+                 "exact" if c["data_ok"] else ("WRONG" if cycles else "stalled"))
     page.table(Column("size", 7, right=False), Column("best", 16, right=False),
                Column("busbw of link", 13), Column("auto picks", 16, right=False),
                Column("auto over best", 14), caption="Per size: the fastest algorithm and auto")

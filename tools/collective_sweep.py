@@ -24,7 +24,7 @@ from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ..config import ConfigError, FabricConfig
-from .results_page import Column, ResultsPage
+from .results_page import Column, ResultsPage, meminfo
 
 #: The sweeps: table name, fabric, its overrides, the sizes (bytes per accelerator).
 SWEEPS = {
@@ -160,13 +160,7 @@ def point_memory(cfg, nbytes: int) -> int:
 def available_memory() -> int:
     """The memory the machine has available now, in bytes (``MemAvailable``; 0 when unknown,
     so that every point runs alone)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0
+    return meminfo("MemAvailable") or 0
 
 
 def measure_points(name: str, overrides: list[str], points: list[tuple[str, int]], cfg, peers,
@@ -195,7 +189,7 @@ def measure_points(name: str, overrides: list[str], points: list[tuple[str, int]
                     try:
                         results[point] = future.result()
                     except BrokenProcessPool:
-                        pass                    # run again below
+                        continue                # run again below
                     except Exception as e:      # its row says why
                         results[point] = e
             unrun = [p for p in pending if p not in results]

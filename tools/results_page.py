@@ -43,18 +43,25 @@ def commit() -> str:
     return head + ("-dirty" if status else "")
 
 
+def meminfo(field: str) -> int | None:
+    """``field`` of ``/proc/meminfo`` (``MemTotal``, ``MemAvailable``) in bytes; None when
+    it cannot be read."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def machine() -> str:
     """CPU model, cores, memory and operating system, in one line."""
     cpu = platform.processor() or platform.machine()
-    memory = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                memory = int(line.split()[1]) / 2**20
                 break
     except OSError:
         pass
@@ -65,7 +72,8 @@ def machine() -> str:
         system = f"{release['PRETTY_NAME'].strip(chr(34))}, Linux {platform.release()}"
     except (OSError, KeyError):
         pass
-    mem = f", {memory:.1f} GiB memory" if memory is not None else ""
+    total = meminfo("MemTotal")
+    mem = f", {total / 2**30:.1f} GiB memory" if total is not None else ""
     return f"{cpu}, {os.cpu_count()} cores{mem}, {system}, Python {platform.python_version()}"
 
 

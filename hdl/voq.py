@@ -68,11 +68,12 @@ class VOQBuffer(wiring.Component):
     else the address becomes the queue's head. Both memories are read at the
     same address in the same cycle; the pointer memory's read is transparent
     to its write, so a reader of a tail flit whose successor is written in
-    that cycle sees the new link. Free addresses are kept in a free-list
-    FIFO whose memory starts filled with every address, so no start-up
-    sequence is needed; its read port shows the first address one clock
-    after power-up, so the first flit may come at cycle 1 (behind a port's
-    skid buffer it cannot come sooner).
+    that cycle sees the new link. Free addresses need no memory of their
+    own: the one a read frees waits a cycle in a register, a second waits in
+    another, and the rest are a linked list through the pointer memory,
+    which the list reads and writes in cycles the queues leave its ports
+    free (section 4.2). The pointer memory starts as that list of every
+    address, so no start-up sequence is needed and a flit may come at cycle 0.
 
     Ingress frames packets by the head flit's ``length`` (``last`` is
     regenerated from it, so a malformed ``last`` can never corrupt the
@@ -154,11 +155,12 @@ class VOQBuffer(wiring.Component):
         addr_bits = max(1, (capacity - 1).bit_length())
 
         m.submodules.mem = mem = Memory(shape=self._layout, depth=capacity, init=[])
-        m.submodules.links = links = Memory(shape=unsigned(addr_bits), depth=capacity, init=[])
+        # Every address starts on the free list, in order (see _free_addresses).
+        m.submodules.links = links = Memory(shape=unsigned(addr_bits), depth=capacity,
+                                            init=[(a + 1) % capacity for a in range(capacity)])
         wr, link_wr = mem.write_port(), links.write_port()
         rd = mem.read_port(domain="sync")
         link_rd = links.read_port(domain="sync", transparent_for=(link_wr,))
-        free_wr, free_rd = self._free_list(m, addr_bits)
         # Unreserved flits per pool. A read frees its slot in the pool of
         # the packet read, which is known once its head is in the read
         # register (rd_pool): the slot counts as free from the cycle after
@@ -166,31 +168,81 @@ class VOQBuffer(wiring.Component):
         free = Array(Signal(range(self._pool_flits + 1), init=self._pool_flits, name=f"free{k}")
                      for k in range(self._pools))
         rd_valid = Signal()
+        new = Signal(addr_bits)   # the address a flit written this cycle takes
 
         ing = self._ingress(m, free, rd_valid)
         reader = self._read_side(m, rd, link_rd, rd_valid)
-        self._linked_list_write(m, wr, link_wr, free_rd, ing, rd, link_rd, rd_valid, reader)
-        self._space_accounting(m, rd, free_wr, free_rd, free, rd_valid, ing, reader.read)
+        tail_link = self._linked_list_write(m, wr, new, ing, rd, link_rd, rd_valid, reader)
+        self._free_addresses(m, link_wr, link_rd, new, tail_link, ing.write, reader.read, rd.addr)
+        self._space_accounting(m, free, rd_valid, ing)
         self._store_and_forward(m, ing)
         return m
 
-    def _wrap_inc(self, ptr):
-        """The free list's next pointer: ``ptr + 1`` modulo its ``capacity`` entries."""
-        return Mux(ptr == self.capacity - 1, 0, ptr + 1)
-
-    def _free_list(self, m, addr_bits):
-        """The free list's memory, filled with every address; returns its
-        ``(write port, read port)``."""
-        capacity = self.capacity
-        # A FIFO of free addresses whose read port always shows the entry at
-        # the read pointer, so an allocation needs no extra cycle.
-        # Transparency lets an address freed in one cycle be reused in the next.
-        m.submodules.free_mem = free_mem = Memory(
-            shape=unsigned(addr_bits), depth=capacity,
-            init=list(range(capacity)))
-        free_wr = free_mem.write_port()
-        free_rd = free_mem.read_port(domain="sync", transparent_for=(free_wr,))
-        return free_wr, free_rd
+    def _free_addresses(self, m, link_wr, link_rd, new, tail_link, write, read, freed):
+        """Free addresses, kept without a memory of their own (section 4.2): the
+        address a read frees (``freed``) waits one cycle in ``recycled``, a
+        second free address waits in ``spare``, and the rest form a linked list
+        through the pointer memory, on the ports the queues leave unused that
+        cycle. A write takes ``recycled``, else ``spare`` (``new``). Drives the
+        pointer memory's ports: the read side's reads, else the list's; the
+        queue's ``tail_link`` write ``(en, addr)`` of ``new``, else the list's."""
+        capacity, abits = self.capacity, len(new)
+        recycled = Signal(abits)
+        recycled_valid = Signal()
+        spare = Signal(abits, init=0)
+        spare_valid = Signal(init=1)
+        list_head = Signal(abits, init=1 % capacity)
+        list_tail = Signal(abits, init=capacity - 1)
+        list_empty = Signal(init=capacity == 1)
+        # The list's head is on the pointer memory's read data the cycle after a
+        # refill read the link of the head before it.
+        head_on_port = Signal()
+        head_now = Signal(abits)
+        m.d.comb += [head_now.eq(Mux(head_on_port, link_rd.data, list_head)),
+                     new.eq(Mux(recycled_valid, recycled, spare))]
+        use_recycled = write & recycled_valid
+        use_spare = write & ~recycled_valid
+        spare_left = spare_valid & ~use_spare
+        # A read frees an address: it waits in recycled, and one still there moves
+        # to spare, or to the list's tail if spare is taken. Such a cycle writes no
+        # flit (it would have taken recycled), so the write port is the list's.
+        displaced = read & recycled_valid & ~use_recycled
+        to_spare = Signal()
+        append = Signal()
+        # Without a read the read port is the list's: an empty spare takes its head.
+        refill = Signal()
+        m.d.comb += [to_spare.eq(displaced & ~spare_left), append.eq(displaced & spare_left),
+                     refill.eq(~read & ~spare_left & ~list_empty)]
+        # A free address must be at hand for every write the accounting admits:
+        # spare is empty only after a write that also read (recycled then holds the
+        # read's address) or when the list is empty, and every cycle without a read
+        # refills it; so a write finds recycled or spare valid.
+        with m.If(read):
+            m.d.sync += [recycled.eq(freed), recycled_valid.eq(1)]
+        with m.Elif(use_recycled):
+            m.d.sync += recycled_valid.eq(0)
+        with m.If(to_spare):
+            m.d.sync += [spare.eq(recycled), spare_valid.eq(1)]
+        with m.Elif(refill):
+            m.d.sync += [spare.eq(head_now), spare_valid.eq(1)]
+        with m.Elif(use_spare):
+            m.d.sync += spare_valid.eq(0)
+        m.d.sync += [list_head.eq(head_now), head_on_port.eq(refill)]
+        with m.If(refill & (head_now == list_tail)):
+            m.d.sync += list_empty.eq(1)
+        with m.If(append):
+            m.d.sync += [list_tail.eq(recycled), list_empty.eq(0)]
+            with m.If(list_empty):
+                m.d.sync += [list_head.eq(recycled), head_on_port.eq(0)]
+        tail_en, tail_addr = tail_link
+        m.d.comb += [
+            link_rd.en.eq(read | refill),
+            link_rd.addr.eq(Mux(read, freed, head_now)),
+            # An empty list's tail is a stale address, perhaps a queue's by now.
+            link_wr.en.eq(tail_en | (append & ~list_empty)),
+            link_wr.addr.eq(Mux(tail_en, tail_addr, list_tail)),
+            link_wr.data.eq(Mux(tail_en, new, recycled)),
+        ]
 
     def _ingress(self, m, free, rd_valid):
         """Ingress, framing and admission (section 4.2): drives ``i.ready``, the
@@ -249,25 +301,26 @@ class VOQBuffer(wiring.Component):
         return _Admission(write=write, is_last=is_last, q_wr=q_wr,
                           q_packet=Mux(is_head, q_in, wr_q), pool=pool, length=length)
 
-    def _linked_list_write(self, m, wr, link_wr, free_rd, ing, rd, link_rd, rd_valid, reader):
-        """A kept flit at the freshly allocated address (the free list's head), linked
-        behind its queue's tail if the queue holds an unread flit, else its new head;
-        it becomes the tail. ``reader``: the read side's :class:`_Reader`."""
+    def _linked_list_write(self, m, wr, new, ing, rd, link_rd, rd_valid, reader):
+        """A kept flit at the freshly allocated address ``new``, linked behind its
+        queue's tail if the queue holds an unread flit, else its new head; it becomes
+        the tail. ``reader``: the read side's :class:`_Reader`. Returns the tail's
+        link write ``(en, addr)`` (its data is ``new``)."""
         nq = self._queues
         head, rd_q = reader.head, reader.rd_q
         tail = Array(Signal(len(wr.addr), name=f"tail{q}") for q in range(nq))
         # holds[q]: queue q has a flit written and not yet read.
         holds = Array(Signal(name=f"holds{q}") for q in range(nq))
         stored = self._layout(wr.data)
-        new = free_rd.data
+        tail_en = Signal()
+        tail_addr = Signal.like(new)
         m.d.comb += [
             wr.en.eq(ing.write),
             wr.addr.eq(new),
             wr.data.eq(self.i.payload),
             stored.last.eq(ing.is_last),
-            link_wr.en.eq(ing.write & holds[ing.q_wr]),
-            link_wr.addr.eq(tail[ing.q_wr]),
-            link_wr.data.eq(new),
+            tail_en.eq(ing.write & holds[ing.q_wr]),
+            tail_addr.eq(tail[ing.q_wr]),
         ]
         # Entry by entry: an Array target would be a case over every queue for
         # every queue in the Verilog. A read of a queue's tail empties it, unless
@@ -285,6 +338,7 @@ class VOQBuffer(wiring.Component):
                 m.d.sync += head[q].eq(link_rd.data)
             with m.If(writing & ~holds[q]):
                 m.d.sync += head[q].eq(new)
+        return tail_en, tail_addr
 
     def _read_side(self, m, rd, link_rd, rd_valid):
         """``start``/``advance`` read a queue's head or the next flit of the packet
@@ -298,13 +352,16 @@ class VOQBuffer(wiring.Component):
         # The queue's head follows the reader, so a queue started again right after
         # its previous packet's tail continues from the right entry.
         start_addr = Mux(rd_valid & (rd_q == start_q_phys), link_rd.data, head[start_q_phys])
+        # The link of the flit last read, kept while the packet pauses: the free
+        # list reads the pointer memory in cycles without a read.
+        held_link = Signal.like(rd.addr)
+        with m.If(rd_valid):
+            m.d.sync += held_link.eq(link_rd.data)
         read = self.start | self.advance
         read_q = Signal.like(rd_q)
         m.d.comb += [
             rd.en.eq(read),
-            rd.addr.eq(Mux(self.start, start_addr, link_rd.data)),
-            link_rd.en.eq(read),
-            link_rd.addr.eq(rd.addr),
+            rd.addr.eq(Mux(self.start, start_addr, Mux(rd_valid, link_rd.data, held_link))),
             read_q.eq(Mux(self.start, start_q_phys, rd_q)),
             self.rd_valid.eq(rd_valid),
             self.rd_payload.eq(rd.data),
@@ -323,22 +380,9 @@ class VOQBuffer(wiring.Component):
             m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
         return _Reader(read=read, read_q=read_q, head=head, rd_q=rd_q)
 
-    def _space_accounting(self, m, rd, free_wr, free_rd, free, rd_valid, ing, read):
-        """The free list's pointers (a write pops an address, a read pushes the one
-        it read) and each pool's unreserved flits."""
-        capacity = self.capacity
-        free_rd_ptr = Signal(range(capacity))
-        free_wr_ptr = Signal(range(capacity))
-        m.d.comb += [
-            free_wr.en.eq(read),
-            free_wr.addr.eq(free_wr_ptr),
-            free_wr.data.eq(rd.addr),
-            free_rd.addr.eq(Mux(ing.write, self._wrap_inc(free_rd_ptr), free_rd_ptr)),
-        ]
-        with m.If(ing.write):
-            m.d.sync += free_rd_ptr.eq(self._wrap_inc(free_rd_ptr))
-        with m.If(read):
-            m.d.sync += free_wr_ptr.eq(self._wrap_inc(free_wr_ptr))
+    def _space_accounting(self, m, free, rd_valid, ing):
+        """Each pool's unreserved flits: a head admitted reserves its packet's
+        length, a flit read returns its slot."""
         for k in range(self._pools):
             reserve = Mux(self.rx_packet & (ing.pool == k), ing.length, 0)
             m.d.sync += free[k].eq(free[k] - reserve + (rd_valid & (self.rd_pool == k)))

@@ -70,9 +70,8 @@ class _Source:
         """``(packet, flit index)`` offered this cycle, or None."""
         bursting = (self.cycle // self.period) % 2 == 0
         self.cycle += 1
-        # The free list's read port shows its first address one clock after power-up (the
-        # switch's skid buffer gives that clock): the first flit comes at cycle 1.
-        if self.current is None and bursting and self.cycle > 1 and self.rng.random() < self.offer:
+        # A flit may come from the first cycle: the buffer needs no start-up sequence.
+        if self.current is None and bursting and self.rng.random() < self.offer:
             self.current = (self._new_packet(), 0)
         return self.current
 

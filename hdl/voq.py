@@ -35,16 +35,13 @@ class _Admission:
 @dataclass
 class _Reader:
     """The read side as the linked-list writer needs it: ``read``, a flit of queue
-    ``read_q`` is read this cycle; ``head`` and ``head_length``, the queues' head
-    pointers and their packets' lengths; ``rd_q``, the queue of the flit in the read
-    register, and ``rd_tail``, that flit is its packet's last."""
+    ``read_q`` is read this cycle; ``head``, the queues' head pointers; ``rd_q``, the
+    queue of the flit in the read register."""
 
     read: Value
     read_q: Value
     head: Array
-    head_length: Array
     rd_q: Value
-    rd_tail: Value
 
 
 class VOQBuffer(wiring.Component):
@@ -68,8 +65,7 @@ class VOQBuffer(wiring.Component):
     default preset, within a block RAM's 512-deep wide mode). A flit is
     written at a freshly allocated address; if its queue holds an unread
     flit, the same edge writes the new address as that tail's next pointer,
-    with the new flit's packet length (a head flit's, else unused), else the
-    address becomes the queue's head. Both memories are read at the
+    else the address becomes the queue's head. Both memories are read at the
     same address in the same cycle; the pointer memory's read is transparent
     to its write, so a reader of a tail flit whose successor is written in
     that cycle sees the new link. Free addresses need no memory of their
@@ -92,11 +88,7 @@ class VOQBuffer(wiring.Component):
     the head flit of that queue's oldest complete packet, ``advance`` reads
     the next flit of the packet under way. A read shows up one cycle later
     in ``rd_payload`` with ``rd_valid`` high; ``rd_last`` says it was the
-    tail, i.e. the packet has been read out entirely, from a count of the
-    packet's flits rather than the memory's read data, which would put the
-    block RAM's output delay in front of the router's scheduler (each queue
-    keeps its head packet's length; the length of the packet behind travels
-    with the link to its head); ``rd_pool`` is the
+    tail, i.e. the packet has been read out entirely; ``rd_pool`` is the
     pool the flit was read from, which its slot returns to at that edge.
 
     Parameters
@@ -161,14 +153,11 @@ class VOQBuffer(wiring.Component):
         m = Module()
         capacity = self.capacity
         addr_bits = max(1, (capacity - 1).bit_length())
-        link_layout = data.StructLayout({"next": unsigned(addr_bits),
-                                         "length": self._layout["length"].shape})
 
         m.submodules.mem = mem = Memory(shape=self._layout, depth=capacity, init=[])
         # Every address starts on the free list, in order (see _free_addresses).
-        m.submodules.links = links = Memory(
-            shape=link_layout, depth=capacity,
-            init=[{"next": (a + 1) % capacity, "length": 0} for a in range(capacity)])
+        m.submodules.links = links = Memory(shape=unsigned(addr_bits), depth=capacity,
+                                            init=[(a + 1) % capacity for a in range(capacity)])
         wr, link_wr = mem.write_port(), links.write_port()
         rd = mem.read_port(domain="sync")
         link_rd = links.read_port(domain="sync", transparent_for=(link_wr,))
@@ -196,8 +185,7 @@ class VOQBuffer(wiring.Component):
         through the pointer memory, on the ports the queues leave unused that
         cycle. A write takes ``recycled``, else ``spare`` (``new``). Drives the
         pointer memory's ports: the read side's reads, else the list's; the
-        queue's ``tail_link`` write ``(en, addr, length)`` of ``new``, else the list's
-        (a free address's link carries no length)."""
+        queue's ``tail_link`` write ``(en, addr)`` of ``new``, else the list's."""
         capacity, abits = self.capacity, len(new)
         recycled = Signal(abits)
         recycled_valid = Signal()
@@ -210,7 +198,7 @@ class VOQBuffer(wiring.Component):
         # refill read the link of the head before it.
         head_on_port = Signal()
         head_now = Signal(abits)
-        m.d.comb += [head_now.eq(Mux(head_on_port, link_rd.data.next, list_head)),
+        m.d.comb += [head_now.eq(Mux(head_on_port, link_rd.data, list_head)),
                      new.eq(Mux(recycled_valid, recycled, spare))]
         use_recycled = write & recycled_valid
         use_spare = write & ~recycled_valid
@@ -246,15 +234,14 @@ class VOQBuffer(wiring.Component):
             m.d.sync += [list_tail.eq(recycled), list_empty.eq(0)]
             with m.If(list_empty):
                 m.d.sync += [list_head.eq(recycled), head_on_port.eq(0)]
-        tail_en, tail_addr, tail_length = tail_link
+        tail_en, tail_addr = tail_link
         m.d.comb += [
             link_rd.en.eq(read | refill),
             link_rd.addr.eq(Mux(read, freed, head_now)),
             # An empty list's tail is a stale address, perhaps a queue's by now.
             link_wr.en.eq(tail_en | (append & ~list_empty)),
             link_wr.addr.eq(Mux(tail_en, tail_addr, list_tail)),
-            link_wr.data.next.eq(Mux(tail_en, new, recycled)),
-            link_wr.data.length.eq(tail_length),
+            link_wr.data.eq(Mux(tail_en, new, recycled)),
         ]
 
     def _ingress(self, m, free, rd_valid):
@@ -318,10 +305,9 @@ class VOQBuffer(wiring.Component):
         """A kept flit at the freshly allocated address ``new``, linked behind its
         queue's tail if the queue holds an unread flit, else its new head; it becomes
         the tail. ``reader``: the read side's :class:`_Reader`. Returns the tail's
-        link write ``(en, addr, length)``: its data is ``new`` and the flit's packet
-        length, which a head flit's link passes to the reader."""
+        link write ``(en, addr)`` (its data is ``new``)."""
         nq = self._queues
-        head, head_length, rd_q = reader.head, reader.head_length, reader.rd_q
+        head, rd_q = reader.head, reader.rd_q
         tail = Array(Signal(len(wr.addr), name=f"tail{q}") for q in range(nq))
         # holds[q]: queue q has a flit written and not yet read.
         holds = Array(Signal(name=f"holds{q}") for q in range(nq))
@@ -346,58 +332,44 @@ class VOQBuffer(wiring.Component):
                 m.d.sync += [tail[q].eq(new), holds[q].eq(1)]
             with m.Elif(draining):
                 m.d.sync += holds[q].eq(0)
-            # The head follows the reader (the link read with the flit), and past a
-            # packet's tail so does its length; a flit written into an empty queue
-            # is its head, whatever the reader saw.
+            # The head follows the reader (the link read with the flit); a flit
+            # written into an empty queue is its head, whatever the reader saw.
             with m.If(rd_valid & (rd_q == q)):
-                m.d.sync += head[q].eq(link_rd.data.next)
-                with m.If(reader.rd_tail):
-                    m.d.sync += head_length[q].eq(link_rd.data.length)
+                m.d.sync += head[q].eq(link_rd.data)
             with m.If(writing & ~holds[q]):
-                m.d.sync += [head[q].eq(new), head_length[q].eq(ing.length)]
-        return tail_en, tail_addr, ing.length
+                m.d.sync += head[q].eq(new)
+        return tail_en, tail_addr
 
     def _read_side(self, m, rd, link_rd, rd_valid):
         """``start``/``advance`` read a queue's head or the next flit of the packet
         under way; drives the ``rd_*`` ports. Returns the :class:`_Reader`."""
         nq = self._queues
-        length_shape = self._layout["length"].shape
         head = Array(Signal(len(rd.addr), name=f"head{q}") for q in range(nq))
-        head_length = Array(Signal(length_shape, name=f"head_length{q}") for q in range(nq))
         rd_q = Signal(range(max(nq, 2)))  # never zero-width: lint-clean for one queue
         rd_first = Signal()               # the read register holds a packet's head
-        # Flits of the packet under way from the one in the read register on.
-        rd_left = Signal(length_shape)
-        rd_tail = Signal()
         payload = self._layout(rd.data)
         start_q_phys = self.start_q if nq > 1 else 0
         # The queue's head follows the reader, so a queue started again right after
         # its previous packet's tail continues from the right entry.
-        follows = Signal()
-        m.d.comb += [follows.eq(rd_valid & (rd_q == start_q_phys)),
-                     rd_tail.eq(rd_valid & (rd_left == 1))]
-        start_addr = Mux(follows, link_rd.data.next, head[start_q_phys])
-        start_length = Mux(follows, link_rd.data.length, head_length[start_q_phys])
+        start_addr = Mux(rd_valid & (rd_q == start_q_phys), link_rd.data, head[start_q_phys])
         # The link of the flit last read, kept while the packet pauses: the free
         # list reads the pointer memory in cycles without a read.
         held_link = Signal.like(rd.addr)
         with m.If(rd_valid):
-            m.d.sync += held_link.eq(link_rd.data.next)
+            m.d.sync += held_link.eq(link_rd.data)
         read = self.start | self.advance
         read_q = Signal.like(rd_q)
         m.d.comb += [
             rd.en.eq(read),
-            rd.addr.eq(Mux(self.start, start_addr, Mux(rd_valid, link_rd.data.next, held_link))),
+            rd.addr.eq(Mux(self.start, start_addr, Mux(rd_valid, link_rd.data, held_link))),
             read_q.eq(Mux(self.start, start_q_phys, rd_q)),
             self.rd_valid.eq(rd_valid),
             self.rd_payload.eq(rd.data),
-            self.rd_last.eq(rd_tail),
+            self.rd_last.eq(rd_valid & payload.last),
         ]
         m.d.sync += [rd_valid.eq(read), rd_first.eq(self.start)]
         with m.If(self.start):
-            m.d.sync += [rd_q.eq(start_q_phys), rd_left.eq(start_length)]
-        with m.Elif(self.advance):
-            m.d.sync += rd_left.eq(rd_left - 1)
+            m.d.sync += rd_q.eq(start_q_phys)
         # The pool of the packet under way, from its head flit only.
         if self._pools > 1:
             rd_pool_held = Signal(range(self._pools))
@@ -406,8 +378,7 @@ class VOQBuffer(wiring.Component):
             with m.If(rd_first):
                 m.d.sync += rd_pool_held.eq(head_pool)
             m.d.comb += self.rd_pool.eq(Mux(rd_first, head_pool, rd_pool_held))
-        return _Reader(read=read, read_q=read_q, head=head, head_length=head_length, rd_q=rd_q,
-                       rd_tail=rd_tail)
+        return _Reader(read=read, read_q=read_q, head=head, rd_q=rd_q)
 
     def _space_accounting(self, m, free, rd_valid, ing):
         """Each pool's unreserved flits: a head admitted reserves its packet's

@@ -4,7 +4,7 @@ from amaranth.hdl import Signal, Module, Mux, Cat, Const, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .arbiter import class_round_robin_grant, one_hot_index
+from .arbiter import one_hot_index, round_robin_grant
 from .checks import check_count
 
 __all__ = ["ISLIP"]
@@ -62,6 +62,22 @@ class ISLIP(wiring.Component):
         """The payload of a match: the output and the class."""
         return data.StructLayout({"output": range(ports), "prio": range(max(priorities, 2))})
 
+    def _highest(self, m, masks, ptrs, name):
+        """The highest class with a non-empty mask: (class, its mask, its pointer)."""
+        n = self._n
+        prio = Signal(range(max(self._p, 2)), name=f"{name}_prio")
+        mask = Signal(n, name=f"{name}_mask")
+        ptr = Signal(range(n), name=f"{name}_ptr")
+        for p in range(self._p):
+            sig = Signal(n, name=f"{name}_mask{p}")
+            m.d.comb += sig.eq(masks[p])
+            masks[p] = sig
+        m.d.comb += [prio.eq(0), mask.eq(masks[0]), ptr.eq(ptrs[0])]
+        for p in range(1, self._p):
+            with m.If(masks[p].any()):
+                m.d.comb += [prio.eq(p), mask.eq(masks[p]), ptr.eq(ptrs[p])]
+        return prio, mask, ptr
+
     def elaborate(self, platform):
         m = Module()
         n, np_ = self._n, self._p
@@ -85,35 +101,33 @@ class ISLIP(wiring.Component):
         match_prio = [Const(0, range(max(np_, 2))) for _ in range(n)]
         for it in range(self._iterations):
             # Grant phase: each unmatched output picks a class, then an input.
-            grant = []         # grant[o]: one-hot over inputs
-            grant_class = []   # grant_class[o]: one-hot over classes, the class granted at
+            grant = []        # grant[o]: one-hot over inputs
+            grant_prio = []   # grant_prio[o]: the class it granted at
             for o in range(n):
                 masks = [Cat(req_at[i][o][p] & ~in_matched[i] for i in range(n))
                          for p in range(np_)]
-                _, first, classes = class_round_robin_grant(m, masks, g_ptr[o], n,
-                                                            f"g{it}_{o}")
+                prio, mask, ptr = self._highest(m, masks, g_ptr[o], f"g{it}_{o}")
+                _, first = round_robin_grant(m, mask, ptr, n, f"g{it}_{o}")
                 onehot = Signal(n, name=f"grant{it}_{o}")
                 m.d.comb += onehot.eq(Mux(out_matched[o], 0, first))
                 grant.append(onehot)
-                grant_class.append(classes)
+                grant_prio.append(prio)
             # Accept phase: each input picks a class, then an output.
             new_out = [Const(0, 1) for _ in range(n)]
             new_in = []
             for i in range(n):
-                masks = [Cat(grant[o][i] & grant_class[o][p] for o in range(n))
+                masks = [Cat(grant[o][i] & (grant_prio[o] == p) for o in range(n))
                          for p in range(np_)]
-                found, first, classes = class_round_robin_grant(m, masks, a_ptr[i], n,
-                                                                f"a{it}_{i}")
+                prio, mask, ptr = self._highest(m, masks, a_ptr[i], f"a{it}_{i}")
+                found, first = round_robin_grant(m, mask, ptr, n, f"a{it}_{i}")
                 index = one_hot_index(m, first, n, f"a{it}_{i}")
-                prio = (one_hot_index(m, classes, np_, f"a{it}_{i}_class") if np_ > 1
-                        else Const(0, 1))
                 acc = Signal(name=f"accept{it}_{i}")
                 m.d.comb += acc.eq(found)
                 if it == 0:
                     # Pointers move one past the partner, first iteration only.
                     with m.If(acc):
                         for p in range(np_):
-                            with m.If(classes[p]):
+                            with m.If(prio == p):
                                 m.d.sync += a_ptr[i][p].eq(Mux(index == n - 1, 0, index + 1))
                                 for o in range(n):
                                     with m.If(first[o]):

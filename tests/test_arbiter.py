@@ -1,7 +1,6 @@
 """The round-robin arbiter (``hdl/arbiter.py``) against its model (``sim/arbiter.py``) under
 Amaranth's simulator: every request mask and pointer of small arbiters, and random ones of
-the widest (32 requesters, iSLIP's limit); and iSLIP's arbiter over classes, against the
-rule its model applies (the highest class that requests, the arbiter within it)."""
+the widest (32 requesters, iSLIP's limit)."""
 
 import random
 
@@ -13,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from superfabric.hdl.arbiter import class_round_robin_grant, round_robin_pick
+from superfabric.hdl.arbiter import round_robin_pick
 from superfabric.sim.arbiter import first_at_or_after
 from superfabric.sim.rdma.kernels.channels import SET_BITS, set_first, set_words
 
@@ -97,43 +96,3 @@ def test_wide_model_is_the_same_rule():
 def test_rejects_no_requesters():
     assert refusal(lambda: round_robin_pick(Module(), 0, 0, 0, "none"), ValueError) == \
         "n must be a positive integer, not 0"
-
-
-class _ClassArbiter(wiring.Component):
-    """:func:`class_round_robin_grant` over ``n`` requesters in ``classes`` classes."""
-
-    def __init__(self, n: int, classes: int):
-        self._n, self._classes = n, classes
-        super().__init__({"masks": In(n).array(classes), "ptrs": In(range(n)).array(classes),
-                          "found": Out(1), "first": Out(n), "classes": Out(classes)})
-
-    def elaborate(self, platform):
-        m = Module()
-        found, first, classes = class_round_robin_grant(m, list(self.masks), list(self.ptrs),
-                                                        self._n, "pick")
-        m.d.comb += [self.found.eq(found), self.first.eq(first), self.classes.eq(classes)]
-        return m
-
-
-@pytest.mark.parametrize("n, classes", [(1, 2), (3, 1), (3, 3), (8, 4)])
-def test_classes_pick_the_highest_class_then_round_robin(n, classes):
-    rng = random.Random(n * 10 + classes)
-    dut = _ClassArbiter(n, classes)
-    # Empty classes above, below and between requesting ones, pointers anywhere.
-    cases = [([rng.getrandbits(n) if rng.random() < 0.6 else 0 for _ in range(classes)],
-              [rng.randrange(n) for _ in range(classes)]) for _ in range(1500)]
-
-    async def testbench(ctx):
-        for masks, ptrs in cases:
-            for p in range(classes):
-                ctx.set(dut.masks[p], masks[p])
-                ctx.set(dut.ptrs[p], ptrs[p])
-            got = (ctx.get(dut.found), ctx.get(dut.first), ctx.get(dut.classes))
-            top = max((p for p in range(classes) if masks[p]), default=None)
-            want = (0, 0, 0) if top is None else (
-                1, 1 << first_at_or_after(masks[top], ptrs[top]), 1 << top)
-            assert got == want, f"masks {masks} pointers {ptrs}: {got}, the rule says {want}"
-
-    sim = Simulator(dut)
-    sim.add_testbench(testbench)
-    sim.run()

@@ -97,8 +97,10 @@ RouterState = namedtuple("RouterState", [
     "skid_n", "skid",
     "free", "in_packet", "left", "dropping", "waiting", "stored", "wr_ecn",
     # Per (input, queue): the complete packets, oldest first; per [input,
-    # output * vcs + vc] the classes with a complete packet, as a bit mask.
-    "q_head", "q_tail", "q_count", "nonempty",
+    # output * vcs + vc] the classes with a complete packet, as a bit mask; per input,
+    # the local outputs it has a complete packet for, as a bit mask (what it requests
+    # from, so that a cycle looks at those only).
+    "q_head", "q_tail", "q_count", "nonempty", "toward",
     # Per input: read register and crossbar state.
     "rd_valid", "rd_pkt", "rd_flit", "rd_last", "rd_out", "rd_pool", "rd_ecn", "active",
     "cur_out", "cur_vc",
@@ -123,7 +125,7 @@ RouterState = namedtuple("RouterState", [
     # Pause frames sent: rows (cycle, endpoint, class_enable, eight times); this cycle's.
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
-    "finishing", "arriving", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
+    "finishing", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
     "credit_ok", "booked", "book_port", "book_vc", "book_prio", "book_len"])
 
 
@@ -241,7 +243,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         free=free, in_packet=flags(ports), left=ints(ports), dropping=flags(ports),
         waiting=ints(ports), stored=ints(ports), wr_ecn=ints(ports),
         q_head=ints(ports, queues, fill=NONE), q_tail=ints(ports, queues, fill=NONE),
-        q_count=ints(ports, queues), nonempty=ints(ports, n * v),
+        q_count=ints(ports, queues), nonempty=ints(ports, n * v), toward=ints(ports),
         rd_valid=flags(ports), rd_pkt=ints(ports), rd_flit=ints(ports), rd_last=flags(ports),
         rd_out=ints(ports), rd_pool=ints(ports), rd_ecn=ints(ports), active=flags(ports),
         cur_out=ints(ports), cur_vc=ints(ports),
@@ -263,7 +265,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         paused_before=ints(ports * p), frames_received=ints(ports * p),
         lossless=lossless_classes(cfg),
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
-        finishing=flags(ports), arriving=flags(ports), credit=flags(ports),
+        finishing=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
         paused_classes=ints(ports), credit_ok=ints(ports, v), booked=ints(ports, p, v),
         book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
@@ -367,19 +369,21 @@ def channel_index(out, vc, vcs):
 
 @kernel(inline=True)
 def output_status(st, prm, base, n):
-    """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input; ``arriving``,
-    ``credit`` and ``out_free`` per output; per link output and VC, ``credit_ok``, the
-    classes whose pool downstream has room for the longest packet (virtual
-    cut-through). An adaptive VC's packets had their room reserved at ingress."""
+    """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input; ``credit`` and
+    ``out_free`` per output (a flit arriving in its egress queue at this edge counted);
+    per link output and VC, ``credit_ok``, the classes whose pool downstream has room for
+    the longest packet (virtual cut-through). An adaptive VC's packets had their room
+    reserved at ingress, where ``booked`` counts this cycle's bookings."""
     npr, nvc = prm.priorities, prm.vcs
+    arriving = 0
     for g in range(base, base + n):
         st.finishing[g] = st.rd_valid[g] and st.rd_last[g]
-        st.arriving[g] = False
-    for g in range(base, base + n):
         if st.rd_valid[g]:
-            st.arriving[base + st.rd_out[g]] = True
-    for g in range(base, base + n):
-        st.credit[g] = egress_credit(st.eg_n, g, st.arriving[g])
+            arriving |= 1 << st.rd_out[g]
+    adaptive = prm.topology == TORUS and prm.adaptive
+    for o in range(n):
+        g = base + o
+        st.credit[g] = egress_credit(st.eg_n, g, arriving >> o & 1)
         st.out_free[g] = st.credit[g]
         if st.port_link[g] < 0:
             st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
@@ -389,7 +393,8 @@ def output_status(st, prm, base, n):
             for p in range(npr):
                 if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
                     ok |= 1 << p
-                st.booked[g, p, v] = 0
+                if adaptive:
+                    st.booked[g, p, v] = 0
             st.credit_ok[g, v] = ok
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
@@ -492,10 +497,11 @@ def request(st, prm, r, base, n, cycle, paused):
                     st.req[go, p] |= 1 << i
                     any_request = True
                     continue
+            toward = st.toward[g]
             for o in range(n):
                 go = base + o
-                if not st.out_free[go] or (holds and st.held_for[go] >= 0
-                                           and st.held_for[go] != i):
+                if not toward >> o & 1 or not st.out_free[go] or (
+                        holds and st.held_for[go] >= 0 and st.held_for[go] != i):
                     continue
                 p = _class_toward(st, prm, g, go, o)
                 if p >= 0:
@@ -516,6 +522,8 @@ def _blocked(st, prm, g, go, o, i):
     """Section 5.8: input ``g`` (local ``i``) holds a complete packet for output ``go``
     (local ``o``) of a class not paused that it could not request in this cycle (not
     free for it, or short of credits)."""
+    if not st.toward[g] >> o & 1:
+        return False
     nvc = prm.vcs
     queued = 0
     for v in range(nvc):
@@ -734,6 +742,7 @@ def store_flit(st, prm, g, pkt, last):
         if prm.islip:
             o, v, p = queue_parts(q, prm.vcs, prm.priorities)
             st.nonempty[g, channel_index(o, v, prm.vcs)] |= 1 << p
+            st.toward[g] |= 1 << o
 
 
 @kernel(inline=True)
@@ -788,6 +797,11 @@ def start_packet(st, prm, base, g, o):
     st.waiting[g] -= 1
     if prm.islip and st.q_count[g, q] == 0:
         st.nonempty[g, channel_index(o, v, nvc)] &= ~(1 << p)
+        left = 0
+        for w in range(nvc):
+            left |= st.nonempty[g, channel_index(o, w, nvc)]
+        if not left:
+            st.toward[g] &= ~(1 << o)
     go = base + o
     if st.port_link[go] >= 0 and not _reserved(prm, v):
         st.credits[go, p, v] -= st.p_length[pkt]

@@ -459,6 +459,17 @@ def _class_toward(st, prm, g, go, o):
 
 
 @kernel(inline=True)
+def _queued(st, prm, g, o):
+    """The classes input ``g`` holds a complete packet of for local output ``o``, on any
+    VC, as a bit mask."""
+    nvc = prm.vcs
+    classes = 0
+    for v in range(nvc):
+        classes |= st.nonempty[g, channel_index(o, v, nvc)]
+    return classes
+
+
+@kernel(inline=True)
 def _free_for(st, go, i):
     """Output ``go`` is free for local input ``i``: free, and held for none or for it."""
     return st.out_free[go] and (st.held_for[go] < 0 or st.held_for[go] == i)
@@ -524,11 +535,7 @@ def _blocked(st, prm, g, go, o, i):
     free for it, or short of credits)."""
     if not st.toward[g] >> o & 1:
         return False
-    nvc = prm.vcs
-    queued = 0
-    for v in range(nvc):
-        queued |= st.nonempty[g, channel_index(o, v, nvc)]
-    return (queued & ~st.paused_classes[go]) != 0 and (
+    return (_queued(st, prm, g, o) & ~st.paused_classes[go]) != 0 and (
         not _free_for(st, go, i) or _class_toward(st, prm, g, go, o) < 0)
 
 
@@ -797,10 +804,7 @@ def start_packet(st, prm, base, g, o):
     st.waiting[g] -= 1
     if prm.islip and st.q_count[g, q] == 0:
         st.nonempty[g, channel_index(o, v, nvc)] &= ~(1 << p)
-        left = 0
-        for w in range(nvc):
-            left |= st.nonempty[g, channel_index(o, w, nvc)]
-        if not left:
+        if not _queued(st, prm, g, o):
             st.toward[g] &= ~(1 << o)
     go = base + o
     if st.port_link[go] >= 0 and not _reserved(prm, v):

@@ -14,6 +14,7 @@ from ...config import FabricConfig
 from ...formats.dcqcn import LINE_RATE
 from ...formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
                                  descriptor_fields, payload_words)
+from ..metrics import latency_figures
 from .keys import KeyTable
 from .traffic import RdmaWorkload, incast_roles, wr_cost
 
@@ -84,7 +85,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         "offered_words": float(length.sum() / window / E),
         "goodput": float(length[ok & (done < workload.cycles)].sum() / window / E),
         "goodput_run": float(length[ok].sum() / max(records.cycles, 1) / E),
-        "latency": _latency((done - wr["post"])[ok]),
+        "latency": latency_figures((done - wr["post"])[ok]),
         "rx_completions": {"count": int(len(records.rx_completions)),
                            "expected": int((ok & (wr["opcode"] == OP_SEND)).sum())},
         **{name: {"total": int(sum(counters.get(name, []))),
@@ -98,16 +99,6 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         "stalled": bool(records.stalled),
         "stuck": records.stuck or None,
     }
-
-
-def _latency(cycles: np.ndarray) -> dict:
-    """Mean and percentiles (numpy's linear interpolation); all None when empty."""
-    if not len(cycles):
-        return {k: None for k in ("mean", "p50", "p99", "p999", "max")}
-    lat = cycles.astype(np.float64)
-    return {"mean": float(lat.mean()), "p50": float(np.percentile(lat, 50)),
-            "p99": float(np.percentile(lat, 99)), "p999": float(np.percentile(lat, 99.9)),
-            "max": float(lat.max())}
 
 
 def data_check(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:

@@ -1,9 +1,14 @@
 """Deadlock freedom checked on the escape channel dependency graph (docs/architecture.md 11.6)."""
 
+import random
+import subprocess
+import sys
+
+import networkx as nx
 import pytest
 
 from superfabric.config import ConfigError, FabricConfig
-from superfabric.network.deadlock import dependency_cycle, escape_dependencies
+from superfabric.network.deadlock import _acyclic, dependency_cycle, escape_dependencies
 from superfabric.network.routing import class_vcs, torus_dor_hop
 from superfabric.network.topology import Topology
 
@@ -52,6 +57,30 @@ def test_one_vc_ring_has_the_cycle_around_the_ring():
 def test_dateline_and_escape_vcs_are_acyclic(dims, routing, vcs):
     topo = Topology("torus", dims=dims, endpoints_per_router=1)
     assert dependency_cycle(topo, routing, vcs) is None
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_acyclic_check_agrees_with_networkx(seed):
+    # Sparse to dense random graphs, self-loops and all: half of them have cycles.
+    rng = random.Random(seed)
+    nodes = rng.randint(1, 30)
+    edges = {(rng.randrange(nodes), rng.randrange(nodes))
+             for _ in range(rng.randint(0, 3 * nodes))}
+    if seed % 2:
+        # Edges that only go up an order: acyclic, however many.
+        edges = {(a, b) for a, b in edges if a < b}
+    assert _acyclic(edges) == nx.is_directed_acyclic_graph(nx.DiGraph(edges)), edges
+
+
+def test_an_acyclic_fabric_loads_without_networkx():
+    # networkx is for naming the cycle of a refused configuration; a run's configuration
+    # load does not pay for importing it.
+    code = ("import sys; from superfabric.config import FabricConfig; "
+            "FabricConfig.load(overrides=['fabric.topology=torus', 'fabric.dims=[4, 4, 4]']); "
+            "print('networkx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
 
 
 def test_the_adaptive_escape_graph_turns_from_the_long_ring_to_the_short_one():

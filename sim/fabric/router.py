@@ -104,8 +104,10 @@ RouterState = namedtuple("RouterState", [
     # Per input: read register and crossbar state.
     "rd_valid", "rd_pkt", "rd_flit", "rd_last", "rd_out", "rd_pool", "rd_ecn", "active",
     "cur_out", "cur_vc",
-    # Per output: the egress queue, a ring of EGRESS_DEPTH flits; credits per [class, vc].
-    "eg_n", "eg_first", "eg_pkt", "eg_flit", "eg_last", "eg_vc", "credits",
+    # Per output: the egress queue, a ring of EGRESS_DEPTH flits; credits per [class, vc]
+    # and, per VC, the classes whose credits hold the longest packet (credit_ok: all of
+    # them on an endpoint output's VC 0 and on an adaptive VC), kept as the credits change.
+    "eg_n", "eg_first", "eg_pkt", "eg_flit", "eg_last", "eg_vc", "credits", "credit_ok",
     # Counters per port and per link; the routers' peak occupancy.
     "rx", "tx", "drops", "link_flits", "peak_stored",
     # iSLIP pointers per [global port, class] and scratch of one match; the
@@ -126,7 +128,7 @@ RouterState = namedtuple("RouterState", [
     "frames", "tx_enable", "tx_times",
     # Scratch of one cycle, per port.
     "finishing", "credit", "out_free", "reserve", "reserve_pool", "paused_classes",
-    "credit_ok", "booked", "book_port", "book_vc", "book_prio", "book_len"])
+    "booked", "book_port", "book_vc", "book_prio", "book_len"])
 
 
 def router_params(cfg: FabricConfig, topo: Topology, *, recycle: bool = False,
@@ -230,6 +232,11 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         in_link[base[peer] + peer_port] = k
     credits = np.zeros((ports, p, v), np.int64)
     credits[port_link >= 0] = f.vc_buffer_flits
+    # At reset every pool downstream is empty and holds the longest packet (the
+    # configuration wants vc_buffer_flits >= max_packet_flits): every class on every VC.
+    credit_ok = ints(ports, v)
+    credit_ok[port_link >= 0] = (1 << p) - 1
+    credit_ok[port_link < 0, 0] = (1 << p) - 1
     lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
     return RouterState(
         **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
@@ -267,7 +274,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
         finishing=flags(ports), credit=flags(ports),
         out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
-        paused_classes=ints(ports), credit_ok=ints(ports, v), booked=ints(ports, p, v),
+        paused_classes=ints(ports), credit_ok=credit_ok, booked=ints(ports, p, v),
         book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
         book_len=ints(ports))
 
@@ -355,6 +362,17 @@ def _route(st, prm, r, base, n, pkt):
 
 
 @kernel(inline=True)
+def credits_changed(st, prm, go, p, v):
+    """Output ``go``'s credits of class ``p`` on VC ``v`` changed: whether they still hold
+    the longest packet (virtual cut-through), in ``credit_ok``. An adaptive VC's room is
+    reserved at ingress instead, so all its classes stay eligible."""
+    if _reserved(prm, v) or st.credits[go, p, v] >= prm.max_packet:
+        st.credit_ok[go, v] |= 1 << p
+    else:
+        st.credit_ok[go, v] &= ~(1 << p)
+
+
+@kernel(inline=True)
 def port_class(g, prio, priorities):
     """The row of (global port ``g``, class ``prio``) in the per-(port, class) arrays of
     ECN and PFC: ``g * priorities + prio``."""
@@ -370,9 +388,9 @@ def channel_index(out, vc, vcs):
 @kernel(inline=True)
 def output_status(st, prm, base, n):
     """Steps 2 and 3 (sections 5.2, 11.5, 5.7): ``finishing`` per input; ``credit`` and
-    ``out_free`` per output (a flit arriving in its egress queue at this edge counted);
-    per link output and VC, ``credit_ok``, the classes whose pool downstream has room for
-    the longest packet (virtual cut-through). An adaptive VC's packets had their room
+    ``out_free`` per output (a flit arriving in its egress queue at this edge counted).
+    The classes each link output's VC has room downstream for are ``credit_ok``, kept as
+    its credits change (:func:`credits_changed`). An adaptive VC's packets had their room
     reserved at ingress, where ``booked`` counts this cycle's bookings."""
     npr, nvc = prm.priorities, prm.vcs
     arriving = 0
@@ -385,17 +403,10 @@ def output_status(st, prm, base, n):
         g = base + o
         st.credit[g] = egress_credit(st.eg_n, g, arriving >> o & 1)
         st.out_free[g] = st.credit[g]
-        if st.port_link[g] < 0:
-            st.credit_ok[g, 0] = (1 << npr) - 1      # an endpoint output: no credits
-            continue
-        for v in range(nvc):
-            ok = 0
-            for p in range(npr):
-                if _reserved(prm, v) or st.credits[g, p, v] >= prm.max_packet:
-                    ok |= 1 << p
-                if adaptive:
+        if adaptive and st.port_link[g] >= 0:
+            for v in range(nvc):
+                for p in range(npr):
                     st.booked[g, p, v] = 0
-            st.credit_ok[g, v] = ok
     for g in range(base, base + n):
         if st.active[g] and not st.finishing[g]:
             st.out_free[base + st.cur_out[g]] = False
@@ -809,6 +820,7 @@ def start_packet(st, prm, base, g, o):
     go = base + o
     if st.port_link[go] >= 0 and not _reserved(prm, v):
         st.credits[go, p, v] -= st.p_length[pkt]
+        credits_changed(st, prm, go, p, v)
     st.rd_valid[g] = True
     st.rd_pkt[g] = pkt
     st.rd_flit[g] = 0
@@ -865,6 +877,7 @@ def issue_reads(st, prm, r, base, n, slot):
         if st.book_port[g] >= 0:
             # The room reserved by an adaptive routing decision, at the edge.
             st.credits[st.book_port[g], st.book_prio[g], st.book_vc[g]] -= st.book_len[g]
+            credits_changed(st, prm, st.book_port[g], st.book_prio[g], st.book_vc[g])
             st.book_port[g] = -1
         st.stored[g] -= read
         stored += st.stored[g]

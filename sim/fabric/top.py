@@ -17,9 +17,9 @@ from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sink_pause_frames
 from ..records import Records
 from ..skid_buffer import skid_ready
-from .router import (FRAMES, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS, router_busy,
-                     router_cycle, router_params, router_quiet, router_reached, router_state,
-                     trace_packets)
+from .router import (FRAMES, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS, credits_changed,
+                     router_busy, router_cycle, router_params, router_quiet, router_reached,
+                     router_state, trace_packets)
 from ..source import (NONE, source_accept, source_busy, source_next_generation, source_offer,
                      source_pause, source_state)
 from ..traffic import Trace
@@ -68,7 +68,9 @@ def return_credits(st, prm, arrived):
         pool = arrived[k]
         if pool >= 0:
             p = pool // prm.vcs
-            st.credits[st.link_src[k], p, pool - p * prm.vcs] += 1
+            v = pool - p * prm.vcs
+            st.credits[st.link_src[k], p, v] += 1
+            credits_changed(st, prm, st.link_src[k], p, v)
 
 
 @kernel(inline=True)

@@ -8,6 +8,7 @@ from superfabric.formats.packet import CE
 from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.metrics import summarize
 from superfabric.sim.traffic import Trace, generate
+from superfabric.network.routing import ESCAPE_VCS
 from superfabric.network.topology import Topology
 
 TORUS = ["fabric.topology=torus", "switch.priorities=2"]
@@ -77,6 +78,15 @@ def test_every_packet_arrives_once_along_a_connected_path(name):
         for pool in st.back_pool[k][st.back_pool[k] >= 0].tolist():
             credits[st.link_src[k], pool // cfg.fabric.vcs, pool % cfg.fabric.vcs] += 1
     assert (credits[st.port_link >= 0] == cfg.fabric.vc_buffer_flits).all()
+    # credit_ok, kept as the credits changed, names the classes whose credits hold the
+    # longest packet, every class on an adaptive VC (section 5.7).
+    f, priorities = cfg.fabric, cfg.switch.priorities
+    room = st.credits >= cfg.switch.max_packet_flits
+    if topo.kind == "torus" and f.routing == "adaptive":
+        room[:, :, ESCAPE_VCS:] = True
+    classes = (room << np.arange(priorities)[None, :, None]).sum(axis=1)
+    links = st.port_link >= 0
+    assert (st.credit_ok[links] == classes[links]).all()
     # The link counters count every flit of every packet whose path crossed them.
     flits = np.zeros(len(topo.links), np.int64)
     crossed = rec.path >= 0

@@ -27,7 +27,7 @@ __all__ = ["queue_index", "queue_parts", "pool_index", "voq_fits", "frame_flit",
 def queue_index(out, vc, prio, vcs, priorities):
     """The queue of packets toward output ``out`` on VC ``vc`` in class ``prio``:
     ``(out * vcs + vc) * priorities + prio`` (sections 4.2, 11.3)."""
-    return (out * vcs + vc) * priorities + prio
+    return (out * vcs + vc) * priorities + int(prio)
 
 
 @kernel(inline=True)

@@ -9,6 +9,8 @@ change of the specification in docs/architecture.md), regenerate the file with
 
 import hashlib
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -130,6 +132,23 @@ def rdma_digest(name: str) -> str:
                             "counters": counters, "wrs": len(workload)})
 
 
+#: A fabric run held to the same digest compiled and as Python: a torus with adaptive
+#: routing, two classes, PFC and ECN.
+_TORUS = ["fabric.topology=torus", "fabric.dims=[2, 3]", "fabric.endpoints_per_router=2",
+          "fabric.routing=adaptive", "fabric.vcs=3", "switch.priorities=2",
+          "pfc.priorities=[0, 1]"] + _PFC + _ECN
+
+
+def torus_digest() -> str:
+    cfg = FabricConfig.load(overrides=_TORUS)
+    trace = generate(cfg, "uniform", load=0.6, cycles=600, seed=11,
+                     packet_lengths="bimodal:1,8,0.5", ect_fraction=0.5)
+    rec = FabricModel(cfg).run(trace)
+    arrays = {k: getattr(rec, k) for k in ("out_port", "head", "tail", "dropped", "hops", "path",
+                                           "ecn_out", "ecn_backlog", "pfc_frames")}
+    return _digest(arrays, {"cycles": rec.cycles, "counters": rec.counters})
+
+
 def _expected() -> dict:
     return json.loads(DIGESTS.read_text())
 
@@ -142,6 +161,25 @@ def test_switch_model_digest(name):
 @pytest.mark.parametrize("name", sorted(RDMA_CASES))
 def test_rdma_model_digest(name):
     assert rdma_digest(name) == _expected()["rdma"][name]
+
+
+def test_the_kernels_run_as_python_to_the_same_digests():
+    # NUMBA_DISABLE_JIT runs the kernels' rules as plain Python for debugging (sim/kernel.py).
+    # There numpy's rules for Python scalars, not numba's, type the arithmetic on the
+    # state's narrow fields (a class in int8 shifted, a port number in int32): the same
+    # runs must give the same records. The widest switch (32 ports, 8 classes), PFC with
+    # ECN, the RDMA fabric with DCQCN, and a torus.
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_model_digests as t; "
+            "print(json.dumps([t.switch_digest('islip32-8prio'), t.switch_digest('ecn-pfc-stall'), "
+            "t.rdma_digest('rdma-victim-dcqcn-faults'), t.torus_digest()]))")
+    run = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)],
+                         env={**os.environ, "NUMBA_DISABLE_JIT": "1"}, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    expected = _expected()
+    assert json.loads(run.stdout) == [expected["switch"]["islip32-8prio"],
+                                      expected["switch"]["ecn-pfc-stall"],
+                                      expected["rdma"]["rdma-victim-dcqcn-faults"], torus_digest()]
 
 
 def test_cases_exercise_what_they_claim():

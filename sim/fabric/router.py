@@ -5,7 +5,8 @@ virtual channels and credit-based flow control on its link ports (section
 11). The state of every router of a fabric lives in one
 :class:`RouterState` of numpy arrays: per packet, per global port (router
 ``r``'s ports are ``base[r] .. base[r] + ports[r] - 1``, its endpoint ports
-first), per (input, queue), per link. :func:`router_cycle` is one cycle of
+first; views of one record per port, :func:`port_records`), per (input,
+queue), per link. :func:`router_cycle` is one cycle of
 one router, sections 5.2 and 5.3 with the changes of 11.5 (and of 5.7 with
 ``registered_grant``): it calls one rule per step, named after it
 (:func:`output_status`, :func:`request`, :func:`match_starts`,
@@ -197,6 +198,28 @@ def fabric_room(cfg: FabricConfig, topo: Topology) -> int:
     return room + len(topo.links) * f.link_latency
 
 
+def port_records(ports: int, fields: list) -> dict:
+    """Per-port state as one record per port: ``fields`` are ``(name, dtype[, shape[,
+    fill]])``; returns each field as an array over the ports (a view of the records,
+    of that shape after the port), filled with ``fill`` (default 0).
+
+    The fabric's state outgrows the caches (an 8x8x6 torus holds megabytes of it), and
+    a router's cycle reads each port's fields step after step: held as an array per
+    field, that is a cache line from each of some seventy arrays per router; as
+    records (528 bytes a port on that torus), a router's ports lie together and are
+    read in order.
+    """
+    spec = [(f[0], f[1], f[2] if len(f) > 2 else ()) for f in fields]
+    block = np.zeros(ports, np.dtype(spec, align=True))
+    views = {}
+    for name, *rest in fields:
+        view = block[name]
+        if len(rest) > 2:
+            view[...] = rest[2]
+        views[name] = view
+    return views
+
+
 def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterState:
     """Every router just after reset, with the per-packet arrays ``packets``."""
     sw, f = cfg.switch, cfg.fabric
@@ -238,45 +261,57 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
     credit_ok[port_link >= 0] = (1 << p) - 1
     credit_ok[port_link < 0, 0] = (1 << p) - 1
     lfsr = np.array([cfg.ecn.port_seed(g) for g in range(ports)], np.int64)
+    # Each field as narrow as its values allow, so that more of the state stays cached:
+    # bit masks over ports, counters, the LFSR and the port numbers that are shifted 64
+    # bits; packet ids, flit counts and other port numbers 32; classes, VCs and class
+    # masks 16 (so that 1 << class fits as numpy's Python-scalar rules keep the type,
+    # under NUMBA_DISABLE_JIT); the small queues' counts 8.
+    b1, i8, i16, i32, i64 = np.bool_, np.int8, np.int16, np.int32, np.int64
+    record = port_records(ports, [
+        # What every cycle of a router reads of each of its ports, in the order of its steps
+        # (output_status, request, match_starts, egress_handover, ingress, issue_reads) ...
+        ("rd_valid", b1), ("rd_last", b1), ("finishing", b1), ("credit", b1),
+        ("out_free", b1), ("active", b1), ("in_packet", b1), ("dropping", b1),
+        ("eg_n", i8), ("skid_n", i8), ("eg_first", i8), ("cur_vc", i16),
+        ("match_prio", i16), ("match_vc", i16), ("rd_pool", i16), ("reserve_pool", i16),
+        ("paused_classes", i16), ("credit_ok", i16, (v,)),
+        ("rd_out", i64), ("cur_out", i32), ("gr_out", i32, (), -1),
+        ("port_link", i32, (), -1), ("port_endpoint", i32, (), -1), ("in_link", i32, (), -1),
+        ("held_for", i32, (), -1), ("match_out", i32), ("book_port", i32, (), -1),
+        ("waiting", i32), ("stored", i32), ("reserve", i32), ("rd_pkt", i32),
+        ("rd_flit", i32), ("rd_ecn", i32), ("left", i32), ("wr_ecn", i32),
+        ("toward", i64), ("req", i64, (p,)),
+        ("free", i32, (p * v,)), ("credits", i32, (p, v)),
+        ("eg_pkt", i32, (EGRESS_DEPTH,)), ("eg_flit", i32, (EGRESS_DEPTH,)),
+        ("eg_last", b1, (EGRESS_DEPTH,)), ("eg_vc", i16, (EGRESS_DEPTH,)),
+        ("skid", i32, (SKID_DEPTH, 3)),
+        # ... and what only a packet's arrival, match or start touches.
+        ("g_ptr", i64, (p,)), ("a_ptr", i64, (p,)), ("grants", i64, (p,)),
+        ("grant_to", i32), ("grant_prio", i16), ("gr_prio", i16), ("gr_vc", i16),
+        ("book_vc", i16), ("book_prio", i16), ("book_len", i32), ("booked", i32, (p, v)),
+        ("q_head", i32, (queues,), NONE), ("q_tail", i32, (queues,), NONE),
+        ("q_count", i32, (queues,)), ("nonempty", i16, (n * v,)),
+        ("misses", i32), ("target", i32), ("rx", i64), ("tx", i64), ("drops", i64),
+        ("lfsr", i64), ("occupancy", i32, (p,)), ("xoff_state", b1, (p,)),
+        ("refresh", i64, (p,)), ("tx_enable", i16), ("tx_times", i32, (8,))])
+    for name, value in (("port_endpoint", port_endpoint), ("port_link", port_link),
+                        ("in_link", in_link), ("free", free), ("credits", credits),
+                        ("credit_ok", credit_ok), ("lfsr", lfsr)):
+        record[name][...] = value
     return RouterState(
-        **packets, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
+        **packets, **record, scalars=ints(7), free_ids=ints(len(packets["p_length"])),
         base=base, nports=nports, quiet=np.ones(topo.routers, np.bool_),
-        port_endpoint=port_endpoint, port_link=port_link,
-        in_link=in_link, dims=np.array(list(topo.dims) or [1], np.int64),
+        dims=np.array(list(topo.dims) or [1], np.int64),
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
         fwd_flit=ints(links, latency), fwd_vc=ints(links, latency),
         fwd_valid=flags(links, latency), back_pool=ints(links, latency, fill=-1),
-        skid_n=ints(ports), skid=ints(ports, SKID_DEPTH, 3),
-        free=free, in_packet=flags(ports), left=ints(ports), dropping=flags(ports),
-        waiting=ints(ports), stored=ints(ports), wr_ecn=ints(ports),
-        q_head=ints(ports, queues, fill=NONE), q_tail=ints(ports, queues, fill=NONE),
-        q_count=ints(ports, queues), nonempty=ints(ports, n * v), toward=ints(ports),
-        rd_valid=flags(ports), rd_pkt=ints(ports), rd_flit=ints(ports), rd_last=flags(ports),
-        rd_out=ints(ports), rd_pool=ints(ports), rd_ecn=ints(ports), active=flags(ports),
-        cur_out=ints(ports), cur_vc=ints(ports),
-        eg_n=ints(ports), eg_first=ints(ports), eg_pkt=ints(ports, EGRESS_DEPTH),
-        eg_flit=ints(ports, EGRESS_DEPTH), eg_last=flags(ports, EGRESS_DEPTH),
-        eg_vc=ints(ports, EGRESS_DEPTH), credits=credits,
-        rx=ints(ports), tx=ints(ports), drops=ints(ports), link_flits=ints(links),
-        peak_stored=ints(topo.routers),
-        g_ptr=ints(ports, p), a_ptr=ints(ports, p), req=ints(ports, p), grants=ints(ports, p),
-        match_out=ints(ports), match_prio=ints(ports), match_vc=ints(ports),
-        grant_to=ints(ports), grant_prio=ints(ports), gr_out=ints(ports, fill=-1),
-        gr_prio=ints(ports), gr_vc=ints(ports),
-        misses=ints(ports), target=ints(ports), held_for=ints(ports, fill=-1),
+        link_flits=ints(links), peak_stored=ints(topo.routers),
         starving=ints(topo.routers), holding=np.zeros(topo.routers, np.bool_),
-        backlog=ints(ports * p), lfsr=lfsr, marks=ints(ports * p),
-        occupancy=ints(ports, p), xoff_state=flags(ports, p), refresh=ints(ports, p),
+        backlog=ints(ports * p), marks=ints(ports * p),
         frames_sent=ints(ports * p), peak=ints(ports * p),
         pause_start=ints(ports * p), pause_until=ints(ports * p),
         paused_before=ints(ports * p), frames_received=ints(ports * p),
-        lossless=lossless_classes(cfg),
-        frames=ints(64, FRAME_COLUMNS), tx_enable=ints(ports), tx_times=ints(ports, 8),
-        finishing=flags(ports), credit=flags(ports),
-        out_free=flags(ports), reserve=ints(ports), reserve_pool=ints(ports),
-        paused_classes=ints(ports), credit_ok=credit_ok, booked=ints(ports, p, v),
-        book_port=ints(ports, fill=-1), book_vc=ints(ports), book_prio=ints(ports),
-        book_len=ints(ports))
+        lossless=lossless_classes(cfg), frames=ints(64, FRAME_COLUMNS))
 
 
 @kernel(inline=True)

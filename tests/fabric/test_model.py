@@ -248,3 +248,22 @@ def test_adaptive_bookings_of_a_cycle_share_the_room_in_input_order():
     routes = [tuple(map(int, _route(st, prm, 0, 0, 5, pkt))) for pkt in range(4)]
     assert routes == [(1, 2), (1, 2), (1, 0), (1, 2)]
     assert st.booked[1, 0, 2] == 32
+
+
+def test_a_routers_ports_lie_together_in_one_record_each():
+    # The per-port fields are views of one record per port (for locality), each of its
+    # own width, filled as a fresh router is, and they do not overlap.
+    from superfabric.sim.fabric.router import packet_arrays, router_state
+    cfg = FabricConfig.load(overrides=TORUS + ["fabric.dims=[2, 3]"])
+    topo = Topology.of(cfg)
+    st = router_state(cfg, topo, packet_arrays(4, 8))
+    ports = len(st.rd_valid)
+    per_port = {k: getattr(st, k) for k in st._fields
+                if getattr(st, k).ndim and len(getattr(st, k)) == ports}
+    block = st.rd_valid.base
+    assert all(a.base is block for a in per_port.values())
+    assert set(block.dtype.names) == set(per_port) and len(block) == ports
+    assert st.gr_out.dtype == np.int32 and st.toward.dtype == np.int64
+    assert (st.gr_out == -1).all() and (st.q_head == -1).all() and not st.rd_valid.any()
+    st.rd_out[:] = -7
+    assert not st.rd_valid.any() and (st.cur_out == 0).all() and (st.gr_out == -1).all()

@@ -166,9 +166,9 @@ def test_rdma_model_digest(name):
 def test_the_kernels_run_as_python_to_the_same_digests():
     # NUMBA_DISABLE_JIT runs the kernels' rules as plain Python for debugging (sim/kernel.py).
     # There numpy's rules for Python scalars, not numba's, type the arithmetic on the
-    # state's narrow fields (a class in int8 shifted, a port number in int32): the same
-    # runs must give the same records. The widest switch (32 ports, 8 classes), PFC with
-    # ECN, the RDMA fabric with DCQCN, and a torus.
+    # state's narrow fields (a class held in int8 in a queue's number, a port's in int32
+    # shifted): the same runs must give the same records. The widest switch (32 ports,
+    # 8 classes), PFC with ECN, the RDMA fabric with DCQCN, and a torus.
     code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_model_digests as t; "
             "print(json.dumps([t.switch_digest('islip32-8prio'), t.switch_digest('ecn-pfc-stall'), "
             "t.rdma_digest('rdma-victim-dcqcn-faults'), t.torus_digest()]))")

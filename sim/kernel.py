@@ -9,7 +9,9 @@ The kernels are compiled without numba's reference counting of arrays
 (``_nrt=False``): they never allocate, they only read and write the arrays
 their callers own, and with the counting on, every call and every copy of
 the state tuples increments and decrements an atomic counter per array,
-which cost more than half the time of a cycle. Compiled code is cached on
+which cost more than half the time of a cycle. They run without Python's
+lock (``nogil``), so that a fabric's routers can be stepped on several
+threads at once (``sim/threads.py``). Compiled code is cached on
 disk (``cache=True``), so only the first run on a machine pays the compiler.
 
 numba checks a cached kernel against its own source file only, but a kernel
@@ -66,7 +68,7 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
 def kernel(function=None, *, inline: bool = False):
     """Compile ``function`` as a model kernel; ``inline=True`` for a rule that a
     larger kernel calls every cycle (it is compiled into its callers)."""
-    options = {"cache": True, "_nrt": False}
+    options = {"cache": True, "_nrt": False, "nogil": True}
     if inline:
         options["inline"] = "always"
     if function is None:

@@ -2,6 +2,7 @@
 a run that fails exits 1."""
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -122,7 +123,9 @@ BAD_INPUT = [
     (["run", "--preset", "tiny", "--sim", "verilator", "--threads", "0", "-o", "OUT"],
      "--threads = 0: must be in 1..64"),
     (["run", "--preset", "tiny", "--sim", "icarus", "--threads", "2", "-o", "OUT"],
-     "--threads = 2: only Verilator runs have threads"),
+     "--threads = 2: only Verilator and model runs have threads"),
+    (["run", "--preset", "tiny", *RDMA, "--traffic", "rdma-uniform", "--threads", "2", "-o",
+      "OUT"], "--threads = 2: a model run of a trace has threads, not one of 'rdma-uniform'"),
     (["run", "--preset", "tiny", "--sim", "verilator", "--cxx-opt", "O1", "-o", "OUT"],
      "--cxx-opt = 'O1': must be one of 0, 1, 2, 3, s"),
     (["run", "--preset", "tiny", "--sim", "icarus", "--cxx-opt", "s", "-o", "OUT"],
@@ -321,6 +324,23 @@ def test_run_that_fails_exits_1(tmp_path):
     assert "FAILED: " in res.stdout and "requests not completed" in res.stdout
     assert "stalled at cycle" in res.stdout
     assert (tmp_path / "r" / "results.json").is_file()
+
+
+def test_a_model_run_on_two_threads_says_so_and_runs_as_on_one(tmp_path):
+    """--threads with --sim model steps the fabric's routers on that many threads (spec 5.9):
+    results.json states it, and the run is the one-thread run."""
+    runs = {}
+    for threads in (1, 2):
+        out = tmp_path / f"t{threads}"
+        res = superfabric("run", "--set", "fabric.topology=torus", "--set", "fabric.dims=[2, 2]",
+                          "--cycles", "400", "--load", "0.6", "--threads", str(threads),
+                          "-o", str(out))
+        assert res.returncode == 0, res.stdout + res.stderr
+        runs[threads] = json.loads((out / "results.json").read_text())
+    assert runs[2]["threads"] == runs[2]["model"]["threads"] == 2
+    assert runs[1]["threads"] == 1
+    for key in ("cycles", "throughput", "latency", "packets", "counters", "fabric"):
+        assert runs[2][key] == runs[1][key], key
 
 
 def test_every_one_line_error_names_an_exception_class():

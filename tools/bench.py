@@ -290,6 +290,9 @@ SCALE = (((4, 4, 4), 0.2, "torus444_dor2", 1), ((4, 4, 4), 0.3, "torus444_dor2",
 #: median is shown, with the spread).
 SCALE_CYCLES = 10_000
 SCALE_RUNS = 3
+#: The threads each fabric-scale row's model runs on (``--threads``, spec 5.9): one, as
+#: BookSim2 runs, and the two cores of the machine the figures are for.
+SCALE_THREADS = (1, 2)
 
 
 def dims_name(dims) -> str:
@@ -346,7 +349,9 @@ def scale_table(*, dims: list[str] | None = None, cycles: int = SCALE_CYCLES,
         f"Tori of 64 (4x4x4), 216 (6x6x6), 384 (8x8x6) and 512 (8x8x8) routers, one endpoint "
         f"each, `dor`, 2 VCs of 32 flits, one traffic class, uniform traffic, 1-flit packets, "
         f"{cycles:,} cycles of traffic ({2 * cycles:,} in the last row), seed 1; each model "
-        f"run is `superfabric run --sim model` in a fresh interpreter. cycles: to the last "
+        f"run is `superfabric run --sim model --threads T` in a fresh interpreter, T = "
+        f"{' and '.join(map(str, SCALE_THREADS))} (threads: the threads that step the "
+        f"routers, specification section 5.9; BookSim2 runs on one). cycles: to the last "
         f"delivery; model cycles/s: the kernel's speed as `results.json` states it, compilation apart (compile s); M "
         f"router-cycles/s: that times the routers, in millions; kernel s: the model's run; "
         f"wall s: the whole run (the configuration and its deadlock check, traffic generation, "
@@ -356,9 +361,10 @@ def scale_table(*, dims: list[str] | None = None, cycles: int = SCALE_CYCLES,
         f"cycles) at the same injection rate; its speed is \"Time taken is N cycles\" over its "
         f"\"Total run time\"; model / BookSim2 is the ratio of the runs made one after the "
         f"other. Every figure is the median of {runs} runs, the range in brackets; runs "
-        f"alternate (model, BookSim2, model, ...) so the machine's load weighs on both alike.")
+        f"alternate (model on each number of threads, BookSim2, model, ...) so the machine's "
+        f"load weighs on all alike.")
     columns = [Column("fabric", 6, right=False), Column("routers", 7), Column("load", 4),
-               Column("cycles", 6), Column("model cycles/s", 24),
+               Column("threads", 7), Column("cycles", 6), Column("model cycles/s", 24),
                Column("M router-cycles/s", 17), Column("kernel s", 18), Column("wall s", 18),
                Column("wall / kernel", 18), Column("compile s", 9)]
     if exe is not None:
@@ -371,27 +377,30 @@ def scale_table(*, dims: list[str] | None = None, cycles: int = SCALE_CYCLES,
         case = {"overrides": FABRIC + ["fabric.topology=torus", f"fabric.dims={list(shape)}"],
                 "traffic": "uniform", "load": load, "cycles": times * cycles, "lengths": "fixed:1",
                 "end_to_end": True}
-        model, peer, peer_cycles = [], [], set()
+        model = {t: [] for t in SCALE_THREADS}
+        peer, peer_cycles = [], set()
         for _ in range(runs):
-            res, = _speeds([case])
-            model.append(res)
+            for threads in SCALE_THREADS:
+                res, = _speeds([{**case, "threads": threads}])
+                model[threads].append(res)
             if exe is not None and config is not None:
                 speed = booksim.run(exe, configs / config, load)
                 peer.append(speed.cycles_per_second)
                 peer_cycles.add(speed.cycles)
-        speeds = [r["cycles_per_second"] for r in model]
-        cells = [dims_name(shape), routers, load, f"{model[0]['simulated']:,}",
-                 _spread(speeds, ",.0f"),
-                 _spread([s * routers / 1e6 for s in speeds], ".2f"),
-                 _spread([r["kernel_seconds"] for r in model], ".2f"),
-                 _spread([r["wall_seconds"] for r in model], ".2f"),
-                 _spread([r["wall_seconds"] / r["kernel_seconds"] for r in model], ".2f"),
-                 f"{statistics.median(r['compile_seconds'] for r in model):.2f}"]
-        if exe is not None:
-            cells += [", ".join(f"{c:,}" for c in sorted(peer_cycles)), _spread(peer, ",.0f"),
-                      _spread([m / b for m, b in zip(speeds, peer)], ".1f", "x")] \
-                if peer else ["-", "-", "-"]
-        page.row(*cells)
+        for threads, runs_of in model.items():
+            speeds = [r["cycles_per_second"] for r in runs_of]
+            cells = [dims_name(shape), routers, load, threads, f"{runs_of[0]['simulated']:,}",
+                     _spread(speeds, ",.0f"),
+                     _spread([s * routers / 1e6 for s in speeds], ".2f"),
+                     _spread([r["kernel_seconds"] for r in runs_of], ".2f"),
+                     _spread([r["wall_seconds"] for r in runs_of], ".2f"),
+                     _spread([r["wall_seconds"] / r["kernel_seconds"] for r in runs_of], ".2f"),
+                     f"{statistics.median(r['compile_seconds'] for r in runs_of):.2f}"]
+            if exe is not None:
+                cells += [", ".join(f"{c:,}" for c in sorted(peer_cycles)), _spread(peer, ",.0f"),
+                          _spread([m / b for m, b in zip(speeds, peer)], ".1f", "x")] \
+                    if peer else ["-", "-", "-"]
+            page.row(*cells)
     page.note(source)
     page.note(f"Load average (1, 5, 15 minutes) before the runs {before}, after {_loadavg()}.")
     return page

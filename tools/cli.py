@@ -165,7 +165,8 @@ def _run_parser(sub) -> None:
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="Verilator runs: threads of the Verilator model, a build of its own "
-                        "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1)")
+                        "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1); a model run of a "
+                        "trace: threads that step the fabric's routers (default 1)")
     r.add_argument("--cxx-opt", default=None, metavar="0|1|2|3|s",
                    help="Verilator runs: the C++ optimisation (-O) of the top's own fast code, a "
                         "build of its own; the router blocks keep -Os "
@@ -654,7 +655,7 @@ def _run(args) -> int:
                              "--stimulus trace)")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
-    _set_threads(args.threads, args.sim)
+    model_threads = _set_threads(args.threads, args.sim, args.traffic, args.stimulus)
     _set_cxx_opt(args.cxx_opt, args.sim)
     cfg = _config(args)
     if args.pcap is not None and _records_of(cfg, args.traffic) == "summary":
@@ -665,7 +666,8 @@ def _run(args) -> int:
                     sink_stall=args.sink_stall, pause_rate=args.pause_rate,
                     waves=args.waves or None, bad_fraction=args.bad_fraction,
                     stimulus=args.stimulus, progress=True,
-                    priority_weights=args.priority_weights, capture_link=args.capture_link)
+                    priority_weights=args.priority_weights, capture_link=args.capture_link,
+                    threads=model_threads)
     if "collective" in res:
         co = res["collective"]
         print(f"{args.sim}: {co['op']} of {co['bytes']:,} bytes by {co['algo']} on "
@@ -721,19 +723,32 @@ def _check_variable(read) -> None:
         raise UsageError(str(e)) from None
 
 
-def _set_threads(threads: int | None, sim: str) -> None:
+def _set_threads(threads: int | None, sim: str, traffic: str, stimulus: str) -> int:
     """``--threads``: the Verilator builds of this process (and of any it starts) get
     ``threads`` threads, through the environment variable the runner reads; without it,
-    that variable is checked before the run starts."""
+    that variable is checked before the run starts. A model run of a trace steps the
+    fabric's routers on ``threads`` threads (spec 5.9): returns how many (1 if not that)."""
+    from ..sim.collective.pattern import PATTERN as COLLECTIVE_PATTERN
+    from ..sim.rdma.traffic import RDMA_PATTERNS
     from ..tb.runner import MAX_THREADS, THREADS_ENV, verilator_threads
     if threads is None:
-        return _check_variable(verilator_threads)
+        _check_variable(verilator_threads)
+        return 1
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads = {threads}: must be in 1..{MAX_THREADS}")
+    if sim == "model":
+        pattern = traffic.split(":", 1)[0]
+        if threads > 1 and (pattern in RDMA_PATTERNS or pattern == COLLECTIVE_PATTERN
+                            or stimulus != "trace"):
+            raise UsageError(f"--threads = {threads}: a model run of a trace has threads, not "
+                             f"one of {pattern!r}" + (" with --stimulus hardware"
+                                                      if stimulus != "trace" else ""))
+        return threads
     if threads > 1 and sim != "verilator":
-        raise UsageError(f"--threads = {threads}: only Verilator runs have threads "
+        raise UsageError(f"--threads = {threads}: only Verilator and model runs have threads "
                          f"(--sim {sim} runs on one)")
     os.environ[THREADS_ENV] = str(threads)
+    return 1
 
 
 def _set_cxx_opt(level: str | None, sim: str) -> None:

@@ -62,8 +62,10 @@ def measure(case: dict, repeats: int = 3) -> dict:
         model = _model_class()
         work = generate(cfg, case["traffic"], load=case["load"], cycles=case["cycles"], seed=1,
                         packet_lengths=case["lengths"])
-        _warm(model(cfg))
-        run = lambda: model(cfg).run(work)                      # noqa: E731
+        # "threads" only where a case asks for them: an earlier commit's model has none.
+        threads = {"threads": case["threads"]} if "threads" in case else {}
+        _warm(model(cfg, **threads))
+        run = lambda: model(cfg, **threads).run(work)           # noqa: E731
     best = None
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -74,7 +76,8 @@ def measure(case: dict, repeats: int = 3) -> dict:
 
 
 def measure_run(case: dict) -> dict:
-    """One run of ``case`` (as for :func:`measure`, not RDMA) through
+    """One run of ``case`` (as for :func:`measure`, not RDMA; ``"threads": T`` steps the
+    routers on ``T`` threads) through
     :func:`superfabric.tools.run.run_point` with ``sim="model"``, into a temporary folder:
     traffic generation, the kernels' warm-up, the model, its records and ``results.json``.
 
@@ -92,7 +95,8 @@ def measure_run(case: dict) -> dict:
         t0 = time.perf_counter()
         cfg = FabricConfig.load(overrides=case["overrides"])
         res = run_point(cfg, traffic=case["traffic"], load=case["load"], cycles=case["cycles"],
-                        seed=1, sim="model", out_dir=out, packet_lengths=case["lengths"])
+                        seed=1, sim="model", out_dir=out, packet_lengths=case["lengths"],
+                        **({"threads": case["threads"]} if "threads" in case else {}))
         seconds = time.perf_counter() - t0
     return {**case, "simulated": res["cycles"], "cycles_per_second": res["cycles_per_second"],
             "compile_seconds": res["compile_seconds"], "kernel_seconds": res["wall_seconds"],

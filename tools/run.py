@@ -172,7 +172,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
               stall_limit: int = DEFAULT_STALL_LIMIT, build_root: str | Path = "build",
               bad_fraction: float = 0.0, stimulus: str = "trace", progress: bool = False,
               priority_weights: list[float] | None = None,
-              capture_link: str | None = None) -> dict:
+              capture_link: str | None = None, threads: int = 1) -> dict:
     """Run one point and write ``results.json`` and ``packets.npz`` into ``out_dir``.
 
     For an RTL simulator the model runs on the same trace and the scoreboard
@@ -185,7 +185,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     :func:`run_stimulus_point`. ``progress`` shows signs of life on stderr:
     the kernels' first compilation, and a long model or RTL run. ``capture_link``,
     ``ROUTER:PORT`` of a fabric, records the packets that cross that link
-    (:func:`link_of`; ``superfabric pcap`` then writes them).
+    (:func:`link_of`; ``superfabric pcap`` then writes them). ``threads``: the model of a
+    trace steps the fabric's routers on that many threads (spec 5.9; the run is the same).
     """
     link = link_of(cfg, capture_link, stimulus)
     kind, prepared = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
@@ -209,14 +210,15 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     sink = SinkReady(cfg.endpoints, sink_stall, seed)
     pause, sink_pause = pause_sources(cfg, pause_rate, seed)
 
-    compile_seconds = _compile(progress, lambda: FabricModel(cfg).warm(
+    fabric = FabricModel(cfg, threads=threads)
+    compile_seconds = _compile(progress, lambda: fabric.warm(
         sink=sink, pause=pause, sink_pause=sink_pause, stall_limit=stall_limit))
     t0 = time.perf_counter()
     with _activity(progress, "model", f"{len(trace):,} packets", cycles):
-        model = FabricModel(cfg).run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
-                                     stall_limit=stall_limit, capture_link=link)
+        model = fabric.run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
+                           stall_limit=stall_limit, capture_link=link)
     model_seconds = time.perf_counter() - t0
-    model_summary = _summary(cfg, trace, model)
+    model_summary = {**_summary(cfg, trace, model), "threads": fabric.threads}
 
     results = _opening(cfg, sim, {**trace.describe(), "sink_stall": sink_stall,
                                   "pause_rate": pause_rate},

@@ -8,6 +8,8 @@ packet's delivery, hops and path are recorded. The loop is compiled
 cycles. The switch is the fabric of one router.
 """
 
+import threading
+
 import numpy as np
 
 from ...config import FabricConfig
@@ -17,21 +19,23 @@ from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sink_pause_frames
 from ..records import Records
 from ..skid_buffer import skid_ready
-from .router import (FRAMES, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS, credits_changed,
-                     router_busy, router_cycle, router_params, router_quiet, router_reached,
-                     router_state, trace_packets)
+from ..threads import CYCLE, STATUS, SYNC_WORDS, barrier, usable_threads
+from .router import (FRAMES, FREE, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS,
+                     credits_changed, router_busy, router_cycle, router_params, router_quiet,
+                     router_reached, router_state, trace_packets)
 from ..source import (NONE, source_accept, source_busy, source_next_generation, source_offer,
                      source_pause, source_state)
 from ..traffic import Trace
 
 __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
-           "return_credits", "fabric_cycle", "counters", "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
+           "return_credits", "routers_cycle", "fabric_cycle", "merge_part", "counters",
+           "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
 
-# What run_block returns as its status.
-_DONE, _STALLED, _NEXT_BLOCK, _NEED_ROOM, _OVERFLOW = range(5)
+# What run_block returns as its status, and _RUN while a cycle is to run.
+_DONE, _STALLED, _NEXT_BLOCK, _NEED_ROOM, _OVERFLOW, _RUN = range(6)
 
 
 class LinkOverflow(RuntimeError):
@@ -74,20 +78,15 @@ def return_credits(st, prm, arrived):
 
 
 @kernel(inline=True)
-def fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
-                 sink_times, delivered, arrived):
-    """One cycle of the whole fabric and its edge (section 11.5): the links deliver,
-    every router does its cycle (:func:`~.router.router_cycle`; a quiet router that
-    nothing reaches would change nothing and is skipped), the credits the links
-    brought back are added. The endpoints' offers are in ``offer_*`` at their global
-    ports; ``ready``, ``paused``, ``sink_enable`` and ``sink_times`` are per endpoint.
-    Writes the flits handed to the endpoints into ``delivered``, rows ``(endpoint,
-    packet, flit, last)`` in router order (``arrived``: scratch, one per link).
-    Returns how many flits were delivered and how many pause frames the routers sent."""
-    deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
+def routers_cycle(st, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc, ready, paused,
+                  sink_enable, sink_times, delivered):
+    """Routers ``first .. last - 1`` do their cycle (:func:`~.router.router_cycle`; a quiet
+    router that nothing reaches would change nothing and is skipped). Writes the flits
+    they hand to the endpoints into ``delivered``, rows ``(endpoint, packet, flit, last)``
+    in router order; returns how many, and how many pause frames they sent."""
     handed = 0
     frames = 0
-    for r in range(prm.routers):
+    for r in range(first, last):
         if st.quiet[r] and not router_reached(st, prm, r, offer_pkt, sink_enable):
             continue
         now, sent = router_cycle(st, prm, r, cycle, offer_pkt, offer_flit, offer_vc, ready,
@@ -95,15 +94,109 @@ def fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready, paused,
         handed += now
         frames += sent
         st.quiet[r] = router_quiet(st, prm, r)
+    return handed, frames
+
+
+@kernel(inline=True)
+def fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready, paused, sink_enable,
+                 sink_times, delivered, arrived):
+    """One cycle of the whole fabric and its edge (section 11.5): the links deliver,
+    every router does its cycle (:func:`routers_cycle`), the credits the links
+    brought back are added. The endpoints' offers are in ``offer_*`` at their global
+    ports; ``ready``, ``paused``, ``sink_enable`` and ``sink_times`` are per endpoint.
+    Writes the flits handed to the endpoints into ``delivered``, rows ``(endpoint,
+    packet, flit, last)`` in router order (``arrived``: scratch, one per link).
+    Returns how many flits were delivered and how many pause frames the routers sent."""
+    deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
+    handed, frames = routers_cycle(st, prm, 0, prm.routers, cycle, offer_pkt, offer_flit,
+                                   offer_vc, ready, paused, sink_enable, sink_times, delivered)
     return_credits(st, prm, arrived)
     return handed, frames
 
 
+@kernel(inline=True)
+def merge_part(st, scalars, frames, free_ids):
+    """What a later part's routers left in their own ``scalars``, ``frames`` and
+    ``free_ids`` in a cycle (section 5.9), added to the fabric's after the earlier
+    parts', as its routers come after theirs: the counts, the last overflow, the pause
+    frames in order, the freed packet ids in order."""
+    st.scalars[IN_FLIGHT] += scalars[IN_FLIGHT]
+    st.scalars[OUTSTANDING] += scalars[OUTSTANDING]
+    st.scalars[PROGRESS] = st.scalars[PROGRESS] or scalars[PROGRESS]
+    if scalars[OVERFLOW]:
+        st.scalars[OVERFLOW] = scalars[OVERFLOW]
+    for k in range(scalars[FRAMES]):
+        for j in range(frames.shape[1]):
+            st.frames[st.scalars[FRAMES], j] = frames[k, j]
+        st.scalars[FRAMES] += 1
+    for k in range(scalars[FREE]):
+        st.free_ids[st.scalars[FREE]] = free_ids[k]
+        st.scalars[FREE] += 1
+
+
+@kernel(inline=True)
+def _next_cycle(st, prm, src, cycle, last_progress, stall_limit, end, sink_period, congested,
+                congested_first, endpoint_port, offer_pkt, offer_flit, offer_vc, sink_enable,
+                sink_times, arrived):
+    """The start of a cycle of :func:`run_block`, before the routers': whether to run it
+    (``_RUN``, or why the block ends) and which cycle it is (an idle fabric jumps ahead);
+    the sources' offers, the sinks' pause frames and the links' deliveries. Returns
+    ``(status, cycle, last_progress)``."""
+    if st.scalars[OUTSTANDING] <= 0:
+        return _DONE, cycle, last_progress
+    if cycle >= end:
+        return _NEXT_BLOCK, cycle, last_progress
+    idle = st.scalars[IN_FLIGHT] == 0 and not source_busy(src)
+    r = 0
+    while idle and r < prm.routers:
+        idle = not router_busy(st, prm, r)
+        r += 1
+    if idle:
+        # Nothing inside the fabric and no source mid-packet: jump to the
+        # next generation cycle (the pointers cannot move meanwhile), but
+        # not over a sink's pause frame.
+        nxt = source_next_generation(src)
+        if nxt > cycle and sink_period > 0:
+            nxt = min(nxt, -(-cycle // sink_period) * sink_period)
+        if nxt > cycle:
+            last_progress += nxt - cycle
+            cycle = nxt
+            if cycle >= end:
+                return _NEXT_BLOCK, cycle, last_progress
+    if cycle - last_progress >= stall_limit:
+        return _STALLED, cycle, last_progress
+    if st.scalars[FRAMES] + prm.endpoints > st.frames.shape[0]:
+        return _NEED_ROOM, cycle, last_progress
+
+    st.scalars[PROGRESS] = 0
+    for e in range(prm.endpoints):
+        g = endpoint_port[e]
+        offer_pkt[g] = NONE
+        # A source picks its packet when it offers, whether or not the
+        # input can take the flit (a stream source does not withdraw an
+        # offer); the flit moves when the skid buffer has room.
+        pkt = source_offer(src, e, cycle)
+        if pkt >= 0 and skid_ready(st.skid_n, g):
+            offer_pkt[g] = pkt
+            offer_flit[g] = src.flit[e]
+            offer_vc[g] = 0
+            source_accept(src, e)
+        sink_enable[e] = 0
+    if sink_period > 0 and cycle % sink_period == 0:
+        k = cycle // sink_period - congested_first
+        sink_pause_frames(congested[k], congested[k - 1], st.lossless, prm.quanta,
+                          sink_enable, sink_times)
+    deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
+    return _RUN, cycle, last_progress
+
+
 @kernel
-def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_first, paused,
-              pause_first, pause_period, congested, congested_first, sink_period, endpoint_port,
-              offer_pkt, offer_flit, offer_vc, sink_enable, sink_times, delivered, arrived):
-    """Run the trace of the sources ``src`` from ``cycle`` (docs/architecture.md 5.5).
+def run_block(st, own, part, parts, sync, part_scalars, part_frames, part_free, prm, src, cycle,
+              last_progress, stall_limit, ready, ready_first, paused, pause_first, pause_period,
+              congested, congested_first, sink_period, endpoint_port, offer_pkt, offer_flit,
+              offer_vc, sink_enable, sink_times, delivered, arrived):
+    """Run the trace of the sources ``src`` from ``cycle`` (docs/architecture.md 5.5), as
+    thread ``part`` of ``parts`` (docs/spec/timing.md 5.9).
 
     ``ready[c - ready_first]`` is the endpoint sinks' ready row of cycle ``c``
     and ``paused[c // pause_period - pause_first]`` the pause bits; with
@@ -112,60 +205,52 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
     ``e``'s global port. Runs until every packet is resolved, the stall limit
     is reached, the cycle leaves the rows given, or the frame records are
     full; returns ``(cycle, last_progress, status)``.
-    """
-    endpoints, routers = prm.endpoints, prm.routers
-    end = ready_first + ready.shape[0]
-    while st.scalars[OUTSTANDING] > 0:
-        if cycle >= end:
-            return cycle, last_progress, _NEXT_BLOCK
-        idle = st.scalars[IN_FLIGHT] == 0 and not source_busy(src)
-        r = 0
-        while idle and r < routers:
-            idle = not router_busy(st, prm, r)
-            r += 1
-        if idle:
-            # Nothing inside the fabric and no source mid-packet: jump to the
-            # next generation cycle (the pointers cannot move meanwhile), but
-            # not over a sink's pause frame.
-            nxt = source_next_generation(src)
-            if nxt > cycle and sink_period > 0:
-                nxt = min(nxt, -(-cycle // sink_period) * sink_period)
-            if nxt > cycle:
-                last_progress += nxt - cycle
-                cycle = nxt
-                if cycle >= end:
-                    return cycle, last_progress, _NEXT_BLOCK
-        if cycle - last_progress >= stall_limit:
-            return cycle, last_progress, _STALLED
-        if st.scalars[FRAMES] + endpoints > st.frames.shape[0]:
-            return cycle, last_progress, _NEED_ROOM
 
-        st.scalars[PROGRESS] = 0
-        for e in range(endpoints):
-            g = endpoint_port[e]
-            offer_pkt[g] = NONE
-            # A source picks its packet when it offers, whether or not the
-            # input can take the flit (a stream source does not withdraw an
-            # offer); the flit moves when the skid buffer has room.
-            pkt = source_offer(src, e, cycle)
-            if pkt >= 0 and skid_ready(st.skid_n, g):
-                offer_pkt[g] = pkt
-                offer_flit[g] = src.flit[e]
-                offer_vc[g] = 0
-                source_accept(src, e)
-            sink_enable[e] = 0
-        if sink_period > 0 and cycle % sink_period == 0:
-            k = cycle // sink_period - congested_first
-            sink_pause_frames(congested[k], congested[k - 1], st.lossless, prm.quanta,
-                              sink_enable, sink_times)
-        fabric_cycle(st, prm, cycle, offer_pkt, offer_flit, offer_vc, ready[cycle - ready_first],
-                     paused[cycle // pause_period - pause_first], sink_enable, sink_times,
-                     delivered, arrived)
+    Every thread steps its own contiguous range of the routers, in ``own``: the
+    fabric's state ``st`` for part 0, for part ``k`` the same arrays but for
+    ``part_scalars[k]``, ``part_frames[k]`` and ``part_free[k]``, which part 0 merges
+    after the routers' phase (:func:`merge_part`), in part order; part 0 alone does
+    the rest of the cycle, the others wait at the barrier of ``sync``. With one part
+    there is no barrier, and ``delivered`` is each part's own scratch.
+    """
+    first, last = part * prm.routers // parts, (part + 1) * prm.routers // parts
+    end = ready_first + ready.shape[0]
+    status = _RUN
+    while True:
+        if part == 0:
+            if status == _RUN:
+                status, cycle, last_progress = _next_cycle(
+                    st, prm, src, cycle, last_progress, stall_limit, end, sink_period, congested,
+                    congested_first, endpoint_port, offer_pkt, offer_flit, offer_vc, sink_enable,
+                    sink_times, arrived)
+            if parts > 1:
+                sync[STATUS] = status
+                sync[CYCLE] = cycle
+        if parts > 1:
+            barrier(sync, parts)
+            if part:
+                status, cycle = sync[STATUS], sync[CYCLE]
+        if status != _RUN:
+            return cycle, last_progress, status
+        if part:
+            for k in range(own.scalars.shape[0]):
+                own.scalars[k] = 0
+        routers_cycle(own, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc,
+                      ready[cycle - ready_first], paused[cycle // pause_period - pause_first],
+                      sink_enable, sink_times, delivered)
+        if parts > 1:
+            barrier(sync, parts)
+        if part:
+            continue
+        for k in range(1, parts):
+            merge_part(st, part_scalars[k], part_frames[k], part_free[k])
+        return_credits(st, prm, arrived)
         if st.scalars[OVERFLOW]:
-            return cycle, last_progress, _OVERFLOW
+            status = _OVERFLOW
+            continue
         if prm.pfc_on:
             # The routers' frames pause the endpoints' sources from the next cycle.
-            for e in range(endpoints):
+            for e in range(prm.endpoints):
                 enable = st.tx_enable[endpoint_port[e]]
                 if enable:
                     for p in range(prm.priorities):
@@ -175,7 +260,6 @@ def run_block(st, prm, src, cycle, last_progress, stall_limit, ready, ready_firs
         if st.scalars[PROGRESS]:
             last_progress = cycle + 1
         cycle += 1
-    return cycle, last_progress, _DONE
 
 
 def endpoint_ports(st, topo: Topology) -> np.ndarray:
@@ -212,11 +296,15 @@ def counters(st, prm, cycle: int) -> dict:
 
 
 class FabricModel:
-    """Run a trace through the fabric of ``cfg``, cycle by cycle, and record every packet."""
+    """Run a trace through the fabric of ``cfg``, cycle by cycle, and record every packet;
+    ``threads`` step the routers (docs/spec/timing.md 5.9), the same run on any number."""
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, threads: int = 1):
         self._cfg = cfg
         self.topology = Topology.of(cfg)
+        #: The threads that step the routers (docs/spec/timing.md 5.9): one per core to
+        #: spare, none beyond a router each; the run is the same whatever their number.
+        self.threads = usable_threads(threads, self.topology.routers)
 
     def warm(self, *, sink: SinkReady | None = None, pause: PauseSchedule | None = None,
              sink_pause: SinkPause | None = None,
@@ -265,6 +353,12 @@ class FabricModel:
                    np.zeros((max(prm.max_ports, e), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))
 
+        parts = self.threads
+        sync = np.zeros(SYNC_WORDS, np.int64)
+        # Part k > 0 counts, frames and frees into its own arrays (run_block).
+        part_scalars = np.zeros((parts, len(st.scalars)), np.int64)
+        part_frames = np.zeros((parts, e, FRAME_COLUMNS), np.int64)
+        part_free = np.zeros((parts, 2 * ports), np.int64)     # a tail and a drop a port
         cycle = last_progress = 0
         status = _NEXT_BLOCK
         while status in (_NEXT_BLOCK, _NEED_ROOM):
@@ -280,10 +374,18 @@ class FabricModel:
                     congested_first, (first + BLOCK - 1) // sink_period - congested_first + 1)
             else:
                 congested_first, congested = 0, no_congestion
-            cycle, last_progress, status = run_block(
-                st, prm, src, cycle, last_progress, stall_limit, sink.block(first // BLOCK), first,
-                paused, pause_first, pause.period, congested, congested_first, sink_period,
-                *scratch)
+            block = (part_scalars, part_frames, part_free, prm, src, cycle, last_progress,
+                     stall_limit, sink.block(first // BLOCK), first, paused, pause_first,
+                     pause.period, congested, congested_first, sink_period, *scratch)
+            helpers = [threading.Thread(target=run_block, daemon=True, args=(
+                st, st._replace(scalars=part_scalars[k], frames=part_frames[k],
+                                free_ids=part_free[k]), k, parts, sync, *block[:-2],
+                np.zeros_like(scratch[-2]), scratch[-1])) for k in range(1, parts)]
+            for helper in helpers:
+                helper.start()
+            cycle, last_progress, status = run_block(st, st, 0, parts, sync, *block)
+            for helper in helpers:
+                helper.join()
         if status == _OVERFLOW:
             g = int(st.scalars[OVERFLOW]) - 1
             raise LinkOverflow(f"cycle {cycle}: a flit reached global port {g} with its skid "

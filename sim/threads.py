@@ -16,6 +16,7 @@ numba offers no atomics, so the three used here are LLVM's, through
 
 import os
 
+import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -23,12 +24,17 @@ from numba.extending import intrinsic
 
 from .kernel import kernel
 
-__all__ = ["ARRIVED", "GENERATION", "STATUS", "CYCLE", "SYNC_WORDS", "barrier", "usable_threads"]
+__all__ = ["ARRIVED", "GENERATION", "STATUS", "CYCLE", "SYNC_WORDS", "barrier", "usable_threads",
+           "own_lines"]
 
 #: Words of a barrier's ``sync`` array: threads arrived, barriers passed, and what the
 #: first thread tells the others at the barrier (the run's status and its cycle).
 ARRIVED, GENERATION, STATUS, CYCLE = range(4)
 SYNC_WORDS = 4
+
+#: int64 words in a cache line (64 bytes) and then some: 128-byte lines or pairs of lines
+#: fetched together on some cores.
+_LINE_WORDS = 16
 
 #: Spins before a waiting thread yields its core: with more threads than free cores
 #: (a test suite's workers) the one it waits for may need that core to get there.
@@ -100,6 +106,15 @@ def barrier(sync, parties):
         if spins == _SPINS:
             yield_core()
             spins = 0
+
+
+def own_lines(words: int) -> np.ndarray:
+    """``words`` zeroed int64 words on cache lines of their own: what one thread writes
+    often and others read (a barrier's counter, a part's counts). Sharing a line with
+    another thread's hot words would move that line between the cores at every write,
+    which costs more than the work (a process whose arrays happened to be laid out so ran
+    a 64-router torus on two threads no faster than on one)."""
+    return np.zeros(words + 2 * _LINE_WORDS, np.int64)[_LINE_WORDS:_LINE_WORDS + words]
 
 
 def usable_threads(threads: int, routers: int) -> int:

@@ -91,8 +91,12 @@ RouterState = namedtuple("RouterState", [
     # endpoint it faces (-1: a link), its output and input links.
     "base", "nports", "quiet", "port_endpoint", "port_link", "in_link", "dims",
     # Per link: the global output port feeding it and the input port it feeds;
-    # the flits and credits on it, a slot per cycle of latency.
-    "link_src", "link_dst", "fwd_pkt", "fwd_flit", "fwd_vc", "fwd_valid", "back_pool",
+    # the flits on it, a slot per cycle of latency.
+    "link_src", "link_dst", "fwd_pkt", "fwd_flit", "fwd_vc", "fwd_valid",
+    # Per input: the credits on its link back upstream, a slot per cycle of latency (by
+    # input, not by link, so that only the router that sends them writes near them,
+    # whichever thread steps it: docs/spec/timing.md 5.9).
+    "back_pool",
     # Per input: skid buffer (its flits, oldest first, fields SKID_*), ingress
     # framing, space per pool.
     "skid_n", "skid",
@@ -293,7 +297,8 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         ("q_count", i32, (queues,)), ("nonempty", i16, (n * v,)),
         ("misses", i32), ("target", i32), ("rx", i64), ("tx", i64), ("drops", i64),
         ("lfsr", i64), ("occupancy", i32, (p,)), ("xoff_state", b1, (p,)),
-        ("refresh", i64, (p,)), ("tx_enable", i16), ("tx_times", i32, (8,))])
+        ("refresh", i64, (p,)), ("tx_enable", i16), ("tx_times", i32, (8,)),
+        ("back_pool", i16, (latency,), -1)])
     for name, value in (("port_endpoint", port_endpoint), ("port_link", port_link),
                         ("in_link", in_link), ("free", free), ("credits", credits),
                         ("credit_ok", credit_ok), ("lfsr", lfsr)):
@@ -304,7 +309,7 @@ def router_state(cfg: FabricConfig, topo: Topology, packets: dict) -> RouterStat
         dims=np.array(list(topo.dims) or [1], np.int64),
         link_src=link_src, link_dst=link_dst, fwd_pkt=ints(links, latency),
         fwd_flit=ints(links, latency), fwd_vc=ints(links, latency),
-        fwd_valid=flags(links, latency), back_pool=ints(links, latency, fill=-1),
+        fwd_valid=flags(links, latency),
         link_flits=ints(links), peak_stored=ints(topo.routers),
         starving=ints(topo.routers), holding=np.zeros(topo.routers, np.bool_),
         backlog=ints(ports * p), marks=ints(ports * p),
@@ -877,9 +882,8 @@ def read_flit(st, prm, g, slot):
         st.backlog[st.rd_ecn[g]] -= 1
     if prm.pfc_on:
         st.occupancy[g, st.p_prio[pkt]] -= 1
-    link = st.in_link[g]
-    if link >= 0:
-        st.back_pool[link, slot] = st.rd_pool[g]
+    if st.in_link[g] >= 0:
+        st.back_pool[g, slot] = st.rd_pool[g]
         st.scalars[IN_FLIGHT] += 1
 
 

@@ -19,7 +19,7 @@ from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sink_pause_frames
 from ..records import Records
 from ..skid_buffer import skid_ready
-from ..threads import CYCLE, STATUS, SYNC_WORDS, barrier, usable_threads
+from ..threads import CYCLE, STATUS, SYNC_WORDS, barrier, own_lines, usable_threads
 from .router import (FRAMES, FREE, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS,
                      credits_changed, router_busy, router_cycle, router_params, router_quiet,
                      router_reached, router_state, trace_packets)
@@ -33,6 +33,10 @@ __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliv
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
+
+#: Words between two parts' counts in ``part_scalars``: two cache lines, so that no line
+#: holds two parts' counts (own_lines).
+_ROW_WORDS = 16
 
 # What run_block returns as its status, and _RUN while a cycle is to run.
 _DONE, _STALLED, _NEXT_BLOCK, _NEED_ROOM, _OVERFLOW, _RUN = range(6)
@@ -59,9 +63,9 @@ def deliver_links(st, prm, cycle, offer_pkt, offer_flit, offer_vc, arrived):
             offer_vc[g] = st.fwd_vc[k, slot]
             st.fwd_valid[k, slot] = False
             st.scalars[IN_FLIGHT] -= 1
-        arrived[k] = st.back_pool[k, slot]
+        arrived[k] = st.back_pool[g, slot]
         if arrived[k] >= 0:
-            st.back_pool[k, slot] = -1
+            st.back_pool[g, slot] = -1
             st.scalars[IN_FLIGHT] -= 1
 
 
@@ -93,7 +97,11 @@ def routers_cycle(st, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc, 
                                  paused, sink_enable, sink_times, delivered[handed:])
         handed += now
         frames += sent
-        st.quiet[r] = router_quiet(st, prm, r)
+        quiet = router_quiet(st, prm, r)
+        if quiet != st.quiet[r]:
+            # Written only as it changes: the routers' flags share cache lines across
+            # the threads that step them (section 5.9).
+            st.quiet[r] = quiet
     return handed, frames
 
 
@@ -354,9 +362,15 @@ class FabricModel:
                    np.zeros(len(st.link_src), np.int64))
 
         parts = self.threads
-        sync = np.zeros(SYNC_WORDS, np.int64)
-        # Part k > 0 counts, frames and frees into its own arrays (run_block).
-        part_scalars = np.zeros((parts, len(st.scalars)), np.int64)
+        sync = own_lines(SYNC_WORDS)
+        # Part k > 0 counts, frames and frees into its own arrays (run_block); every
+        # part's counts, written at every flit, on lines of their own.
+        if parts > 1:
+            scalars = own_lines(len(st.scalars))
+            scalars[:] = st.scalars
+            st = st._replace(scalars=scalars)
+        part_scalars = own_lines(parts * _ROW_WORDS).reshape(parts, _ROW_WORDS)
+        part_scalars = part_scalars[:, :len(st.scalars)]
         part_frames = np.zeros((parts, e, FRAME_COLUMNS), np.int64)
         part_free = np.zeros((parts, 2 * ports), np.int64)     # a tail and a drop a port
         cycle = last_progress = 0

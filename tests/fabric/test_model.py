@@ -75,7 +75,8 @@ def test_every_packet_arrives_once_along_a_connected_path(name):
     st = model.state
     credits = st.credits.copy()
     for k in range(len(topo.links)):
-        for pool in st.back_pool[k][st.back_pool[k] >= 0].tolist():
+        back = st.back_pool[st.link_dst[k]]         # held at the input port that sends them
+        for pool in back[back >= 0].tolist():
             credits[st.link_src[k], pool // cfg.fabric.vcs, pool % cfg.fabric.vcs] += 1
     assert (credits[st.port_link >= 0] == cfg.fabric.vc_buffer_flits).all()
     # credit_ok, kept as the credits changed, names the classes whose credits hold the

@@ -218,8 +218,8 @@ def run_block(st, own, part, parts, sync, part_scalars, part_frames, part_free, 
     fabric's state ``st`` for part 0, for part ``k`` the same arrays but for
     ``part_scalars[k]``, ``part_frames[k]`` and ``part_free[k]``, which part 0 merges
     after the routers' phase (:func:`merge_part`), in part order; part 0 alone does
-    the rest of the cycle, the others wait at the barrier of ``sync``. With one part
-    there is no barrier, and ``delivered`` is each part's own scratch.
+    the rest of the cycle, the others wait at the barrier of ``sync`` (none with one
+    part). ``delivered`` is each part's own scratch.
     """
     first, last = part * prm.routers // parts, (part + 1) * prm.routers // parts
     end = ready_first + ready.shape[0]
@@ -310,8 +310,8 @@ class FabricModel:
     def __init__(self, cfg: FabricConfig, *, threads: int = 1):
         self._cfg = cfg
         self.topology = Topology.of(cfg)
-        #: The threads that step the routers (docs/spec/timing.md 5.9): one per core to
-        #: spare, none beyond a router each; the run is the same whatever their number.
+        #: The threads that step the routers (docs/spec/timing.md 5.9): as asked, but at
+        #: most one a router; the run is the same whatever their number.
         self.threads = usable_threads(threads, self.topology.routers)
 
     def warm(self, *, sink: SinkReady | None = None, pause: PauseSchedule | None = None,

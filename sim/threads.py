@@ -40,6 +40,7 @@ _LINE_WORDS = 16
 #: (a test suite's workers) the one it waits for may need that core to get there.
 _SPINS = 2000
 
+
 def _element(context, builder, array_type, array, index):
     """A pointer to ``array[index]`` of a 1-D int64 array."""
     ary = context.make_array(array_type)(context, builder, array)
@@ -112,8 +113,7 @@ def own_lines(words: int) -> np.ndarray:
     """``words`` zeroed int64 words on cache lines of their own: what one thread writes
     often and others read (a barrier's counter, a part's counts). Sharing a line with
     another thread's hot words would move that line between the cores at every write,
-    which costs more than the work (a process whose arrays happened to be laid out so ran
-    a 64-router torus on two threads no faster than on one)."""
+    which can cost more than the work between the writes."""
     return np.zeros(words + 2 * _LINE_WORDS, np.int64)[_LINE_WORDS:_LINE_WORDS + words]
 
 

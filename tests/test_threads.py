@@ -11,7 +11,7 @@ from superfabric.config import FabricConfig
 from superfabric.sim.backpressure import SinkReady
 from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.pfc import pause_sources
-from superfabric.sim.threads import SYNC_WORDS, barrier, usable_threads
+from superfabric.sim.threads import GENERATION, SYNC_WORDS, barrier, usable_threads
 from superfabric.sim.traffic import generate
 
 
@@ -40,7 +40,7 @@ def test_no_thread_passes_the_barrier_before_the_others_reach_it(parts):
     for helper in helpers:
         helper.join()
     assert seen.tolist() == [0] * parts
-    assert sync[1] == 2 * 20_000        # every barrier opened once
+    assert sync[GENERATION] == 2 * 20_000        # every barrier opened once
 
 
 def test_threads_are_at_most_one_a_router():

@@ -728,21 +728,18 @@ def _set_threads(threads: int | None, sim: str, traffic: str, stimulus: str) -> 
     ``threads`` threads, through the environment variable the runner reads; without it,
     that variable is checked before the run starts. A model run of a trace steps the
     fabric's routers on ``threads`` threads (spec 5.9): returns how many (1 if not that)."""
-    from ..sim.collective.pattern import PATTERN as COLLECTIVE_PATTERN
-    from ..sim.rdma.traffic import RDMA_PATTERNS
     from ..tb.runner import MAX_THREADS, THREADS_ENV, verilator_threads
+    from .report.source import pattern_kind
     if threads is None:
         _check_variable(verilator_threads)
         return 1
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads = {threads}: must be in 1..{MAX_THREADS}")
     if sim == "model":
-        pattern = traffic.split(":", 1)[0]
-        if threads > 1 and (pattern in RDMA_PATTERNS or pattern == COLLECTIVE_PATTERN
-                            or stimulus != "trace"):
+        if threads > 1 and (pattern_kind(traffic) != "switch" or stimulus != "trace"):
             raise UsageError(f"--threads = {threads}: a model run of a trace has threads, not "
-                             f"one of {pattern!r}" + (" with --stimulus hardware"
-                                                      if stimulus != "trace" else ""))
+                             f"one of {traffic.split(':', 1)[0]!r}"
+                             + (" with --stimulus hardware" if stimulus != "trace" else ""))
         return threads
     if threads > 1 and sim != "verilator":
         raise UsageError(f"--threads = {threads}: only Verilator and model runs have threads "

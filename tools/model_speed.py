@@ -42,6 +42,12 @@ def _model_class():
         return SwitchModel
 
 
+def _threads(case: dict) -> dict:
+    """The keyword a case's ``"threads"`` becomes, none where a case does not ask for them:
+    an earlier commit's model has no threads."""
+    return {"threads": case["threads"]} if "threads" in case else {}
+
+
 def measure(case: dict, repeats: int = 3) -> dict:
     """The best wall-clock speed of ``repeats`` runs of one case.
 
@@ -62,8 +68,7 @@ def measure(case: dict, repeats: int = 3) -> dict:
         model = _model_class()
         work = generate(cfg, case["traffic"], load=case["load"], cycles=case["cycles"], seed=1,
                         packet_lengths=case["lengths"])
-        # "threads" only where a case asks for them: an earlier commit's model has none.
-        threads = {"threads": case["threads"]} if "threads" in case else {}
+        threads = _threads(case)
         _warm(model(cfg, **threads))
         run = lambda: model(cfg, **threads).run(work)           # noqa: E731
     best = None
@@ -96,7 +101,7 @@ def measure_run(case: dict) -> dict:
         cfg = FabricConfig.load(overrides=case["overrides"])
         res = run_point(cfg, traffic=case["traffic"], load=case["load"], cycles=case["cycles"],
                         seed=1, sim="model", out_dir=out, packet_lengths=case["lengths"],
-                        **({"threads": case["threads"]} if "threads" in case else {}))
+                        **_threads(case))
         seconds = time.perf_counter() - t0
     return {**case, "simulated": res["cycles"], "cycles_per_second": res["cycles_per_second"],
             "compile_seconds": res["compile_seconds"], "kernel_seconds": res["wall_seconds"],

@@ -22,12 +22,12 @@ from ..sim.backpressure import SinkReady
 from ..sim.pfc import pause_sources
 from ..sim.fabric.metrics import fabric_summary
 from ..sim.metrics import summarize
-from ..sim.collective.pattern import PATTERN as COLLECTIVE
 from ..sim.rdma.traffic import RDMA_PATTERNS, generate_rdma
 from ..sim.records import Records
 from ..sim.fabric.top import DEFAULT_STALL_LIMIT, FabricModel
 from ..sim.traffic import Trace, TrafficError, check_traffic, generate
 from .npz import save_compressed
+from .report.source import pattern_kind
 
 __all__ = ["SIMS", "STIMULI", "prepare_point", "run_failure", "run_point", "run_rdma_point",
            "run_stimulus_point", "write_json"]
@@ -88,8 +88,8 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
                                              packet_lengths=packet_lengths,
                                              priority_weights=priority_weights,
                                              sink_stall=sink_stall)
-    name = traffic.partition(":")[0] if isinstance(traffic, str) else None
-    if name in RDMA_PATTERNS or name == COLLECTIVE:
+    kind = pattern_kind(traffic) if isinstance(traffic, str) else "switch"
+    if kind != "switch":
         for key, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
                            ("priority_weights", priority_weights)):
             if value:
@@ -98,7 +98,7 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
         if not cfg.rdma.enabled:
             raise ConfigError(f"rdma.enabled = false: must be true for traffic {traffic!r} "
                               f"(add --set rdma.enabled=true)")
-        if name == COLLECTIVE:
+        if kind == "collective":
             if bad_fraction:
                 raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be 0 with "
                                    f"{traffic} (the collective engines post every request)")

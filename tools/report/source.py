@@ -88,7 +88,7 @@ KIND_NAMES = {"switch": "switch", "rdma": "RDMA", "collective": "collective"}
 def pattern_kind(pattern: str) -> str:
     """``rdma`` for an ``rdma-*`` pattern, ``collective`` for ``collective:``, ``switch``
     otherwise."""
-    # The rule run_point dispatches by.
+    # The one rule: prepare_point dispatches by it, and superfabric run's --threads.
     name = pattern.partition(":")[0]
     return "collective" if name == COLLECTIVE else "rdma" if name in RDMA_PATTERNS else "switch"
 

@@ -15,6 +15,7 @@ numba offers no atomics, so the three used here are LLVM's, through
 """
 
 import os
+import threading
 
 import numpy as np
 from llvmlite import ir
@@ -25,7 +26,7 @@ from numba.extending import intrinsic
 from .kernel import kernel
 
 __all__ = ["ARRIVED", "GENERATION", "STATUS", "CYCLE", "SYNC_WORDS", "barrier", "usable_threads",
-           "own_lines"]
+           "own_lines", "run_parts"]
 
 #: Words of a barrier's ``sync`` array: threads arrived, barriers passed, and what the
 #: first thread tells the others at the barrier (the run's status and its cycle).
@@ -123,3 +124,17 @@ def usable_threads(threads: int, routers: int) -> int:
     if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0"):
         return 1
     return max(1, min(threads, routers))
+
+
+def run_parts(parts: int, step):
+    """``step(k)`` for every part ``k`` of ``parts`` at once: part 0 on the calling thread,
+    each other on a thread of its own (the kernels release Python's lock); returns part
+    0's result once every part has returned."""
+    helpers = [threading.Thread(target=step, args=(k,), daemon=True) for k in range(1, parts)]
+    for helper in helpers:
+        helper.start()
+    try:
+        return step(0)
+    finally:
+        for helper in helpers:
+            helper.join()

@@ -8,11 +8,17 @@ import pytest
 from numba import njit
 
 from superfabric.config import FabricConfig
+from superfabric.network.topology import Topology
 from superfabric.sim.backpressure import SinkReady
+from superfabric.sim.collective.fabric import prepare_collective, run_collective
 from superfabric.sim.fabric.top import FabricModel
 from superfabric.sim.pfc import pause_sources
+from superfabric.sim.rdma.fabric import RdmaFabricModel
+from superfabric.sim.rdma.traffic import generate_rdma
 from superfabric.sim.threads import GENERATION, SYNC_WORDS, barrier, usable_threads
 from superfabric.sim.traffic import generate
+
+from conftest import CONGESTED, RDMA_SMALL
 
 
 @njit(nogil=True)
@@ -119,3 +125,60 @@ def test_the_cases_exercise_what_they_claim():
     assert np.any(np.array(rec.counters["drops"])[first_port:]) and not rec.stalled
     _, rec = _run("torus-stalled", 2)
     assert rec.stalled
+
+
+_RDMA = RDMA_SMALL + ["rdma.retransmit_timeout=256", "rdma.memory_words=4096"]
+_LEAF_SPINE = ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
+               "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"]
+#: name -> (overrides, pattern, load, cycles): go-back-N over drops on a torus, and an
+#: incast under PFC, ECN and DCQCN on a leaf-spine (pause frames, CNPs, rate changes).
+RDMA_CASES = {
+    "torus-allreduce-drops": (["fabric.topology=torus", "fabric.dims=[2, 2, 2]",
+                               "faults.drop_rate=0.05"], "rdma-allreduce", 0.3, 800),
+    "leaf-spine-incast-congested": (_LEAF_SPINE + CONGESTED, "rdma-incast", 0.6, 400),
+}
+
+
+def _rdma_run(name: str, threads: int):
+    overrides, pattern, load, cycles = RDMA_CASES[name]
+    cfg = FabricConfig.load(preset="tiny", overrides=_RDMA + overrides)
+    workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3)
+    model = RdmaFabricModel(cfg, threads=threads)
+    return model, model.run(workload)
+
+
+@pytest.mark.parametrize("name", sorted(RDMA_CASES))
+def test_the_rdma_fabric_on_several_threads_runs_as_on_one(name):
+    _, one = _rdma_run(name, 1)
+    assert not one.stalled
+    for threads in (2, 3):
+        model, rec = _rdma_run(name, threads)
+        assert model.threads == threads
+        _same(_records(one), _records(rec))
+
+
+def test_the_rdma_cases_exercise_what_they_claim():
+    # Pause frames from the second half's routers, CNPs and drops: what part 0 merges.
+    cfg = FabricConfig.load(preset="tiny", overrides=_RDMA + RDMA_CASES[
+        "leaf-spine-incast-congested"][0])
+    topo = Topology.of(cfg)
+    _, rec = _rdma_run("leaf-spine-incast-congested", 2)
+    assert len(rec.pfc_frames) and len(rec.cnps)
+    assert any(topo.endpoint_router(int(e)) >= topo.routers // 2 for e in rec.pfc_frames[:, 1])
+    _, rec = _rdma_run("torus-allreduce-drops", 2)
+    assert sum(rec.counters["retransmissions"]) > 0
+
+
+def test_a_collective_on_several_threads_runs_as_on_one():
+    cfg = FabricConfig.load(overrides=[o for o in RDMA_SMALL if not o.startswith("rdma.qps=")]
+                            + ["rdma.qps=64", "rdma.retransmit_timeout=256",
+                               "fabric.topology=torus", "fabric.dims=[2, 2, 2]"])
+    prepared = prepare_collective(cfg, op="allreduce", algo="dimwise", nbytes=2048,
+                                  dtype="fp32", seed=5)
+    runs = [run_collective(cfg, prepared, threads=threads) for threads in (1, 2)]
+    (one, engines_one, buffers_one), (two, engines_two, buffers_two) = runs
+    assert not one.stalled
+    _same(_records(one), _records(two))
+    assert engines_one.completion_cycle == engines_two.completion_cycle
+    for a, b in zip(buffers_one, buffers_two):
+        np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))

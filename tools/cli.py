@@ -165,8 +165,9 @@ def _run_parser(sub) -> None:
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="Verilator runs: threads of the Verilator model, a build of its own "
-                        "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1); a model run of a "
-                        "trace: threads that step the fabric's routers (default 1)")
+                        "(default: $SUPERFABRIC_VERILATOR_THREADS, else 1); a model run (not "
+                        "--stimulus hardware): threads that step the fabric's routers "
+                        "(default 1)")
     r.add_argument("--cxx-opt", default=None, metavar="0|1|2|3|s",
                    help="Verilator runs: the C++ optimisation (-O) of the top's own fast code, a "
                         "build of its own; the router blocks keep -Os "
@@ -655,7 +656,7 @@ def _run(args) -> int:
                              "--stimulus trace)")
     if args.stimulus not in STIMULI:
         raise UsageError(f"--stimulus = {args.stimulus!r}: must be one of {', '.join(STIMULI)}")
-    model_threads = _set_threads(args.threads, args.sim, args.traffic, args.stimulus)
+    model_threads = _set_threads(args.threads, args.sim, args.stimulus)
     _set_cxx_opt(args.cxx_opt, args.sim)
     cfg = _config(args)
     if args.pcap is not None and _records_of(cfg, args.traffic) == "summary":
@@ -723,23 +724,22 @@ def _check_variable(read) -> None:
         raise UsageError(str(e)) from None
 
 
-def _set_threads(threads: int | None, sim: str, traffic: str, stimulus: str) -> int:
+def _set_threads(threads: int | None, sim: str, stimulus: str) -> int:
     """``--threads``: the Verilator builds of this process (and of any it starts) get
     ``threads`` threads, through the environment variable the runner reads; without it,
-    that variable is checked before the run starts. A model run of a trace steps the
-    fabric's routers on ``threads`` threads (spec 5.9): returns how many (1 if not that)."""
+    that variable is checked before the run starts. A model run steps the fabric's routers
+    on ``threads`` threads (spec 5.9; not the hardware stimulus's model): returns how
+    many (1 if not that)."""
     from ..tb.runner import MAX_THREADS, THREADS_ENV, verilator_threads
-    from .report.source import pattern_kind
     if threads is None:
         _check_variable(verilator_threads)
         return 1
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"--threads = {threads}: must be in 1..{MAX_THREADS}")
     if sim == "model":
-        if threads > 1 and (pattern_kind(traffic) != "switch" or stimulus != "trace"):
-            raise UsageError(f"--threads = {threads}: a model run of a trace has threads, not "
-                             f"one of {traffic.split(':', 1)[0]!r}"
-                             + (" with --stimulus hardware" if stimulus != "trace" else ""))
+        if threads > 1 and stimulus != "trace":
+            raise UsageError(f"--threads = {threads}: the model of --stimulus hardware runs on "
+                             f"one thread")
         return threads
     if threads > 1 and sim != "verilator":
         raise UsageError(f"--threads = {threads}: only Verilator and model runs have threads "

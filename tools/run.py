@@ -185,8 +185,9 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     :func:`run_stimulus_point`. ``progress`` shows signs of life on stderr:
     the kernels' first compilation, and a long model or RTL run. ``capture_link``,
     ``ROUTER:PORT`` of a fabric, records the packets that cross that link
-    (:func:`link_of`; ``superfabric pcap`` then writes them). ``threads``: the model of a
-    trace steps the fabric's routers on that many threads (spec 5.9; the run is the same).
+    (:func:`link_of`; ``superfabric pcap`` then writes them). ``threads``: the model steps the
+    fabric's routers on that many threads (spec 5.9; the run is the same), but for
+    ``stimulus = "hardware"``.
     """
     link = link_of(cfg, capture_link, stimulus)
     kind, prepared = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
@@ -203,7 +204,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         return run_rdma_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed, sim=sim,
                               out_dir=out_dir, bad_fraction=bad_fraction, waves=waves,
                               build_root=build_root, workload=prepared, progress=progress,
-                              capture_link=capture_link)
+                              capture_link=capture_link, threads=threads)
     trace = prepared
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,11 +219,12 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         model = fabric.run(trace, sink=sink, pause=pause, sink_pause=sink_pause,
                            stall_limit=stall_limit, capture_link=link)
     model_seconds = time.perf_counter() - t0
-    model_summary = {**_summary(cfg, trace, model), "threads": fabric.threads}
+    model_summary = _summary(cfg, trace, model)
 
     results = _opening(cfg, sim, {**trace.describe(), "sink_stall": sink_stall,
                                   "pause_rate": pause_rate},
-                       model_summary, model.cycles, model_seconds, compile_seconds)
+                       model_summary, model.cycles, model_seconds, compile_seconds,
+                       threads=fabric.threads)
     rtl = None
     if sim != "model":
         from ..tb.runner import run_cocotb
@@ -274,7 +276,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                    sim: str, out_dir: str | Path, bad_fraction: float = 0.0,
                    waves: bool | None = None, build_root: str | Path = "build",
                    workload=None, progress: bool = False,
-                   capture_link: str | None = None) -> dict:
+                   capture_link: str | None = None, threads: int = 1) -> dict:
     """Run one RDMA workload through the fabric model and, optionally, the RTL.
 
     Writes ``workload.npz``, ``model_records.npz`` and ``results.json`` into
@@ -289,7 +291,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     timeline, and ``results.json`` has a ``collective`` section instead
     (docs/spec/collective.md section 15.8.4); for an RTL simulator the
     ``collective_fabric`` top runs it too, and ``match`` holds it against the model
-    (section 15.8.7).
+    (section 15.8.7). ``threads`` step the model's routers, as for :func:`run_point`.
     """
     link = link_of(cfg, capture_link)
     if workload is None:
@@ -309,15 +311,17 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     workload.save(out / "workload.npz")
-    compile_seconds = _compile(progress, RdmaFabricModel(cfg).warm)
+    fabric = RdmaFabricModel(cfg, threads=threads)
+    compile_seconds = _compile(progress, fabric.warm)
     t0 = time.perf_counter()
     if collective is not None:
         with _activity(progress, "model", f"{traffic}, {collective.predicted:,} cycles by "
                        f"the alpha-beta model", None):
-            model, engines, buffers = run_collective(cfg, collective, capture_link=link)
+            model, engines, buffers = run_collective(cfg, collective, capture_link=link,
+                                                     threads=fabric.threads)
     else:
         with _activity(progress, "model", f"{len(workload):,} work requests", cycles):
-            model = RdmaFabricModel(cfg).run(workload, capture_link=link)
+            model = fabric.run(workload, capture_link=link)
     model_seconds = time.perf_counter() - t0
     if collective is not None and collective.records == "summary":
         # Checked in this process (data_ok), the memories would be the largest file of a
@@ -329,7 +333,8 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         np.savez(out / "collective.npz", **engines.timeline())
         results = _opening(cfg, sim, {"pattern": traffic, "seed": int(seed)},
                            collective_summary(cfg, collective, model, engines, buffers),
-                           model.cycles, model_seconds, compile_seconds, section="collective")
+                           model.cycles, model_seconds, compile_seconds, section="collective",
+                           threads=fabric.threads)
         if link >= 0:
             results["capture_link"] = _captured(cfg, link, _crossed(model))
         if sim != "model":
@@ -340,7 +345,7 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     model_summary = rdma_summary(cfg, workload, model)
     results = _opening(cfg, sim, {**workload.describe(), "bad_fraction": bad_fraction},
                        model_summary, model.cycles, model_seconds, compile_seconds,
-                       section="rdma")
+                       section="rdma", threads=fabric.threads)
     if link >= 0:
         results["capture_link"] = _captured(cfg, link, _crossed(model))
     if sim != "model":
@@ -443,14 +448,16 @@ def run_stimulus_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: 
 
 def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, model_cycles: int,
              model_seconds: float, compile_seconds: float, *,
-             section: str | None = None) -> dict:
+             section: str | None = None, threads: int = 1) -> dict:
     """The sections every ``results.json`` starts with. For a model run the model's figures
     are the run's: merged in, or under ``section``, with no ``match``. The kernels'
-    compilation is timed apart (``compile_seconds``), out of the model's speed."""
+    compilation is timed apart (``compile_seconds``), out of the model's speed; ``threads``
+    stepped the model's routers (the run's ``threads`` when the model is the run)."""
     rate = model_cycles / model_seconds if model_seconds else None
     results = {"config": cfg.to_dict(), "simulator": sim, "versions": _versions(sim),
                "traffic": traffic,
-               "model": {**model_summary, "wall_seconds": model_seconds, "cycles_per_second": rate},
+               "model": {**model_summary, "threads": threads, "wall_seconds": model_seconds,
+                         "cycles_per_second": rate},
                "compile_seconds": compile_seconds}
     if sim == "verilator":
         from ..tb.runner import verilator_cxx_opt, verilator_threads
@@ -461,7 +468,8 @@ def _opening(cfg: FabricConfig, sim: str, traffic: dict, model_summary: dict, mo
             results.update(model_summary)
         else:
             results[section] = model_summary
-        results.update(match=None, wall_seconds=model_seconds, cycles_per_second=rate)
+        results.update(match=None, threads=threads, wall_seconds=model_seconds,
+                       cycles_per_second=rate)
     return results
 
 

@@ -85,18 +85,18 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
 
 
 def run_collective(cfg: FabricConfig, prepared: CollectivePlan, *, stall_limit=None,
-                   capture_link: int = -1):
+                   capture_link: int = -1, threads: int = 1):
     """Run the plan on the RDMA fabric model; returns ``(records, engines, buffers)``:
     the RDMA records, every collective engine after the run (read as
     :func:`~.kernels.engine.engines_of` gives them) and every accelerator's buffer at its
-    end. ``capture_link`` as for the RDMA model's run."""
+    end. ``capture_link`` and ``threads`` as for the RDMA model's run."""
     from ..rdma.kernels.run import run
     from .kernels.engine import engines_of
 
     records, state = run(cfg, prepared.workload, stall_limit=stall_limit,
                          collective=(prepared.schedule, prepared.layout, prepared.dtype),
                          capture_link=capture_link,
-                         summary=prepared.records == "summary")
+                         summary=prepared.records == "summary", threads=threads)
     buffers = prepared.layout.buffers(records.memory, prepared.schedule, prepared.dtype)
     return records, engines_of(state), buffers
 

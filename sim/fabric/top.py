@@ -8,8 +8,6 @@ packet's delivery, hops and path are recorded. The loop is compiled
 cycles. The switch is the fabric of one router.
 """
 
-import threading
-
 import numpy as np
 
 from ...config import FabricConfig
@@ -19,7 +17,7 @@ from ..kernel import kernel
 from ..pfc import FRAME_COLUMNS, SinkPause, paused_cycles, quanta_to_cycles, sink_pause_frames
 from ..records import Records
 from ..skid_buffer import skid_ready
-from ..threads import CYCLE, STATUS, SYNC_WORDS, barrier, own_lines, usable_threads
+from ..threads import CYCLE, STATUS, SYNC_WORDS, barrier, own_lines, run_parts, usable_threads
 from .router import (FRAMES, FREE, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS,
                      credits_changed, router_busy, router_cycle, router_params, router_quiet,
                      router_reached, router_state, trace_packets)
@@ -28,8 +26,8 @@ from ..source import (NONE, source_accept, source_busy, source_next_generation, 
 from ..traffic import Trace
 
 __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
-           "return_credits", "routers_cycle", "fabric_cycle", "merge_part", "counters",
-           "grown_frames", "endpoint_ports", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
+           "return_credits", "routers_phase", "routers_cycle", "fabric_cycle", "merge_part", "counters",
+           "grown_frames", "endpoint_ports", "Parts", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
@@ -103,6 +101,23 @@ def routers_cycle(st, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc, 
             # the threads that step them (section 5.9).
             st.quiet[r] = quiet
     return handed, frames
+
+
+@kernel(inline=True)
+def routers_phase(own, part, parts, sync, status, cycle):
+    """The barrier before the routers' phase (section 5.9): part 0 tells the others its
+    ``status`` for the cycle (whether to run it) and the cycle's number; returns them as
+    every part has them, a later part's own counters zeroed for its routers' phase."""
+    if parts > 1:
+        if part == 0:
+            sync[STATUS] = status
+            sync[CYCLE] = cycle
+        barrier(sync, parts)
+        if part:
+            status, cycle = sync[STATUS], sync[CYCLE]
+            for k in range(own.scalars.shape[0]):
+                own.scalars[k] = 0
+    return status, cycle
 
 
 @kernel(inline=True)
@@ -225,24 +240,14 @@ def run_block(st, own, part, parts, sync, part_scalars, part_frames, part_free, 
     end = ready_first + ready.shape[0]
     status = _RUN
     while True:
-        if part == 0:
-            if status == _RUN:
-                status, cycle, last_progress = _next_cycle(
-                    st, prm, src, cycle, last_progress, stall_limit, end, sink_period, congested,
-                    congested_first, endpoint_port, offer_pkt, offer_flit, offer_vc, sink_enable,
-                    sink_times, arrived)
-            if parts > 1:
-                sync[STATUS] = status
-                sync[CYCLE] = cycle
-        if parts > 1:
-            barrier(sync, parts)
-            if part:
-                status, cycle = sync[STATUS], sync[CYCLE]
+        if part == 0 and status == _RUN:
+            status, cycle, last_progress = _next_cycle(
+                st, prm, src, cycle, last_progress, stall_limit, end, sink_period, congested,
+                congested_first, endpoint_port, offer_pkt, offer_flit, offer_vc, sink_enable,
+                sink_times, arrived)
+        status, cycle = routers_phase(own, part, parts, sync, status, cycle)
         if status != _RUN:
             return cycle, last_progress, status
-        if part:
-            for k in range(own.scalars.shape[0]):
-                own.scalars[k] = 0
         routers_cycle(own, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc,
                       ready[cycle - ready_first], paused[cycle // pause_period - pause_first],
                       sink_enable, sink_times, delivered)
@@ -303,6 +308,40 @@ def counters(st, prm, cycle: int) -> dict:
     return out
 
 
+class Parts:
+    """What a run on ``count`` threads gives its parts besides the fabric's state (section
+    5.9): the barrier's words; per part, its counters (flits in flight, packets outstanding,
+    progress, an overflow), its pause frames' rows (``endpoints`` a cycle at most), its
+    freed packet ids (a tail and a drop a port), its flits delivered to endpoints (``rows``)
+    and how many (``handed[k, 0]``). What a part writes at every flit is on cache lines of
+    its own (:func:`~..threads.own_lines`)."""
+
+    def __init__(self, st, count: int, endpoints: int, rows: int):
+        self.count = count
+        self.sync = own_lines(SYNC_WORDS)
+        self.scalars = own_lines(count * _ROW_WORDS).reshape(count, _ROW_WORDS)[
+            :, :len(st.scalars)]
+        self.handed = own_lines(count * _ROW_WORDS).reshape(count, _ROW_WORDS)
+        self.frames = np.zeros((count, endpoints, FRAME_COLUMNS), np.int64)
+        self.free = np.zeros((count, 2 * len(st.port_endpoint)), np.int64)
+        self.delivered = np.zeros((count, rows, 4), np.int64)
+
+    def shared(self, st):
+        """``st`` with its counters on lines of their own when there are several parts."""
+        if self.count == 1:
+            return st
+        scalars = own_lines(len(st.scalars))
+        scalars[:] = st.scalars
+        return st._replace(scalars=scalars)
+
+    def own(self, st, k: int):
+        """Part ``k``'s view of ``st``: the fabric's for part 0, else ``st`` with the part's
+        own counters, frame rows and free stack, which part 0 merges (:func:`merge_part`)."""
+        if k == 0:
+            return st
+        return st._replace(scalars=self.scalars[k], frames=self.frames[k], free_ids=self.free[k])
+
+
 class FabricModel:
     """Run a trace through the fabric of ``cfg``, cycle by cycle, and record every packet;
     ``threads`` step the routers (docs/spec/timing.md 5.9), the same run on any number."""
@@ -361,18 +400,8 @@ class FabricModel:
                    np.zeros((max(prm.max_ports, e), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))
 
-        parts = self.threads
-        sync = own_lines(SYNC_WORDS)
-        # Part k > 0 counts, frames and frees into its own arrays (run_block); every
-        # part's counts, written at every flit, on lines of their own.
-        if parts > 1:
-            scalars = own_lines(len(st.scalars))
-            scalars[:] = st.scalars
-            st = st._replace(scalars=scalars)
-        part_scalars = own_lines(parts * _ROW_WORDS).reshape(parts, _ROW_WORDS)
-        part_scalars = part_scalars[:, :len(st.scalars)]
-        part_frames = np.zeros((parts, e, FRAME_COLUMNS), np.int64)
-        part_free = np.zeros((parts, 2 * ports), np.int64)     # a tail and a drop a port
+        parts = Parts(st, self.threads, e, len(scratch[-2]))
+        st = parts.shared(st)
         cycle = last_progress = 0
         status = _NEXT_BLOCK
         while status in (_NEXT_BLOCK, _NEED_ROOM):
@@ -388,18 +417,12 @@ class FabricModel:
                     congested_first, (first + BLOCK - 1) // sink_period - congested_first + 1)
             else:
                 congested_first, congested = 0, no_congestion
-            block = (part_scalars, part_frames, part_free, prm, src, cycle, last_progress,
+            block = (parts.scalars, parts.frames, parts.free, prm, src, cycle, last_progress,
                      stall_limit, sink.block(first // BLOCK), first, paused, pause_first,
-                     pause.period, congested, congested_first, sink_period, *scratch)
-            helpers = [threading.Thread(target=run_block, daemon=True, args=(
-                st, st._replace(scalars=part_scalars[k], frames=part_frames[k],
-                                free_ids=part_free[k]), k, parts, sync, *block[:-2],
-                np.zeros_like(scratch[-2]), scratch[-1])) for k in range(1, parts)]
-            for helper in helpers:
-                helper.start()
-            cycle, last_progress, status = run_block(st, st, 0, parts, sync, *block)
-            for helper in helpers:
-                helper.join()
+                     pause.period, congested, congested_first, sink_period, *scratch[:-2])
+            cycle, last_progress, status = run_parts(parts.count, lambda k: run_block(
+                st, parts.own(st, k), k, parts.count, parts.sync, *block,
+                parts.delivered[k] if k else scratch[-2], scratch[-1]))
         if status == _OVERFLOW:
             g = int(st.scalars[OVERFLOW]) - 1
             raise LinkOverflow(f"cycle {cycle}: a flit reached global port {g} with its skid "

@@ -18,6 +18,8 @@ flits to the engines), then the injectors' and engines' updates.
 import numpy as np
 
 from ...config import FabricConfig
+from ...network.topology import Topology
+from ..threads import usable_threads
 from .traffic import key_columns
 from .records import RdmaRecords
 from .kernels.run import default_stall_limit, packet_class, run as compiled_run
@@ -26,12 +28,15 @@ __all__ = ["RdmaFabricModel", "default_stall_limit", "packet_class"]
 
 
 class RdmaFabricModel:
-    """Run a workload of work requests through the RDMA fabric, cycle by cycle."""
+    """Run a workload of work requests through the RDMA fabric, cycle by cycle; ``threads``
+    step the fabric's routers (docs/spec/timing.md 5.9), the same run on any number."""
 
-    def __init__(self, cfg: FabricConfig):
+    def __init__(self, cfg: FabricConfig, *, threads: int = 1):
         if not cfg.rdma.enabled:
             raise ValueError("rdma.enabled = false: the RDMA fabric needs rdma.enabled = true")
         self._cfg = cfg
+        #: The threads that step the routers: as asked, but at most one a router.
+        self.threads = usable_threads(threads, Topology.of(cfg).routers)
 
     def warm(self) -> None:
         """Compile the run loop (or load it from numba's cache) for this configuration,
@@ -64,4 +69,4 @@ class RdmaFabricModel:
         the engines' after them. ``capture_link`` (a link id of the fabric) records in the
         delivered rows the cycle each packet entered that link and its codepoint there."""
         return compiled_run(self._cfg, workload, stall_limit=stall_limit, collective=collective,
-                            capture_link=capture_link)[0]
+                            capture_link=capture_link, threads=self.threads)[0]

@@ -63,7 +63,8 @@ def test_model_run_writes_results_workload_and_records(tmp_path):
     assert rdma["requests"]["completed"] == rdma["requests"]["posted"]
     assert rdma["data"]["corrupted"] == 0 and rdma["data"]["stray_words"] == 0
     assert {k: v for k, v in results["model"].items()
-            if k not in ("wall_seconds", "cycles_per_second")} == rdma
+            if k not in ("threads", "wall_seconds", "cycles_per_second")} == rdma
+    assert results["threads"] == results["model"]["threads"] == 1
     cfg = FabricConfig.from_dict(results["config"])
     workload = RdmaWorkload.load(tmp_path / "workload.npz")
     assert workload == generate_rdma(cfg, "rdma-uniform", load=0.4, cycles=3000, seed=2,

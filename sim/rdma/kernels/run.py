@@ -3,8 +3,9 @@ queues, the collective engines and the fabric, in one loop.
 
 The cycle is section 10.11's (:meth:`superfabric.sim.rdma.fabric.RdmaFabricModel.run`):
 the hosts' offers, the idle skip, the engines' flits and the injectors', the packets
-registered with the fabric, the fabric's cycle
-(:func:`~superfabric.sim.fabric.top.fabric_cycle`) and its deliveries, then per endpoint the
+registered with the fabric, the fabric's cycle (the links' deliveries, the routers'
+cycle, on several threads if asked, docs/spec/timing.md 5.9, and the credits' return)
+and its deliveries, then per endpoint the
 injector's and the engine's updates and the records of its WRs, then the collective
 engines' cycle, whose WRs join the send queues. Python is touched only when a record array
 is full or the run ends (:func:`run_block` returns a status).
@@ -27,10 +28,12 @@ from ...collective.schedule import Schedule
 from ...fabric.router import (FRAMES, FREE, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS,
                               fabric_room, packet_arrays, router_busy, router_params,
                               router_state)
-from ...fabric.top import LinkOverflow, endpoint_ports, fabric_cycle
+from ...fabric.top import (LinkOverflow, Parts, deliver_links, endpoint_ports, merge_part,
+                           return_credits, routers_cycle, routers_phase)
 from ...kernel import kernel
 from ...pfc import quanta_to_cycles
 from ...skid_buffer import skid_ready
+from ...threads import barrier, run_parts, usable_threads
 from ...source import NONE
 from ..host import WR_ROW_FIELDS
 from ..records import DELIVERED_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
@@ -49,8 +52,8 @@ from .send_queues import (owed, send_queues_add, send_queues_next_post, send_que
 __all__ = ["RunState", "RunParams", "run_block", "run", "check_workload", "packet_class",
            "default_stall_limit", "packet_ids", "DONE", "STALLED", "NEED_ROOM", "OVERFLOWED"]
 
-#: What :func:`run_block` returns as its status.
-DONE, STALLED, NEED_ROOM, OVERFLOWED = range(4)
+#: What :func:`run_block` returns as its status (and ``_RUN`` while a cycle is to run).
+DONE, STALLED, NEED_ROOM, OVERFLOWED, _RUN = range(5)
 
 # RunState.scalars
 (CYCLE, LAST_PROGRESS, OUTSTANDING_WRS, RXC_COUNT, DELIVERED_COUNT, WORDS_COUNT,
@@ -139,15 +142,59 @@ def _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, endpoints):
     return soonest
 
 
+@kernel(inline=True)
+def _cycle_start(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, kind_prio,
+                 kind_ecn, endpoint_port, offer_pkt, offer_flit, paused, flits, flit_word, outs,
+                 out_word, sent, room_cnps, room_rates, cycle, last_progress):
+    """The start of a cycle of :func:`run_block`, before the routers': whether to run it
+    (:data:`_RUN`, or why the run ends) and which cycle it is (the idle skip); the hosts'
+    offers, the engines' and the injectors' flits offered to the fabric. Returns ``(status,
+    cycle)``."""
+    E = prm.endpoints
+    if rs.scalars[OUTSTANDING_WRS] <= 0 and rs.scalars[DEVICE_DONE]:
+        return DONE, cycle
+    if _short_of_room(rs, fst, est, E, room_cnps, room_rates):
+        return NEED_ROOM, cycle
+    _offers(rs, sq, sqprm, est, cycle, E)
+    nxt = _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, sq.wr, cycle, E)
+    if prm.has_device:
+        for a in range(E):
+            nxt = min(nxt, collective_next_event(cst, cprm, a, cycle))
+    if nxt > cycle:
+        cycle = min(nxt, last_progress + prm.stall_limit)
+        _offers(rs, sq, sqprm, est, cycle, E)
+    if cycle - last_progress >= prm.stall_limit:
+        return STALLED, cycle
+    if prm.full_records:
+        if cycle >= rs.depth_rows.shape[0]:
+            return NEED_ROOM, cycle
+        for e in range(E):
+            rs.depth_rows[cycle, e] = rs.depth[e]
+    _paused(rs, prm, paused, cycle)
+    _inject(rs, fst, est, eprm, ist, iprm, kind_prio, kind_ecn, endpoint_port, offer_pkt,
+            offer_flit, flits, flit_word, outs, out_word, sent)
+    fst.scalars[PROGRESS] = 0
+    return _RUN, cycle
+
+
 @kernel
-def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, memory,
-              kind_prio, kind_ecn, endpoint_port, offer_pkt, offer_flit, offer_vc, ready,
+def run_block(rs, prm, fst, own, part, parts, sync, part_scalars, part_frames, part_free,
+              part_delivered, part_handed, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm,
+              memory, kind_prio, kind_ecn, endpoint_port, offer_pkt, offer_flit, offer_vc, ready,
               paused_row, sink_enable, sink_times, delivered, arrived, flits, flit_word, outs,
               out_word, sent, paused, rx, rx_word, engine_out, posts, room_cnps, room_rates):
     """Run from ``rs.scalars[CYCLE]`` until every WR has completed and the device is done
     (:data:`DONE`), the stall limit (:data:`STALLED`), a record array without room for
     another cycle (:data:`NEED_ROOM`; grow it and call again) or a flit that found no
     room on a link (:data:`OVERFLOWED`: the credits were wrong).
+
+    As thread ``part`` of ``parts`` (docs/spec/timing.md 5.9): every part steps its own
+    contiguous range of the routers, in ``own`` (``fst`` for part 0, for part ``k`` the
+    fabric's arrays but for ``part_scalars[k]``, ``part_frames[k]`` and ``part_free[k]``),
+    handing its flits for the endpoints to ``part_delivered[k]`` (their count in
+    ``part_handed[k, 0]``); part 0 alone does the rest of the cycle and merges the
+    others' after the routers' phase, in part order, so that the run is the one-thread
+    run; the parts meet at the barrier of ``sync`` (none with one part).
 
     ``kind_prio[length]`` and ``kind_ecn[length]`` are a packet's class and codepoint by
     its flits; ``flits`` and ``outs`` (``[E, 4]``: has, k, dst, length, with their words
@@ -157,44 +204,45 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
     in one cycle (:func:`~.engine.event_rows_per_cycle`).
     """
     E = prm.endpoints
+    first, last = part * fprm.routers // parts, (part + 1) * fprm.routers // parts
     cycle, last_progress = rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS]
-    wr = sq.wr
-    status = DONE
-    while rs.scalars[OUTSTANDING_WRS] > 0 or not rs.scalars[DEVICE_DONE]:
-        if _short_of_room(rs, fst, est, E, room_cnps, room_rates):
-            status = NEED_ROOM
+    status = _RUN
+    frames_before = 0
+    while True:
+        if part == 0 and status == _RUN:
+            status, cycle = _cycle_start(
+                rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, kind_prio,
+                kind_ecn, endpoint_port, offer_pkt, offer_flit, paused, flits, flit_word, outs,
+                out_word, sent, room_cnps, room_rates, cycle, last_progress)
+            if status == _RUN:
+                frames_before = fst.scalars[FRAMES]
+                deliver_links(fst, fprm, cycle, offer_pkt, offer_flit, offer_vc, arrived)
+        status, cycle = routers_phase(own, part, parts, sync, status, cycle)
+        if status != _RUN:
             break
-        _offers(rs, sq, sqprm, est, cycle, E)
-        nxt = _idle_until(rs, fst, fprm, est, eprm, ist, sq, sqprm, wr, cycle, E)
-        if prm.has_device:
-            for a in range(E):
-                nxt = min(nxt, collective_next_event(cst, cprm, a, cycle))
-        if nxt > cycle:
-            cycle = min(nxt, last_progress + prm.stall_limit)
-            _offers(rs, sq, sqprm, est, cycle, E)
-        if cycle - last_progress >= prm.stall_limit:
-            status = STALLED
-            break
-        if prm.full_records:
-            if cycle >= rs.depth_rows.shape[0]:
-                status = NEED_ROOM
-                break
-            for e in range(E):
-                rs.depth_rows[cycle, e] = rs.depth[e]
-        _paused(rs, prm, paused, cycle)
-        _inject(rs, fst, est, eprm, ist, iprm, kind_prio, kind_ecn, endpoint_port, offer_pkt,
-                offer_flit, flits, flit_word, outs, out_word, sent)
-        fst.scalars[PROGRESS] = 0
-        handed, frames = fabric_cycle(fst, fprm, cycle, offer_pkt, offer_flit, offer_vc, ready,
-                                      paused_row, sink_enable, sink_times, delivered, arrived)
+        handed, _ = routers_cycle(own, fprm, first, last, cycle, offer_pkt, offer_flit,
+                                  offer_vc, ready, paused_row, sink_enable, sink_times,
+                                  part_delivered[part] if part else delivered)
+        if parts > 1:
+            part_handed[part, 0] = handed
+            barrier(sync, parts)
+        if part:
+            continue
+        for k in range(1, parts):
+            merge_part(fst, part_scalars[k], part_frames[k], part_free[k])
+            for i in range(part_handed[k, 0]):
+                for j in range(4):
+                    delivered[handed, j] = part_delivered[k, i, j]
+                handed += 1
+        return_credits(fst, fprm, arrived)
         if fst.scalars[OVERFLOW]:
             status = OVERFLOWED
-            break
-        if frames:
+            continue
+        if fst.scalars[FRAMES] > frames_before:
             _pause_frames(rs, prm, fst, endpoint_port, cycle)
         _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word, prm.full_records)
         _flits_taken(rs, outs, out_word, sent)
-        progress = _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, wr,
+        progress = _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, sq.wr,
                                    cycle, flits, flit_word, sent, paused, rx, rx_word,
                                    engine_out)
         if prm.has_device:
@@ -202,7 +250,8 @@ def run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm, me
         if progress:
             last_progress = cycle + 1
         cycle += 1
-    rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS] = cycle, last_progress
+    if part == 0:
+        rs.scalars[CYCLE], rs.scalars[LAST_PROGRESS] = cycle, last_progress
     return status
 
 
@@ -433,14 +482,16 @@ def check_workload(cfg: FabricConfig, workload) -> None:
 
 
 def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collective=None,
-        capture_link: int = -1, summary: bool = False):
+        capture_link: int = -1, summary: bool = False, threads: int = 1):
     """Run ``workload`` (with the collective engines of ``collective``, ``(schedule, layout,
     dtype)``, or none) on the compiled loop; returns ``(RdmaRecords, collective state or
     None)``: :meth:`RdmaFabricModel.run`'s loop. A workload
     that does not fit ``cfg`` is refused (:func:`check_workload`). A ``summary`` keeps
     every record but the two that grow with the cycles and the traffic, the queue depths
     and the delivered packets, left empty (``records=summary`` of a collective,
-    :data:`~superfabric.sim.collective.pattern.RECORDS`)."""
+    :data:`~superfabric.sim.collective.pattern.RECORDS`). ``threads`` step the fabric's
+    routers (docs/spec/timing.md 5.9; :func:`~...threads.usable_threads` of them), the
+    same run on any number."""
     check_workload(cfg, workload)
     full = not summary
     E, rd, sw = cfg.endpoints, cfg.rdma, cfg.switch
@@ -493,9 +544,13 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
         np.zeros((E, 5), np.int64), np.zeros(E, np.uint64),        # rx, rx_word
         np.zeros(OUT_FIELDS, np.int64), collective_posts(cprm))    # engine_out, posts
     room = event_rows_per_cycle(cfg)
+    parts = Parts(fst, usable_threads(threads, topo.routers), E, E)
+    fst = parts.shared(fst)
     while True:
-        status = run_block(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm,
-                           memory, *scratch, room["cnps"], room["rates"])
+        status = run_parts(parts.count, lambda k: run_block(
+            rs, prm, fst, parts.own(fst, k), k, parts.count, parts.sync, parts.scalars,
+            parts.frames, parts.free, parts.delivered, parts.handed, fprm, est, eprm, ist, iprm,
+            sq, sqprm, cst, cprm, memory, *scratch, room["cnps"], room["rates"]))
         if status != NEED_ROOM:
             break
         before = _room(rs, fst, est)

@@ -26,8 +26,9 @@ from ..source import (NONE, source_accept, source_busy, source_next_generation, 
 from ..traffic import Trace
 
 __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
-           "return_credits", "routers_phase", "routers_cycle", "fabric_cycle", "merge_part", "counters",
-           "grown_frames", "endpoint_ports", "Parts", "DEFAULT_STALL_LIMIT", "LinkOverflow"]
+           "return_credits", "routers_phase", "routers_cycle", "fabric_cycle", "merge_part",
+           "counters", "grown_frames", "endpoint_ports", "Parts", "DEFAULT_STALL_LIMIT",
+           "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000

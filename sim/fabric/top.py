@@ -398,10 +398,9 @@ class FabricModel:
         ports = len(st.port_endpoint)
         scratch = (endpoint_ports(st, topo), np.full(ports, NONE, np.int64), np.zeros(ports, np.int64),
                    np.zeros(ports, np.int64), np.zeros(e, np.int64), np.zeros((e, 8), np.int64),
-                   np.zeros((max(prm.max_ports, e), 4), np.int64),
                    np.zeros(len(st.link_src), np.int64))
 
-        parts = Parts(st, self.threads, e, len(scratch[-2]))
+        parts = Parts(st, self.threads, e, max(prm.max_ports, e))
         st = parts.shared(st)
         cycle = last_progress = 0
         status = _NEXT_BLOCK
@@ -420,10 +419,10 @@ class FabricModel:
                 congested_first, congested = 0, no_congestion
             block = (parts.scalars, parts.frames, parts.free, prm, src, cycle, last_progress,
                      stall_limit, sink.block(first // BLOCK), first, paused, pause_first,
-                     pause.period, congested, congested_first, sink_period, *scratch[:-2])
+                     pause.period, congested, congested_first, sink_period, *scratch[:-1])
             cycle, last_progress, status = run_parts(parts.count, lambda k: run_block(
-                st, parts.own(st, k), k, parts.count, parts.sync, *block,
-                parts.delivered[k] if k else scratch[-2], scratch[-1]))
+                st, parts.own(st, k), k, parts.count, parts.sync, *block, parts.delivered[k],
+                scratch[-1]))
         if status == _OVERFLOW:
             g = int(st.scalars[OVERFLOW]) - 1
             raise LinkOverflow(f"cycle {cycle}: a flit reached global port {g} with its skid "

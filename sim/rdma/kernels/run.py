@@ -181,7 +181,7 @@ def _cycle_start(rs, prm, fst, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm,
 def run_block(rs, prm, fst, own, part, parts, sync, part_scalars, part_frames, part_free,
               part_delivered, part_handed, fprm, est, eprm, ist, iprm, sq, sqprm, cst, cprm,
               memory, kind_prio, kind_ecn, endpoint_port, offer_pkt, offer_flit, offer_vc, ready,
-              paused_row, sink_enable, sink_times, delivered, arrived, flits, flit_word, outs,
+              paused_row, sink_enable, sink_times, arrived, flits, flit_word, outs,
               out_word, sent, paused, rx, rx_word, engine_out, posts, room_cnps, room_rates):
     """Run from ``rs.scalars[CYCLE]`` until every WR has completed and the device is done
     (:data:`DONE`), the stall limit (:data:`STALLED`), a record array without room for
@@ -192,9 +192,10 @@ def run_block(rs, prm, fst, own, part, parts, sync, part_scalars, part_frames, p
     contiguous range of the routers, in ``own`` (``fst`` for part 0, for part ``k`` the
     fabric's arrays but for ``part_scalars[k]``, ``part_frames[k]`` and ``part_free[k]``),
     handing its flits for the endpoints to ``part_delivered[k]`` (their count in
-    ``part_handed[k, 0]``); part 0 alone does the rest of the cycle and merges the
-    others' after the routers' phase, in part order, so that the run is the one-thread
-    run; the parts meet at the barrier of ``sync`` (none with one part).
+    ``part_handed[k, 0]``); part 0 alone does the rest of the cycle, after the routers'
+    phase merges the others' counters, frames and freed ids and hands the engines every
+    part's flits, in part order, so that the run is the one-thread run; the parts meet at
+    the barrier of ``sync`` (none with one part).
 
     ``kind_prio[length]`` and ``kind_ecn[length]`` are a packet's class and codepoint by
     its flits; ``flits`` and ``outs`` (``[E, 4]``: has, k, dst, length, with their words
@@ -220,27 +221,23 @@ def run_block(rs, prm, fst, own, part, parts, sync, part_scalars, part_frames, p
         status, cycle = routers_phase(own, part, parts, sync, status, cycle)
         if status != _RUN:
             break
-        handed, _ = routers_cycle(own, fprm, first, last, cycle, offer_pkt, offer_flit,
-                                  offer_vc, ready, paused_row, sink_enable, sink_times,
-                                  part_delivered[part] if part else delivered)
+        part_handed[part, 0] = routers_cycle(own, fprm, first, last, cycle, offer_pkt,
+                                             offer_flit, offer_vc, ready, paused_row,
+                                             sink_enable, sink_times, part_delivered[part])[0]
         if parts > 1:
-            part_handed[part, 0] = handed
             barrier(sync, parts)
         if part:
             continue
         for k in range(1, parts):
             merge_part(fst, part_scalars[k], part_frames[k], part_free[k])
-            for i in range(part_handed[k, 0]):
-                for j in range(4):
-                    delivered[handed, j] = part_delivered[k, i, j]
-                handed += 1
         return_credits(fst, fprm, arrived)
         if fst.scalars[OVERFLOW]:
             status = OVERFLOWED
             continue
         if fst.scalars[FRAMES] > frames_before:
             _pause_frames(rs, prm, fst, endpoint_port, cycle)
-        _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word, prm.full_records)
+        _deliveries(rs, fst, cycle, parts, part_handed, part_delivered, rx, rx_word,
+                    prm.full_records)
         _flits_taken(rs, outs, out_word, sent)
         progress = _endpoints_step(rs, prm, est, eprm, ist, iprm, sq, sqprm, cst, memory, sq.wr,
                                    cycle, flits, flit_word, sent, paused, rx, rx_word,
@@ -337,29 +334,33 @@ def _pause_frames(rs, prm, fst, endpoint_port, cycle):
 
 
 @kernel
-def _deliveries(rs, fst, cycle, handed, delivered, rx, rx_word, full):
+def _deliveries(rs, fst, cycle, parts, handed, delivered, rx, rx_word, full):
     """The fabric's deliveries as each engine receives them (``rx``, ``rx_word``), and
-    (``full``) the record of every packet whose last flit arrived."""
+    (``full``) the record of every packet whose last flit arrived: the ``handed[p, 0]``
+    rows of ``delivered[p]`` of each part ``p`` in turn, router order."""
     for e in range(len(rx)):
         rx[e, 0] = 0
-    for i in range(handed):
-        o, pkt, k, last = delivered[i, 0], delivered[i, 1], delivered[i, 2], delivered[i, 3]
-        ecn = fst.p_ecn_out[pkt]
-        rx[o, 0], rx[o, 1], rx[o, 2], rx[o, 3], rx[o, 4] = 1, rs.origin[pkt], k, last, ecn
-        rx_word[o] = rs.words[pkt, k]
-        if k == 0:
-            rs.head[o] = cycle
-        rs.depth[o] -= 1
-        if last and full:
-            n = rs.scalars[DELIVERED_COUNT]
-            row = rs.delivered[n]
-            row[0], row[1], row[2], row[3], row[4] = rs.head[o], o, rs.origin[pkt], k + 1, ecn
-            row[5], row[6] = fst.p_link_cycle[pkt], fst.p_link_ecn[pkt]
-            rs.scalars[DELIVERED_COUNT] = n + 1
-            w = rs.scalars[WORDS_COUNT]
-            for j in range(k + 1):
-                rs.delivered_words[w + j] = rs.words[pkt, j]
-            rs.scalars[WORDS_COUNT] = w + k + 1
+    for p in range(parts):
+        for i in range(handed[p, 0]):
+            o, pkt, k, last = (delivered[p, i, 0], delivered[p, i, 1], delivered[p, i, 2],
+                               delivered[p, i, 3])
+            ecn = fst.p_ecn_out[pkt]
+            rx[o, 0], rx[o, 1], rx[o, 2], rx[o, 3], rx[o, 4] = 1, rs.origin[pkt], k, last, ecn
+            rx_word[o] = rs.words[pkt, k]
+            if k == 0:
+                rs.head[o] = cycle
+            rs.depth[o] -= 1
+            if last and full:
+                n = rs.scalars[DELIVERED_COUNT]
+                row = rs.delivered[n]
+                row[0], row[1], row[2] = rs.head[o], o, rs.origin[pkt]
+                row[3], row[4] = k + 1, ecn
+                row[5], row[6] = fst.p_link_cycle[pkt], fst.p_link_ecn[pkt]
+                rs.scalars[DELIVERED_COUNT] = n + 1
+                w = rs.scalars[WORDS_COUNT]
+                for j in range(k + 1):
+                    rs.delivered_words[w + j] = rs.words[pkt, j]
+                rs.scalars[WORDS_COUNT] = w + k + 1
 
 
 @kernel(inline=True)
@@ -537,7 +538,7 @@ def run(cfg: FabricConfig, workload, *, stall_limit: int | None = None, collecti
         np.zeros(ports, np.int64), np.zeros(ports, np.int64),      # offer_flit, offer_vc
         np.ones(E, np.bool_), np.zeros(E * sw.priorities, np.bool_),  # ready, paused_row
         np.zeros(E, np.int64), np.zeros((E, 8), np.int64),         # sink_enable, sink_times
-        np.zeros((E, 4), np.int64), np.zeros(len(fst.link_src), np.int64),  # delivered, arrived
+        np.zeros(len(fst.link_src), np.int64),                     # arrived
         np.zeros((E, 4), np.int64), np.zeros(E, np.uint64),        # flits, flit_word
         np.zeros((E, 4), np.int64), np.zeros(E, np.uint64),        # outs, out_word
         np.zeros(E, np.bool_), np.zeros((E, 2), np.bool_),         # sent, paused

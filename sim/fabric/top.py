@@ -26,9 +26,9 @@ from ..source import (NONE, source_accept, source_busy, source_next_generation, 
 from ..traffic import Trace
 
 __all__ = ["FabricModel", "run_block", "waiting_cycle", "describe_waits", "deliver_links",
-           "return_credits", "routers_phase", "routers_cycle", "fabric_cycle", "merge_part",
-           "counters", "grown_frames", "endpoint_ports", "Parts", "DEFAULT_STALL_LIMIT",
-           "LinkOverflow"]
+           "return_credits", "routers_phase", "routers_cycle", "routers_merged", "fabric_cycle",
+           "merge_part", "counters", "grown_frames", "endpoint_ports", "Parts",
+           "DEFAULT_STALL_LIMIT", "LinkOverflow"]
 
 #: Cycles without any transfer, with packets outstanding, that end a run as stalled.
 DEFAULT_STALL_LIMIT = 10_000
@@ -119,6 +119,19 @@ def routers_phase(own, part, parts, sync, status, cycle):
             for k in range(own.scalars.shape[0]):
                 own.scalars[k] = 0
     return status, cycle
+
+
+@kernel(inline=True)
+def routers_merged(st, prm, part, parts, sync, part_scalars, part_frames, part_free, arrived):
+    """The barrier after the routers' phase (section 5.9); then part 0 adds what the later
+    parts counted, sent and freed (:func:`merge_part`, in part order) and returns the
+    credits the links brought back (:func:`return_credits`)."""
+    if parts > 1:
+        barrier(sync, parts)
+    if part == 0:
+        for k in range(1, parts):
+            merge_part(st, part_scalars[k], part_frames[k], part_free[k])
+        return_credits(st, prm, arrived)
 
 
 @kernel(inline=True)
@@ -252,13 +265,10 @@ def run_block(st, own, part, parts, sync, part_scalars, part_frames, part_free, 
         routers_cycle(own, prm, first, last, cycle, offer_pkt, offer_flit, offer_vc,
                       ready[cycle - ready_first], paused[cycle // pause_period - pause_first],
                       sink_enable, sink_times, delivered)
-        if parts > 1:
-            barrier(sync, parts)
+        routers_merged(st, prm, part, parts, sync, part_scalars, part_frames, part_free,
+                       arrived)
         if part:
             continue
-        for k in range(1, parts):
-            merge_part(st, part_scalars[k], part_frames[k], part_free[k])
-        return_credits(st, prm, arrived)
         if st.scalars[OVERFLOW]:
             status = _OVERFLOW
             continue

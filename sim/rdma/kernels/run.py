@@ -28,12 +28,12 @@ from ...collective.schedule import Schedule
 from ...fabric.router import (FRAMES, FREE, IN_FLIGHT, OUTSTANDING, OVERFLOW, PACKETS, PROGRESS,
                               fabric_room, packet_arrays, router_busy, router_params,
                               router_state)
-from ...fabric.top import (LinkOverflow, Parts, deliver_links, endpoint_ports, merge_part,
-                           return_credits, routers_cycle, routers_phase)
+from ...fabric.top import (LinkOverflow, Parts, deliver_links, endpoint_ports, routers_cycle,
+                           routers_merged, routers_phase)
 from ...kernel import kernel
 from ...pfc import quanta_to_cycles
 from ...skid_buffer import skid_ready
-from ...threads import barrier, run_parts, usable_threads
+from ...threads import run_parts, usable_threads
 from ...source import NONE
 from ..host import WR_ROW_FIELDS
 from ..records import DELIVERED_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords
@@ -224,13 +224,10 @@ def run_block(rs, prm, fst, own, part, parts, sync, part_scalars, part_frames, p
         part_handed[part, 0] = routers_cycle(own, fprm, first, last, cycle, offer_pkt,
                                              offer_flit, offer_vc, ready, paused_row,
                                              sink_enable, sink_times, part_delivered[part])[0]
-        if parts > 1:
-            barrier(sync, parts)
+        routers_merged(fst, fprm, part, parts, sync, part_scalars, part_frames, part_free,
+                       arrived)
         if part:
             continue
-        for k in range(1, parts):
-            merge_part(fst, part_scalars[k], part_frames[k], part_free[k])
-        return_credits(fst, fprm, arrived)
         if fst.scalars[OVERFLOW]:
             status = OVERFLOWED
             continue

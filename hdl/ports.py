@@ -105,13 +105,15 @@ class SharedModule:
         Verilator builds the module as a hierarchical block of its own
         (``--hierarchical``), compiled apart from the top, written and instanced with
         packed ports (:class:`Packed` says why); else as a module it
-        must not inline, whose code its instances share. Hierarchical only for a
-        block whose instances meet no combinational path through another such
-        block: Verilator cannot see inside a hierarchical block, so it takes every
-        output to depend on every input, and a stream's ``ready`` answering its
-        ``valid`` across two of them reads as a combinational loop
-        (``UNOPTFLAT``). A fabric's routers are linked through registers; a
-        generator or a sink meets its router's ports directly.
+        must not inline, whose code its instances share. Verilator cannot see inside
+        a hierarchical block, so it takes every output to depend on every input, and a
+        stream's ``ready`` answering its ``valid`` across two of them reads as a
+        combinational loop (``UNOPTFLAT``), evaluated until it settles. A fabric's
+        routers are linked through registers. A generator or a sink meets its router's
+        ports directly and is a module of the top, small whatever the fabric. An RDMA
+        engine meets them too, through its fault injector, but is hierarchical on a
+        fabric: its Verilog grows with the endpoints (section 10.15), and with every
+        engine's logic held apart a 64-endpoint top does not build in 23.5 GiB.
     """
 
     signature: wiring.Signature

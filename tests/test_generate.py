@@ -342,6 +342,33 @@ def test_generate_rdma_lint_clean(top, tmp_path):
     assert_lint_clean(tmp_path, verilog)
 
 
+@pytest.mark.parametrize("fabric, mark", [
+    ([], "no_inline_module"),
+    (["fabric.topology=torus", "fabric.dims=[2, 2]"], "hier_block"),
+], ids=["switch", "torus-2x2"])
+def test_generate_rdma_fabric_writes_the_engine_once(fabric, mark, tmp_path):
+    # The engine once, an instance per endpoint; on a fabric a hierarchical block with
+    # packed ports (its Verilog grows with the endpoints: spec 10.15), on the switch a
+    # module whose code the instances share.
+    args = ["generate", "--preset", "tiny", "--top", "rdma_fabric", "-o", str(tmp_path)]
+    for o in RDMA_SMALL + fabric:
+        args += ["--set", o]
+    res = superfabric(*args)
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "rdma_fabric.v").read_text()
+    assert text.count("\nmodule rdma_engine(") == 1
+    header, body = text.split("\nmodule rdma_engine(", 1)[1].split(");\n", 1)
+    assert body.lstrip().startswith(f"/* verilator {mark} */"), body[:200]
+    assert ("counters__0" in header) == (mark == "no_inline_module"), header
+    cfg = FabricConfig.load(preset="tiny", overrides=RDMA_SMALL + fabric)
+    for e in range(cfg.endpoints):
+        assert f"rdma_engine engine{e} (" in text
+    if fabric:
+        require_simulator("verilator")
+        require_simulator("icarus")
+        assert_lint_clean(tmp_path, tmp_path / "rdma_fabric.v")
+
+
 @pytest.mark.parametrize("preset,overrides", [
     ("default", []),
     ("tiny", ["switch.ports=5", "switch.priorities=1", "switch.islip_iterations=1",

@@ -70,10 +70,13 @@ class RdmaFabric(wiring.Component):
         self._core = Fabric(cfg) if cfg.fabric.is_fabric else Switch(cfg)
         #: The modules the top instances, each written once whatever the number of
         #: endpoints: a fabric's router tiers, the engine (its endpoint an input), the
-        #: fault injector and the host memory.
+        #: fault injector and the host memory. On a fabric, built ``--hierarchical``, the
+        #: engine, whose state grows with the endpoints, is a hierarchical block compiled
+        #: once (``SharedModule``); the switch's top is built flat.
         self.modules = {
             **getattr(self._core, "modules", {}),
-            "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg)),
+            "rdma_engine": SharedModule(engine_signature(cfg), partial(RdmaEngine, cfg),
+                                        hierarchical=cfg.fabric.is_fabric),
             "fault_injector": SharedModule(fault_injector_signature(cfg),
                                            partial(FaultInjector, cfg)),
             "host_memory": SharedModule(host_memory_signature(cfg, apply=self.apply_ports),

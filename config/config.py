@@ -139,7 +139,7 @@ class FabricConfig:
         _check_fabric(cfg)
         if cfg.rdma.enabled and cfg.rdma.qps % cfg.endpoints:
             raise ConfigError(f"rdma.qps = {cfg.rdma.qps}: must be a multiple of the endpoints "
-                              f"({cfg.endpoints}: switch.ports, or the fabric's accelerators)")
+                              f"({cfg.endpoints}: switch.ports, or the fabric's endpoint ports)")
         return cfg
 
     @classmethod
@@ -166,9 +166,14 @@ class FabricConfig:
 
     @property
     def endpoints(self) -> int:
-        """Endpoints (accelerators) of the fabric: the switch's ports, or the topology's."""
+        """Endpoint ports of the fabric: the switch's ports, or the topology's."""
         from .network.topology import Topology
         return Topology.of(self).endpoints
+
+    @property
+    def accelerators(self) -> int:
+        """Accelerators: the endpoints over ``fabric.ports_per_accelerator``."""
+        return self.endpoints // self.fabric.ports_per_accelerator
 
     def to_json(self) -> str:
         """A canonical JSON text (sorted keys), equal for equal configurations."""
@@ -213,12 +218,15 @@ class FabricConfig:
     @property
     def build_key(self) -> str:
         """A digest of what the hardware is generated from, for build directories:
-        the ``[faults]`` settings are run-time inputs of the RTL and the clock only
-        converts cycles to time, so both are left out."""
+        the ``[faults]`` settings are run-time inputs of the RTL, the clock only
+        converts cycles to time and the ports' grouping into accelerators is the
+        workloads' (every port has its own engine either way), so all three are left
+        out."""
         import hashlib
         data = self.to_dict()
         del data["faults"]
         del data["fabric"]["clock_mhz"]
+        del data["fabric"]["ports_per_accelerator"]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -451,9 +459,11 @@ class TopologyConfig:
     ``topology = "switch"`` is one router whose ports are all endpoints (the
     switch of ``[switch]``); ``"torus"`` a k-ary n-cube of ``dims`` with
     ``endpoints_per_router`` endpoints per router; ``"fat_tree"`` a two-level
-    leaf-spine. Router-to-router links carry ``vcs`` virtual channels per
-    traffic class with credit-based flow control. ``clock_mhz`` is the clock
-    the cycles are taken at, for results in microseconds and GB/s only.
+    leaf-spine. An accelerator has ``ports_per_accelerator`` endpoint ports: on
+    one router of a torus (or the switch), one per rail of leaves on a
+    leaf-spine (section 11.2). Router-to-router links carry ``vcs`` virtual
+    channels per traffic class with credit-based flow control. ``clock_mhz`` is
+    the clock the cycles are taken at, for results in microseconds and GB/s only.
     """
 
     topology: str = _choice(("switch", "torus", "fat_tree"),
@@ -463,6 +473,8 @@ class TopologyConfig:
     leaves: int = _ranged(2, 32, "fat_tree: leaf routers")
     spines: int = _ranged(1, 16, "fat_tree: spine routers")
     hosts_per_leaf: int = _ranged(1, 16, "fat_tree: endpoints attached to each leaf")
+    ports_per_accelerator: int = _ranged(1, 8, "endpoint ports of each accelerator, each "
+                                         "with its own RDMA engine")
     routing: str = _choice(("dor", "adaptive", "ecmp"),
                            "torus: dor or adaptive; fat_tree: ecmp or adaptive")
     vcs: int = _ranged(1, 8, "virtual channels per traffic class on router-to-router links")
@@ -496,6 +508,16 @@ class TopologyConfig:
 def _check_fabric(cfg: "FabricConfig") -> None:
     """Rules of a multi-router fabric, the deadlock check last (docs/architecture.md 11.6)."""
     f, sw = cfg.fabric, cfg.switch
+    # An accelerator's ports are on one router, or one on each rail of leaves (11.2).
+    key, value, why = {
+        "switch": ("switch.ports", sw.ports, "an accelerator's ports are the switch's"),
+        "torus": ("fabric.endpoints_per_router", f.endpoints_per_router,
+                  "an accelerator's ports are on one router"),
+        "fat_tree": ("fabric.leaves", f.leaves,
+                     "port k of every accelerator is on the k-th rail of leaves")}[f.topology]
+    if value % f.ports_per_accelerator:
+        raise ConfigError(f"fabric.ports_per_accelerator = {f.ports_per_accelerator}: must "
+                          f"divide {key} ({value}) with fabric.topology = {f.topology!r} ({why})")
     if not f.is_fabric:
         return
     if f.vc_buffer_flits < sw.max_packet_flits:

@@ -185,7 +185,7 @@ def test_hop_scenario_victim_shares_its_first_link_with_the_incast():
     target-bound route after that link; the bench describes the same links."""
     cfg = FabricConfig.load(overrides=bench.HOPS)
     topo = Topology.of(cfg)
-    roles = pattern_roles(bench.HOPS_PATTERN, cfg.endpoints, bench.HOPS_LOAD)
+    roles = pattern_roles(bench.HOPS_PATTERN, cfg.accelerators, bench.HOPS_LOAD)
     target, victim, bystander = roles["target"], roles["victim"], roles["bystander"]
     assert (cfg.endpoints, len(roles["senders"])) == (64, 8)
     assert victim in roles["senders"] and bystander not in roles["senders"]

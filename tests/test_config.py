@@ -373,6 +373,29 @@ def test_bad_clock(value, shown):
                  f"fabric.clock_mhz = {shown}:", "must be a positive finite number", "MHz")
 
 
+@pytest.mark.parametrize("overrides, fragments", [
+    (["fabric.ports_per_accelerator=0"], ["fabric.ports_per_accelerator = 0", "1..8"]),
+    (["fabric.topology=torus", "fabric.ports_per_accelerator=2"],
+     ["fabric.ports_per_accelerator = 2: must divide fabric.endpoints_per_router (1)",
+      "an accelerator's ports are on one router"]),
+    (["fabric.topology=fat_tree", "fabric.routing=ecmp", "fabric.leaves=6",
+      "fabric.ports_per_accelerator=4"],
+     ["fabric.ports_per_accelerator = 4: must divide fabric.leaves (6)", "rail of leaves"]),
+    (["switch.ports=6", "fabric.ports_per_accelerator=4"],
+     ["fabric.ports_per_accelerator = 4: must divide switch.ports (6)"]),
+])
+def test_bad_ports_per_accelerator(overrides, fragments):
+    config_error(lambda: FabricConfig.load(overrides=overrides), *fragments)
+
+
+def test_ports_per_accelerator_group_ports_and_are_not_in_the_build_key():
+    torus = ["fabric.topology=torus", "fabric.dims=[2, 2]", "fabric.endpoints_per_router=2"]
+    one = FabricConfig.load(overrides=torus)
+    two = FabricConfig.load(overrides=torus + ["fabric.ports_per_accelerator=2"])
+    assert (one.endpoints, one.accelerators, two.endpoints, two.accelerators) == (8, 8, 8, 4)
+    assert two.key != one.key and two.build_key == one.build_key
+
+
 def test_the_clock_is_in_the_key_and_not_in_the_build_key():
     base = FabricConfig.load()
     faster = FabricConfig.load(overrides=["fabric.clock_mhz=1250.5"])

@@ -442,7 +442,7 @@ def test_rdma_report_of_one_run(tmp_path):
     assert not (out / "rdma_goodput.png").exists() and not (out / "rdma_latency.png").exists()
     md = (out / "report.md").read_text()
     assert md.startswith("# superfabric report: RDMA run ")
-    for title in ("Per endpoint", "Goodput and queues against time", "Message latency CDF"):
+    for title in ("Per accelerator", "Goodput and queues against time", "Message latency CDF"):
         assert f"![{title}](" in md, title
     assert "Model runs only" in section(md, "Attention")
     assert "Every point ran to completion (1 point)." in section(md, "Attention")

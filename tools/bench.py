@@ -34,6 +34,7 @@ Icarus, keeping the runs in DIR.
 """
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -579,7 +580,7 @@ def hop_scenario(cfg: FabricConfig) -> dict:
     ``sharing``, the senders whose route to the target crosses it."""
     from ..sim.collective.peers import Peers
     from ..sim.rdma.traffic import pattern_roles
-    roles = pattern_roles(HOPS_PATTERN, cfg.endpoints, HOPS_LOAD)
+    roles = pattern_roles(HOPS_PATTERN, cfg.accelerators, HOPS_LOAD)
     peers = Peers.of(cfg)
     to_target = {e: peers.route(e, HOPS_TARGET) for e in roles["senders"]}
     first = to_target[HOPS_VICTIM][0]
@@ -680,17 +681,19 @@ def state_table() -> ResultsPage:
     return page
 
 
-#: RDMA on fabrics: the tops' configurations (PFC, ECN and DCQCN on), the RTL = model runs
-#: (the cases of tests/rdma/test_rtl.py) and the fabric that is only generated and built.
+#: RDMA on fabrics: the tops' configurations (PFC, ECN and DCQCN on), the ports per
+#: accelerator of the RTL = model runs (the cases of tests/rdma/test_rtl.py; on the
+#: leaf-spine also two ports, rail-style, on the same build) and the fabric that is only
+#: generated and built.
 RDMA_FABRIC_CC = ["rdma.enabled=true", "pfc.enabled=true", "ecn.enabled=true",
                   "dcqcn.enabled=true"]
 RDMA_FABRIC_SMALL = RDMA_FABRIC_CC + ["rdma.qps=8", "rdma.memory_words=4096", "rdma.page_words=64",
                                       "rdma.pages=64", "rdma.retransmit_timeout=256"]
 RDMA_FABRICS = (
-    ("2x2x2 torus", ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"], True),
+    ("2x2x2 torus", ["fabric.topology=torus", "fabric.dims=[2, 2, 2]"], (1,)),
     ("4-leaf leaf-spine", ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
-                           "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"], True),
-    ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"], False),
+                           "fabric.hosts_per_leaf=2", "fabric.routing=ecmp"], (1, 2)),
+    ("4x4x4 torus", ["fabric.topology=torus", "fabric.dims=[4, 4, 4]"], ()),
 )
 #: (pattern, extra overrides, load, cycles) of the RTL = model runs on each small fabric.
 RDMA_FABRIC_RUNS = (("rdma-allreduce", ["faults.drop_rate=0.01"], 0.5, 2000),
@@ -708,14 +711,17 @@ def rdma_fabrics_table() -> ResultsPage:
         "DCQCN. Generation and Verilator build from scratch of the `rdma_fabric` top at the "
         "`default` preset's sizes (16,384-word host memories, 1,024 QPs); then, on the "
         "`tiny` preset with 4,096-word memories and 8 QPs (the cases of "
-        "`tests/rdma/test_rtl.py`), the all-reduce over 1 % drops and a 7-to-1 incast on "
-        "Verilator under cocotb, every packet, completion, pause frame, CNP, rate change and "
-        "memory word held against the model.")
+        "`tests/rdma/test_rtl.py`), the all-reduce over 1 % drops and an incast of every "
+        "other accelerator on Verilator under cocotb, every packet, completion, pause frame, "
+        "CNP, rate change and memory word held against the model. On the leaf-spine also "
+        "with two ports per accelerator (`fabric.ports_per_accelerator = 2`, rail-style: "
+        "port 0 of the four accelerators on leaves 0-1, port 1 on leaves 2-3; section "
+        "11.2), on the same build.")
     page.table(Column("fabric", 18, right=False), Column("accelerators", 12),
                Column("generate s", 10), Column("generate + build s", 18),
                Column("run", 15, right=False), Column("cycles", 7), Column("RTL = model", 11),
                Column("retransmissions", 15), Column("CNPs", 5), Column("pause frames", 12))
-    for name, fabric, runs in RDMA_FABRICS:
+    for name, fabric, ports in RDMA_FABRICS:
         cfg = FabricConfig.load(preset="default", overrides=RDMA_FABRIC_CC + fabric)
         with tempfile.TemporaryDirectory() as out:
             t0 = time.perf_counter()
@@ -735,17 +741,16 @@ def rdma_fabrics_table() -> ResultsPage:
                 if before is not None:
                     os.environ["CCACHE_DISABLE"] = before
         page.row(name, cfg.endpoints, f"{generate:.1f}", built, "", "", "", "", "", "")
-        if not runs:
-            continue
-        for pattern, extra, load, cycles in RDMA_FABRIC_RUNS:
-            small = FabricConfig.load(preset="tiny", overrides=RDMA_FABRIC_SMALL + fabric + extra)
+        for p, (pattern, extra, load, cycles) in itertools.product(ports, RDMA_FABRIC_RUNS):
+            small = FabricConfig.load(preset="tiny", overrides=RDMA_FABRIC_SMALL + fabric + extra
+                                      + [f"fabric.ports_per_accelerator={p}"])
             with tempfile.TemporaryDirectory() as out:
                 res = run_point(small, traffic=pattern, load=load, cycles=cycles, seed=1,
                                 sim="verilator", out_dir=out)
             rd = res["rdma"]
-            page.row("", "", "", "", pattern, rd["cycles"], _match(res),
-                     rd["retransmissions"]["total"], rd["congestion"]["cnp"]["sent"],
-                     rd["congestion"]["pause_frames"]["sent"])
+            page.row("", f"{small.accelerators} x {p} ports" if p > 1 else "", "", "",
+                     pattern, rd["cycles"], _match(res), rd["retransmissions"]["total"],
+                     rd["congestion"]["cnp"]["sent"], rd["congestion"]["pause_frames"]["sent"])
     return page
 
 

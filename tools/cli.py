@@ -781,7 +781,10 @@ def _print_rdma(sim: str, res: dict) -> None:
         q = c["queue"]
         kmax = f" (ecn.kmax {q['kmax']})" if q["kmax"] is not None else ""
         jain = f"{c['jain']:.3f}" if c["jain"] is not None else "-"
-        print(f"congestion at endpoint {c['target']}: queue p99 {q['p99']:.0f} flits{kmax}, "
+        ports = c["target_ports"]
+        where = (f"endpoint {c['target']}" if len(ports) == 1 else
+                 f"accelerator {c['target']} (ports {', '.join(map(str, ports))})")
+        print(f"congestion at {where}: queue p99 {q['p99']:.0f} flits{kmax}, "
               f"{c['pause_frames']['pauses']} pause frames ({c['pause_frames']['sent']} with the "
               f"resumes), {c['cnp']['sent']} CNPs, Jain's "
               f"index {jain} over {len(c['senders'])} senders"

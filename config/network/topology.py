@@ -34,6 +34,8 @@ class Topology:
         Torus: endpoints at every router (ports ``0..M-1``).
     leaves, spines, hosts_per_leaf : int
         Fat tree: the two tiers and the endpoints at each leaf.
+    ports_per_accelerator : int
+        Endpoint ports of each accelerator (:meth:`accelerator_endpoint`).
     """
 
     kind: str
@@ -43,6 +45,7 @@ class Topology:
     spines: int = 0
     hosts_per_leaf: int = 0
     switch_ports: int = 0
+    ports_per_accelerator: int = 1
 
     @classmethod
     def of(cls, cfg) -> "Topology":
@@ -54,13 +57,17 @@ class Topology:
         """The topology of a configuration as nested dicts (``FabricConfig.to_dict()``, the
         ``config`` of ``results.json``), without validating it again."""
         f = config["fabric"]
+        # Results written before the key existed had one port per accelerator.
+        ports = f.get("ports_per_accelerator", 1)
         if f["topology"] == "torus":
             return cls("torus", dims=tuple(f["dims"]),
-                       endpoints_per_router=f["endpoints_per_router"])
+                       endpoints_per_router=f["endpoints_per_router"],
+                       ports_per_accelerator=ports)
         if f["topology"] == "fat_tree":
             return cls("fat_tree", leaves=f["leaves"], spines=f["spines"],
-                       hosts_per_leaf=f["hosts_per_leaf"])
-        return cls("switch", switch_ports=config["switch"]["ports"])
+                       hosts_per_leaf=f["hosts_per_leaf"], ports_per_accelerator=ports)
+        return cls("switch", switch_ports=config["switch"]["ports"],
+                   ports_per_accelerator=ports)
 
     # -- routers and endpoints -------------------------------------------
 
@@ -78,12 +85,46 @@ class Topology:
 
     @cached_property
     def endpoints(self) -> int:
-        """Endpoints (accelerators) in the fabric."""
+        """Endpoint ports in the fabric: an accelerator has
+        :attr:`ports_per_accelerator` of them."""
         if self.kind == "torus":
             return self.routers * self.endpoints_per_router
         if self.kind == "fat_tree":
             return self.leaves * self.hosts_per_leaf
         return self.switch_ports
+
+    @cached_property
+    def accelerators(self) -> int:
+        """Accelerators in the fabric."""
+        return self.endpoints // self.ports_per_accelerator
+
+    def accelerator_endpoint(self, a: int, k: int) -> int:
+        """The endpoint of port ``k`` of accelerator ``a`` (section 11.2).
+
+        On a leaf-spine the ports are rails: port ``k`` of every accelerator is on the
+        ``k``-th of ``P`` groups of ``leaves / P`` leaves, so endpoint ``k * A + a``; on a
+        torus or a switch an accelerator's ports are consecutive endpoint ports of one
+        router, ``a * P + k``.
+        """
+        if self.kind == "fat_tree":
+            return k * self.accelerators + a
+        return a * self.ports_per_accelerator + k
+
+    @cached_property
+    def accelerator_ports(self) -> tuple[tuple[int, ...], ...]:
+        """The endpoints of every accelerator, port 0 first."""
+        return tuple(tuple(self.accelerator_endpoint(a, k)
+                           for k in range(self.ports_per_accelerator))
+                     for a in range(self.accelerators))
+
+    @cached_property
+    def endpoint_accelerator(self) -> tuple[int, ...]:
+        """The accelerator of every endpoint."""
+        out = [0] * self.endpoints
+        for a, ports in enumerate(self.accelerator_ports):
+            for e in ports:
+                out[e] = a
+        return tuple(out)
 
     def router_kind(self, r: int) -> str:
         """The module router ``r`` is an instance of."""

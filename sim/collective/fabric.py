@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...config import FabricConfig
+from ...config import ConfigError, FabricConfig
 from .alpha_beta import AlphaBeta, algbw as algbw_gbps, busbw as busbw_gbps, busbw_factor
 from .host_memory import Layout
 from .library import ALGORITHMS, plan, segment_of
@@ -69,8 +69,14 @@ def prepare_collective(cfg: FabricConfig, *, op: str, algo: str, nbytes: int, dt
         The algorithm cannot run the operation here, or the size is not a positive
         multiple of 4 bytes; one line.
     ConfigError
-        The host memory or the page table is too small for it; one line.
+        The host memory or the page table is too small for it, or the accelerators have
+        several ports; one line.
     """
+    ports = cfg.fabric.ports_per_accelerator
+    if ports > 1:
+        raise ConfigError(f"fabric.ports_per_accelerator = {ports}: must be 1 for collective "
+                          f"traffic (the collective engine posts on one RDMA engine; the "
+                          f"rdma-* patterns use several ports)")
     peers = Peers.of(cfg)
     model = AlphaBeta.of(cfg)
     segment = model.segment_elements(segment_packets)

@@ -12,6 +12,7 @@ import numpy as np
 
 from ...config import FabricConfig
 from ...formats.dcqcn import LINE_RATE
+from ...network.topology import Topology
 from ...formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
                                  descriptor_fields, payload_words)
 from ..metrics import latency_figures
@@ -52,7 +53,9 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         window per endpoint), ``goodput_run`` (all OK words per simulated
         cycle per endpoint), ``latency`` (``done - post`` of OK completions),
         ``rx_completions``, the :data:`RECOVERY_COUNTERS` (``total`` and
-        ``per_endpoint``), ``counters`` (all, per endpoint), ``data``
+        ``per_endpoint``), ``counters`` (all, per endpoint), ``per_endpoint``
+        (``offered_words`` and ``goodput`` of each endpoint port, as sources),
+        ``per_accelerator`` (:func:`per_accelerator`), ``data``
         (:func:`data_check`), ``connection_state``
         (:func:`connection_state`), ``congestion`` (:func:`congestion`), ``cycles``,
         ``stalled``, ``stuck``.
@@ -92,12 +95,37 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
                   "per_endpoint": [int(v) for v in counters.get(name, [])]}
            for name in RECOVERY_COUNTERS},
         "counters": {name: [int(v) for v in values] for name, values in counters.items()},
+        **_by_source(cfg, workload, records),
         "data": data_check(cfg, workload, records),
         "connection_state": connection_state(cfg, workload),
         "congestion": congestion(cfg, workload, records),
         "cycles": int(records.cycles),
         "stalled": bool(records.stalled),
         "stuck": records.stuck or None,
+    }
+
+
+def _by_source(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
+    """``per_endpoint`` and ``per_accelerator`` of :func:`rdma_summary`: what each port and
+    each accelerator (its ports summed) offered and delivered, as sources, in payload words
+    per cycle of the posting window, and the accelerators' recovery counters."""
+    wr, topo = workload.wr, Topology.of(cfg)
+    E, window = topo.endpoints, max(workload.cycles, 1)
+    src, length = wr["src"].astype(np.int64), wr["length"].astype(np.int64)
+    delivered = (np.asarray(records.status) == STATUS_OK) & \
+        (np.asarray(records.done, np.int64) < workload.cycles)
+    offered = np.bincount(src, weights=length, minlength=E) / window
+    goodput = np.bincount(src, weights=length * delivered, minlength=E) / window
+    ports = [list(p) for p in topo.accelerator_ports]
+    counters = records.counters
+    return {
+        "per_endpoint": {"offered_words": offered.tolist(), "goodput": goodput.tolist()},
+        "per_accelerator": {
+            "ports": ports,
+            "offered_words": [float(offered[p].sum()) for p in ports],
+            "goodput": [float(goodput[p].sum()) for p in ports],
+            **{name: [int(sum(counters[name][e] for e in p)) for p in ports]
+               for name in RECOVERY_COUNTERS if name in counters}},
     }
 
 
@@ -201,18 +229,20 @@ def rate_steps(records, endpoint: int, channel: int) -> tuple[np.ndarray, np.nda
 def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
     """How the fabric handled its congested output: queue, pauses, CNPs, fairness, victims.
 
-    The congested output is the target of ``rdma-incast`` and ``rdma-victim``
-    (:func:`~.rdma_traffic.incast_roles`), else the endpoint that receives the
-    most payload; its senders the endpoints with requests to it. Goodput is
+    The congested accelerator is the target of ``rdma-incast`` and ``rdma-victim``
+    (:func:`~.rdma_traffic.incast_roles`), else the accelerator that receives the
+    most payload; its senders the accelerators with requests to it (with one port per
+    accelerator, accelerators are endpoints). Goodput is
     counted as in :func:`rdma_summary`, payload words of requests completed OK
     within the posting window, per cycle of it.
 
     Returns
     -------
     dict
-        ``target``, ``senders``; ``queue`` (the flits inside the switch bound
-        for the target, per cycle over the run: ``mean``, ``p50``, ``p99``,
-        ``max``, ``kmax`` and ``cycles_over_kmax`` with ECN); ``pause_frames``
+        ``target``, ``target_ports`` (its endpoints), ``senders``; ``queue`` (the flits
+        inside the fabric bound for the target's ports, per cycle over the run:
+        ``mean``, ``p50``, ``p99``, ``max``, ``kmax`` and ``cycles_over_kmax`` with
+        ECN); ``pause_frames``
         (``sent``, ``pauses`` with a non-zero time, ``resumes``, ``per_port``);
         ``cnp`` (``sent``, ``handled``, ``ecn_marked``: the counters' totals);
         ``goodput_per_sender`` toward the target, ``fair_share`` (their mean),
@@ -225,25 +255,29 @@ def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         toward the bystander (payload words per cycle of the posting window) and
         their ratio ``share``, else None.
     """
-    wr = workload.wr
-    E = cfg.endpoints
+    wr, topo = workload.wr, Topology.of(cfg)
+    E = topo.endpoints
     window = max(workload.cycles, 1)
     status, done = np.asarray(records.status), np.asarray(records.done, np.int64)
     length = wr["length"].astype(np.int64)
-    src, dst = wr["src"].astype(np.int64), wr["dst"].astype(np.int64)
+    # Accelerators, not ports: with several ports an accelerator's traffic is spread
+    # over them (section 11.2).
+    accelerator = np.array(topo.endpoint_accelerator, np.int64)
+    src, dst = accelerator[wr["src"]], accelerator[wr["dst"]]
     in_window = (status == STATUS_OK) & (done < workload.cycles)
     roles = incast_roles(workload)
     if roles is not None:
         target, senders = roles["target"], list(roles["senders"])
     else:
-        target = (int(np.bincount(dst, weights=length, minlength=E).argmax())
+        target = (int(np.bincount(dst, weights=length, minlength=topo.accelerators).argmax())
                   if len(wr["dst"]) else 0)
         senders = sorted(set(src[dst == target].tolist()))
     goodput = [float(length[in_window & (src == e) & (dst == target)].sum() / window)
                for e in senders]
 
     depth = np.asarray(records.queue_depth)
-    q = depth[:, target].astype(np.float64) if depth.size else np.zeros(0)
+    ports = list(topo.accelerator_ports[target])
+    q = depth[:, ports].sum(axis=1).astype(np.float64) if depth.size else np.zeros(0)
     kmax = cfg.ecn.kmax if cfg.ecn.enabled else None
     queue = {"mean": float(q.mean()) if q.size else None,
              "p50": float(np.percentile(q, 50)) if q.size else None,
@@ -278,7 +312,8 @@ def congestion(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         demand = float(length[aside].sum() / window)
         got = float(length[aside & in_window].sum() / window)
         victim = {"demand": demand, "goodput": got, "share": got / demand if demand else None}
-    return {"target": int(target), "senders": [int(e) for e in senders], "queue": queue,
+    return {"target": int(target), "target_ports": ports,
+            "senders": [int(e) for e in senders], "queue": queue,
             "pause_frames": pauses, "cnp": cnp, "goodput_per_sender": goodput,
             "fair_share": float(np.mean(goodput)) if goodput else None,
             "jain": jain_index(goodput), "window": step, "jain_per_window": per_window,

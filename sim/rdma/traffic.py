@@ -8,11 +8,21 @@ see exactly the same requests, tables and memory
 (``docs/architecture.md`` section 10.10).
 
 Endpoints and QPs
-    ``E = cfg.endpoints`` endpoints (the switch's ports or the fabric's accelerators),
-    ``Q = rdma.qps / E`` local QPs each. QP
+    ``E = cfg.endpoints`` endpoints (the switch's ports or the fabric's),
+    ``Q = rdma.qps / cfg.endpoints`` local QPs each. QP
     ``q`` of endpoint ``e`` has one fixed peer, never ``e``; every WR on it
     names that peer (except the deliberately bad ``self`` kind). Every QP
     carries at least one WR meant to succeed.
+
+Rails
+    With ``P = fabric.ports_per_accelerator`` above 1, everything below is
+    drawn once per port ``k``, a *rail*, over ``E = cfg.accelerators``
+    accelerators (accelerator ``a`` standing for its port ``k``), from the
+    seed's ``SeedSequence`` children ``5k .. 5k+4``; then the rails' endpoint
+    numbers and peer masks are mapped to the fabric's endpoints
+    (``Topology.accelerator_endpoint``) and their rows merged, each endpoint's
+    in its rail's order (``docs/architecture.md`` section 10.10). Port ``k``
+    talks to port ``k`` of its peers only; pattern parameters name accelerators.
 
 Host memory and registrations (all sizes in 64-bit words)
     Host memory is ``rdma.memory_words`` words, ``P = memory_words /
@@ -234,6 +244,9 @@ class RdmaWorkload:
         Physical page numbers.
     memory : numpy.ndarray of uint64, shape ``[E, rdma.memory_words]``
         Host memory at the start.
+    ports_per_accelerator : int
+        ``fabric.ports_per_accelerator`` of the configuration it was made for: the
+        pattern's roles (an incast's target and senders) are accelerators.
     """
 
     pattern: str
@@ -244,6 +257,7 @@ class RdmaWorkload:
     keys: np.ndarray
     page_table: np.ndarray
     memory: np.ndarray
+    ports_per_accelerator: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.wr, dict) or set(self.wr) != set(WR_COLUMNS):
@@ -261,6 +275,10 @@ class RdmaWorkload:
                     or a.shape[0] != self.keys.shape[0]:
                 raise TypeError(f"RdmaWorkload.{name}: must be a {ndim}-D {np.dtype(dtype)} "
                                 f"array with one row per endpoint")
+        P = self.ports_per_accelerator
+        if isinstance(P, bool) or not isinstance(P, int) or P < 1 or self.keys.shape[0] % P:
+            raise TypeError(f"RdmaWorkload.ports_per_accelerator = {P!r}: must be a positive "
+                            f"integer dividing the endpoints ({self.keys.shape[0]})")
         if self.keys.shape[2] != key_columns(self.keys.shape[0]):
             raise TypeError(f"RdmaWorkload.keys: last axis must hold {', '.join(KEY_COLUMNS)} "
                             f"(the peer mask in {peer_words(self.keys.shape[0])} columns)")
@@ -286,6 +304,11 @@ class RdmaWorkload:
         """The number of endpoints (``cfg.endpoints`` of the configuration it was made for)."""
         return self.keys.shape[0]
 
+    @property
+    def accelerators(self) -> int:
+        """The number of accelerators (``cfg.accelerators``)."""
+        return self.endpoints // self.ports_per_accelerator
+
     def describe(self) -> dict:
         """A JSON-friendly summary.
 
@@ -293,10 +316,10 @@ class RdmaWorkload:
         -------
         dict
             ``pattern``, ``load``, ``seed``, ``cycles``, ``endpoints``,
-            ``requests``, ``words`` (payload of all WRs), ``writes``,
-            ``sends``, ``good_requests`` and ``good_words`` (WRs meant to
-            succeed), ``bad_requests`` (per kind), ``qps_used`` (QPs with a
-            good WR), ``message_words``
+            ``accelerators``, ``ports_per_accelerator``, ``requests``, ``words``
+            (payload of all WRs), ``writes``, ``sends``, ``good_requests`` and
+            ``good_words`` (WRs meant to succeed), ``bad_requests`` (per kind),
+            ``qps_used`` (QPs with a good WR), ``message_words``
             (``min``, ``mean``, ``max`` over good WRs), ``last_post``; for
             ``rdma-allreduce`` and ``rdma-alltoall`` also ``steps`` and ``step_gap``.
         """
@@ -305,7 +328,9 @@ class RdmaWorkload:
         lengths = wr["length"][good]
         qps = np.unique(wr["src"][good].astype(np.int64) << 32 | wr["qp"][good])
         d = {"pattern": self.pattern, "load": float(self.load), "seed": int(self.seed),
-             "cycles": int(self.cycles), "endpoints": self.endpoints, "requests": n,
+             "cycles": int(self.cycles), "endpoints": self.endpoints,
+             "accelerators": self.accelerators,
+             "ports_per_accelerator": int(self.ports_per_accelerator), "requests": n,
              "words": int(wr["length"].sum()),
              "writes": int((wr["opcode"] == OP_WRITE).sum()),
              "sends": int((wr["opcode"] == OP_SEND).sum()),
@@ -332,6 +357,7 @@ class RdmaWorkload:
             np.savez(f, format=np.str_(_FORMAT),
                      **{f"wr_{c}": self.wr[c] for c in WR_COLUMNS},
                      keys=self.keys, page_table=self.page_table, memory=self.memory,
+                     ports_per_accelerator=np.asarray(self.ports_per_accelerator),
                      **{m: np.asarray(getattr(self, m)) for m in _META})
 
 
@@ -346,8 +372,11 @@ def _load(cls: type[RdmaWorkload], path: str | Path) -> RdmaWorkload:
     names = [*(f"wr_{c}" for c in WR_COLUMNS), "keys", "page_table", "memory", *_META]
     data = read_npz(path, _FORMAT, "workload", "an RDMA workload", names)
     try:
+        # Files written before accelerators had several ports have one.
+        ports = int(data.get("ports_per_accelerator", 1))
         return cls(wr={c: data[f"wr_{c}"] for c in WR_COLUMNS}, keys=data["keys"],
                    page_table=data["page_table"], memory=data["memory"],
+                   ports_per_accelerator=ports,
                    **{m: kind(data[m]) for m, kind in _META.items()})
     except TypeError as e:
         raise TrafficError(f"{path}: not an RDMA workload ({e})") from None
@@ -416,12 +445,26 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: must be in 0..1 "
                            f"(share of deliberately bad work requests)")
     load, cycles, seed, bad_fraction = float(load), int(cycles), int(seed), float(bad_fraction)
-    name, params = _pattern(pattern, cfg.endpoints, load)
+    name, params = _pattern(pattern, cfg.accelerators, load)
     _check_config(cfg, name)
 
-    # One stream per purpose, so e.g. the bad share does not move the posts.
-    layout_rng, post_rng, pick_rng, size_rng, bad_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(5))
+    # Five streams per rail, one per purpose, so e.g. the bad share does not move the
+    # posts; rail 0's are the seed's first five children, as with one port.
+    P = cfg.fabric.ports_per_accelerator
+    streams = np.random.SeedSequence(seed).spawn(5 * P)
+    rails = [_rail(cfg, name, params, pattern, load, cycles, bad_fraction,
+                   [np.random.default_rng(s) for s in streams[5 * k:5 * k + 5]])
+             for k in range(P)]
+    wr, keys, page_table, memory = rails[0] if P == 1 else _join_rails(cfg, rails)
+    wr["tag"] = np.arange(len(wr["post"]), dtype=np.int64)
+    wr = {c: np.asarray(wr[c]).astype(dtype) for c, dtype in WR_COLUMNS.items()}
+    return RdmaWorkload(pattern=pattern, load=load, seed=seed, cycles=cycles, wr=wr, keys=keys,
+                        page_table=page_table, memory=memory, ports_per_accelerator=P)
+
+
+def _rail(cfg, name, params, pattern, load, cycles, bad_fraction, rngs):
+    """One rail's WRs, tables and memory, its accelerators numbered ``0..A-1``."""
+    layout_rng, post_rng, pick_rng, size_rng, bad_rng = rngs
     keys, page_table, memory, layout = _registrations(cfg, layout_rng)
     if name == "rdma-uniform":
         wr = _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng)
@@ -431,16 +474,40 @@ def generate_rdma(cfg: FabricConfig, pattern: str, *, load: float, cycles: int, 
         wr = _alltoall(cfg, layout, load, cycles, pick_rng, size_rng)
     else:
         wr = _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng,
-                     _roles(name, params, cfg.endpoints))
-    wr["tag"] = np.arange(len(wr["post"]), dtype=np.int64)
+                     _roles(name, params, cfg.accelerators))
     wr["lkey"] = layout.key["local"][wr["src"]]
     wr["rkey"] = layout.key["remote"][wr["dst"]]
     _choose_bad(wr, layout, bad_fraction, bad_rng)
     _remote_ranges(cfg, pattern, wr, layout)
     _make_bad(cfg, wr, layout, bad_rng)
-    wr = {c: np.asarray(wr[c]).astype(dtype) for c, dtype in WR_COLUMNS.items()}
-    return RdmaWorkload(pattern=pattern, load=load, seed=seed, cycles=cycles, wr=wr, keys=keys,
-                        page_table=page_table, memory=memory)
+    return wr, keys, page_table, memory
+
+
+def _join_rails(cfg, rails):
+    """The rails' WRs, tables and memories as one fabric's: accelerator ``a`` of rail ``k``
+    is the endpoint of port ``k`` of ``a`` (``Topology.accelerator_endpoint``), and a peer
+    mask's bit ``a`` becomes that endpoint's bit. Each endpoint keeps its rows' order."""
+    from ...network.topology import Topology
+    topo = Topology.of(cfg)
+    E, A = topo.endpoints, topo.accelerators
+    ports = np.array(topo.accelerator_ports, np.int64)           # [A, P]
+    fixed = len(KEY_COLUMNS) - 1
+    keys = np.zeros((E, cfg.rdma.keys, key_columns(E)), np.int64)
+    page_table = np.zeros((E, cfg.rdma.pages), np.int64)
+    memory = np.zeros((E, cfg.rdma.memory_words), np.uint64)
+    parts = []
+    for k, (wr, rail_keys, rail_pages, rail_memory) in enumerate(rails):
+        endpoint = ports[:, k]
+        page_table[endpoint], memory[endpoint] = rail_pages, rail_memory
+        for a in range(A):
+            for i, row in enumerate(rail_keys[a]):
+                peers = key_entry(row)["peers"]
+                mask = sum(1 << int(endpoint[b]) for b in range(A) if peers >> b & 1)
+                keys[endpoint[a], i] = [*row[:fixed], *mask_columns(mask, E)]
+        parts.append({**wr, "src": endpoint[wr["src"]], "dst": endpoint[wr["dst"]]})
+    wr = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    order = np.argsort(wr["src"], kind="stable")
+    return {c: v[order] for c, v in wr.items()}, keys, page_table, memory
 
 
 def _pattern_params(ports: int) -> dict[str, dict[str, PatternParam]]:
@@ -513,18 +580,18 @@ def _senders(target: int, count: int, ports: int) -> list[int]:
 
 def incast_roles(workload: "RdmaWorkload") -> dict | None:
     """For ``rdma-incast`` and ``rdma-victim`` workloads, ``target``, ``senders``,
-    ``victim``, ``bystander`` and ``side_load`` (None, None and 0 for an incast); None
-    for the other patterns."""
-    return pattern_roles(workload.pattern, workload.endpoints, workload.load)
+    ``victim``, ``bystander`` (accelerators) and ``side_load`` (None, None and 0 for an
+    incast); None for the other patterns."""
+    return pattern_roles(workload.pattern, workload.accelerators, workload.load)
 
 
-def pattern_roles(pattern: str, endpoints: int, load: float) -> dict | None:
-    """:func:`incast_roles` of the workload ``pattern`` would make for ``endpoints`` at
+def pattern_roles(pattern: str, accelerators: int, load: float) -> dict | None:
+    """:func:`incast_roles` of the workload ``pattern`` would make for ``accelerators`` at
     ``load``, without making it; a bad pattern raises :class:`TrafficError`."""
-    name, params = _pattern(pattern, endpoints, load)
+    name, params = _pattern(pattern, accelerators, load)
     if name not in ("rdma-incast", "rdma-victim"):
         return None
-    return _roles(name, params, endpoints)
+    return _roles(name, params, accelerators)
 
 
 def _check_config(cfg: FabricConfig, pattern: str) -> None:
@@ -533,7 +600,7 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
     if payload_words(sw.max_packet_flits) < 1:
         raise ConfigError(f"switch.max_packet_flits = {sw.max_packet_flits}: must be at least 3 "
                           f"for rdma traffic (two header flits and a payload word)")
-    E = cfg.endpoints
+    E, A = cfg.endpoints, cfg.accelerators
     if r.qps % E or r.qps < E:
         raise ConfigError(f"rdma.qps = {r.qps}: must be a non-zero multiple of the endpoints "
                           f"({E}) for rdma traffic")
@@ -548,9 +615,10 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
     if r.pages < frames:
         raise ConfigError(f"rdma.pages = {r.pages}: must be at least {frames} (rdma.memory_words "
                           f"/ rdma.page_words) for rdma traffic, one entry per page of memory")
-    if pattern == "rdma-alltoall" and r.qps < E * (E - 1):
-        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {E * (E - 1)} for rdma-alltoall "
-                          f"(a QP has one peer, and every endpoint writes to all {E - 1} others)")
+    if pattern == "rdma-alltoall" and r.qps < E * (A - 1):
+        raise ConfigError(f"rdma.qps = {r.qps}: must be at least {E * (A - 1)} for rdma-alltoall "
+                          f"(a QP has one peer, and every endpoint writes to all {A - 1} others "
+                          f"of its rail)")
     if pattern == "rdma-victim" and r.qps < 2 * E:
         raise ConfigError(f"rdma.qps = {r.qps}: must be at least {2 * E} for rdma-victim "
                           f"(two QPs per endpoint: the victim talks to two targets)")
@@ -562,8 +630,8 @@ def _check_config(cfg: FabricConfig, pattern: str) -> None:
 
 
 def _registrations(cfg: FabricConfig, rng: np.random.Generator):
-    """Registration tables, page tables, host memory and the regions' layout."""
-    E, r = cfg.endpoints, cfg.rdma
+    """A rail's registration tables, page tables, host memory and the regions' layout."""
+    E, r = cfg.accelerators, cfg.rdma
     frames = r.memory_words // r.page_words
     half = frames // 2
     send_words = half * r.page_words
@@ -631,7 +699,7 @@ def key_entry(row) -> dict[str, int]:
 
 def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
     """rdma-uniform: Bernoulli posts, fixed QP peers, mixed WRITE/SEND and sizes."""
-    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
+    E, Q = cfg.accelerators, cfg.rdma.qps // cfg.endpoints
     mtu = payload_words(cfg.switch.max_packet_flits)
     mean_cost = sum(w * float(np.mean(wr_cost(np.arange(lo, hi + 1), mtu)))
                     for (lo, hi), w in zip(_UNIFORM_SIZES, _UNIFORM_WEIGHTS))
@@ -644,7 +712,7 @@ def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
         e = int(counts.argmin())
         # Enough for Q + 4 standard deviations of Bernoulli posts.
         need = math.ceil((Q + 4 * math.sqrt(Q)) * mean_cost / load)
-        raise TrafficError(f"traffic.cycles = {cycles}: endpoint {e} posts only {counts[e]} "
+        raise TrafficError(f"traffic.cycles = {cycles}: {_who(cfg, e)} posts only {counts[e]} "
                            f"work requests at load {load:g}, fewer than its {Q} QPs, and every "
                            f"QP must carry one; use about {need} cycles or more")
     n = post.size
@@ -668,7 +736,7 @@ def _uniform(cfg, layout, load, cycles, post_rng, pick_rng, size_rng) -> dict:
 
 def _allreduce(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
     """rdma-allreduce: 2 (E - 1) steps of one chunk to the successor, as WRITEs."""
-    E = cfg.endpoints
+    E = cfg.accelerators
 
     def schedule(e, s):
         chunk = (e - s) % E if s < E - 1 else (e + 1 - (s - (E - 1))) % E
@@ -682,7 +750,7 @@ def _alltoall(cfg, layout, load, cycles, pick_rng, size_rng) -> dict:
     """rdma-alltoall: E - 1 steps; in step ``s`` endpoint ``e`` writes its block for
     ``(e + 1 + s) mod E`` (the block's index is the peer) to that peer, on the QPs
     ``q`` with ``q mod (E - 1) = s``, whose peer that is."""
-    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
+    E, Q = cfg.accelerators, cfg.rdma.qps // cfg.endpoints
     step_of_qp = np.arange(Q) % (E - 1)
 
     def schedule(e, s):
@@ -699,7 +767,7 @@ def _stepped(cfg, layout, load, cycles, pick_rng, size_rng, name, steps, schedul
     QPs it may use (an index into its QPs: those whose peer that is); the chunk size, the
     messages a chunk is cut into and the step gap as the module's docstring says for
     ``rdma-allreduce``."""
-    E, Q = cfg.endpoints, cfg.rdma.qps // cfg.endpoints
+    E, Q = cfg.accelerators, cfg.rdma.qps // cfg.endpoints
     mtu = payload_words(cfg.switch.max_packet_flits)
     fewest = -(-Q // steps)      # messages per step so that every QP gets one
 
@@ -791,7 +859,7 @@ def _incast(cfg, layout, load, cycles, post_rng, pick_rng, size_rng, roles) -> d
         aside = dst == roles["bystander"]
         first[aside] = half
         count[mine] = np.where(aside[mine], Q - half, half)
-    flow = src.astype(np.int64) * cfg.endpoints + dst
+    flow = src.astype(np.int64) * cfg.accelerators + dst
     rank = np.zeros(n, np.int64)
     for f in np.unique(flow):
         rows = np.flatnonzero(flow == f)
@@ -854,7 +922,7 @@ def _remote_ranges(cfg, pattern, wr, layout) -> None:
     drawn length, so the good WRs' ranges do not depend on ``bad_fraction``.
     The last words of a region stay free when a bad WR runs past its end.
     """
-    E = cfg.endpoints
+    E = cfg.accelerators
     dst, length = wr["dst"].astype(np.int64), wr["length"].astype(np.int64)
     order = np.argsort(dst, kind="stable")
     used = np.bincount(dst, weights=length, minlength=E).astype(np.int64)
@@ -871,10 +939,16 @@ def _remote_ranges(cfg, pattern, wr, layout) -> None:
     if need.max() > room:
         d = int(need.argmax())
         suggest = 1 << (2 * (int(need.max()) + layout.words["restricted"]) - 1).bit_length()
-        raise ConfigError(f"rdma.memory_words = {cfg.rdma.memory_words}: endpoint {d} must "
+        raise ConfigError(f"rdma.memory_words = {cfg.rdma.memory_words}: {_who(cfg, d)} must "
                           f"receive {int(need[d])} words of {pattern} traffic but its remote "
                           f"region holds {room} (the upper half less one page); use "
                           f"rdma.memory_words = {suggest} or lower traffic.load or traffic.cycles")
+
+
+def _who(cfg, a) -> str:
+    """Accelerator ``a`` of a rail in an error message: its endpoint with one port."""
+    P = cfg.fabric.ports_per_accelerator
+    return f"endpoint {a}" if P == 1 else f"a port of accelerator {a} (one of {P})"
 
 
 def _make_bad(cfg, wr, layout, rng) -> None:

@@ -106,6 +106,9 @@ def test_segments_bring_the_ring_to_its_alpha_beta_prediction(tmp_path):
      "records = summary keeps no delivered packets: --capture-link needs records = full"),
     ("collective:records=summary", ["--pcap", "run.pcap"],
      "records = summary keeps no delivered packets: --pcap needs records = full"),
+    ("collective", ["--set", "fabric.endpoints_per_router=2", "--set",
+                    "fabric.ports_per_accelerator=2"],
+     "fabric.ports_per_accelerator = 2: must be 1 for collective traffic"),
 ])
 def test_bad_input_is_one_line_and_status_2(traffic, extra, message, tmp_path, capsys):
     assert main(["run", "--traffic", traffic, *SETTINGS, *extra, "-o", str(tmp_path)]) == 2

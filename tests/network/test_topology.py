@@ -48,6 +48,36 @@ def test_fat_tree_counts_and_wiring():
     assert topo.endpoint_router(63) == 7 and topo.endpoint_port(63) == 7
 
 
+@pytest.mark.parametrize("topo", [
+    Topology("switch", switch_ports=8, ports_per_accelerator=2),
+    Topology("torus", dims=(2, 3), endpoints_per_router=6, ports_per_accelerator=6),
+    Topology("torus", dims=(4,), endpoints_per_router=4, ports_per_accelerator=2),
+])
+def test_an_accelerators_ports_are_on_its_router(topo):
+    """On a switch or a torus an accelerator's ports are consecutive ports of one router."""
+    P = topo.ports_per_accelerator
+    assert topo.accelerators * P == topo.endpoints
+    for a, ports in enumerate(topo.accelerator_ports):
+        assert ports == tuple(range(a * P, a * P + P))
+        assert len({topo.endpoint_router(e) for e in ports}) == 1
+        assert all(topo.endpoint_accelerator[e] == a for e in ports)
+
+
+@pytest.mark.parametrize("leaves, ports", [(4, 2), (8, 8), (6, 3)])
+def test_leaf_spine_ports_are_rails(leaves, ports):
+    """On a leaf-spine port k of every accelerator is on the k-th rail of leaves / P
+    leaves, and an accelerator has one port on each rail (with P = leaves, one per leaf)."""
+    topo = Topology("fat_tree", leaves=leaves, spines=2, hosts_per_leaf=4,
+                    ports_per_accelerator=ports)
+    rail = leaves // ports
+    assert topo.accelerators == leaves * 4 // ports
+    for a, mine in enumerate(topo.accelerator_ports):
+        assert [topo.endpoint_router(e) // rail for e in mine] == list(range(ports))
+        assert all(topo.endpoint_accelerator[e] == a for e in mine)
+    assert sorted(e for mine in topo.accelerator_ports for e in mine) == \
+        list(range(topo.endpoints))
+
+
 def test_link_ids_follow_router_and_port_order():
     topo = Topology("torus", dims=(3, 3), endpoints_per_router=1)
     keys = [(r, p) for r, p, _, _ in topo.links]

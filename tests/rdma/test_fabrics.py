@@ -9,8 +9,11 @@ import pytest
 from superfabric.config import FabricConfig
 from superfabric.formats import rdma_wire as wire
 from superfabric.network.topology import Topology
+from superfabric.formats.rdma_wire import ACCESS_REMOTE_WRITE
 from superfabric.sim.rdma.fabric import RdmaFabricModel
-from superfabric.sim.rdma.traffic import generate_rdma
+from superfabric.sim.rdma.metrics import rdma_summary
+from superfabric.sim.rdma.keys import KeyTable
+from superfabric.sim.rdma.traffic import BAD_KINDS, WR_COLUMNS, generate_rdma
 from superfabric.tb.rdma.scoreboard import verify
 
 from conftest import CONGESTED, RDMA_SMALL
@@ -100,3 +103,87 @@ def test_alltoall_exchanges_every_pair():
             targets.setdefault(s, d)
         assert sorted(targets.values()) == sorted(targets)
     assert verify(cfg, workload, rec) == []
+
+
+# -- accelerators with several ports (section 11.2) -------------------------------------
+
+#: Four accelerators of two ports each: on a 2x2 torus both on the accelerator's router,
+#: on the 4-leaf leaf-spine one per rail of two leaves.
+TWO_PORTS = {
+    "torus": ["fabric.topology=torus", "fabric.dims=[2, 2]", "fabric.endpoints_per_router=2"],
+    "leaf-spine": FABRICS["leaf-spine"],
+}
+
+
+def _two_ports(fabric, case, *, bad_fraction=0.0):
+    overrides, pattern, load, cycles = CASES[case]
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + TWO_PORTS[fabric] + overrides
+                            + ["fabric.ports_per_accelerator=2"])
+    workload = generate_rdma(cfg, pattern, load=load, cycles=cycles, seed=3,
+                             bad_fraction=bad_fraction)
+    return cfg, workload, RdmaFabricModel(cfg).run(workload)
+
+
+@pytest.mark.parametrize("fabric", sorted(TWO_PORTS))
+@pytest.mark.parametrize("case", ["uniform-faults", "incast-congested", "alltoall"])
+def test_two_ports_per_accelerator_are_rails(fabric, case):
+    """Every port's engine posts to the same port of another accelerator only, its remote
+    regions admit exactly those, and every request completes with its status and memory."""
+    cfg, workload, rec = _two_ports(fabric, case,
+                                    bad_fraction=0.2 if case == "uniform-faults" else 0)
+    topo = Topology.of(cfg)
+    assert (cfg.endpoints, cfg.accelerators, workload.accelerators) == (8, 4, 4)
+    accelerator = np.array(topo.endpoint_accelerator)
+    port = {e: k for ports in topo.accelerator_ports for k, e in enumerate(ports)}
+    wr = workload.wr
+    to_self = [kind for kind, _ in BAD_KINDS].index("self") + 1
+    peers = wr["bad_kind"] != to_self
+    for s, d in zip(wr["src"][peers].tolist(), wr["dst"][peers].tolist()):
+        assert port[s] == port[d] and accelerator[s] != accelerator[d]
+    for e in range(cfg.endpoints):
+        table = KeyTable(workload.keys[e], workload.page_table[e], cfg)
+        # The remote region: remote write only, the largest such region.
+        writable = workload.keys[e][workload.keys[e, :, 5] == ACCESS_REMOTE_WRITE]
+        _, key, va = (int(v) for v in writable[writable[:, 3].argmax(), :3])
+        admitted = [p for p in range(cfg.endpoints)
+                    if table.allowed(key, va, 1, ACCESS_REMOTE_WRITE, p)]
+        assert admitted == sorted(topo.accelerator_ports[a][port[e]] for a in range(4)
+                                  if a != accelerator[e])
+    assert verify(cfg, workload, rec) == [] and not rec.stalled
+
+
+def test_rails_draw_their_own_requests_and_tables():
+    """Port 0's rail is the one-port workload of the same seed; port 1's differs in tables,
+    memory and requests."""
+    cfg, workload, _ = _two_ports("torus", "uniform-faults", bad_fraction=0.2)
+    rail0, rail1 = (list(r) for r in zip(*Topology.of(cfg).accelerator_ports))
+    assert not np.array_equal(workload.memory[rail0], workload.memory[rail1])
+    assert not np.array_equal(workload.page_table[rail0], workload.page_table[rail1])
+    mine = np.isin(workload.wr["src"], rail0)
+    assert mine.sum() and (~mine).sum()
+    # Rail 0 of four accelerators draws what a fabric of four one-port accelerators would.
+    four = FabricConfig.load(preset="tiny", overrides=BASE + ["fabric.topology=torus",
+                                                              "fabric.dims=[2, 2]"]
+                             + CASES["uniform-faults"][0] + ["rdma.qps=4"])
+    alone = generate_rdma(four, "rdma-uniform", load=0.3, cycles=800, seed=3, bad_fraction=0.2)
+    assert np.array_equal(workload.memory[rail0], alone.memory)
+    assert np.array_equal(workload.page_table[rail0], alone.page_table)
+    for column in set(WR_COLUMNS) - {"src", "dst", "tag"}:
+        assert np.array_equal(workload.wr[column][mine], alone.wr[column]), column
+    for column in ("src", "dst"):
+        assert np.array_equal(workload.wr[column][mine], np.array(rail0)[alone.wr[column]])
+
+
+def test_results_count_per_port_and_per_accelerator():
+    """An incast into accelerator 0 over both its ports: the congestion names the
+    accelerator and its ports, and the accelerators' figures are their ports' sums."""
+    cfg, workload, rec = _two_ports("leaf-spine", "incast-congested")
+    rd = rdma_summary(cfg, workload, rec)
+    c, acc, port = rd["congestion"], rd["per_accelerator"], rd["per_endpoint"]
+    assert (c["target"], c["target_ports"], c["senders"]) == (0, [0, 4], [1, 2, 3])
+    assert acc["ports"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    for name in ("offered_words", "goodput"):
+        assert acc[name] == pytest.approx([port[name][a] + port[name][a + 4] for a in range(4)])
+    assert acc["goodput"][0] == 0 and min(acc["goodput"][1:]) > 0
+    assert sum(c["goodput_per_sender"]) == pytest.approx(sum(acc["goodput"]))
+    assert c["queue"]["max"] > 0 and len(rec.pfc_frames)

@@ -158,6 +158,32 @@ def test_torus_incast_congestion_exact(tmp_path):
     assert len(rtl.cnps) and len(rtl.rates) and len(rtl.pfc_frames)
 
 
+#: A 2x2 torus of 4 accelerators with two ports each, both on the accelerator's router
+#: (section 11.2): a build of its own with PFC, ECN and DCQCN, for the all-reduce over drops
+#: and the incast, every port's engine talking to the same port of its peers.
+TWO_PORTS = ["fabric.topology=torus", "fabric.dims=[2, 2]", "fabric.endpoints_per_router=2",
+             "fabric.ports_per_accelerator=2", "rdma.memory_words=4096"]
+
+
+@pytest.mark.parametrize("pattern", ["rdma-allreduce", "rdma-incast"])
+def test_two_ports_per_accelerator_exact(pattern, tmp_path):
+    """Accelerators of two ports: the all-reduce over 1 % drops and a 3-to-1 incast (over
+    each of the target's ports) on the 2x2 torus, RTL equal to the model."""
+    require_simulator("verilator")
+    drops, load, cycles = (["faults.drop_rate=0.01"], 0.5, 2000) if pattern == "rdma-allreduce" \
+        else ([], 0.6, 400)
+    workload, model, rtl = _congested(_run("verilator", tmp_path, TWO_PORTS + CONGESTED + drops,
+                                           pattern=pattern, load=load, cycles=cycles))
+    src, dst = workload.wr["src"].astype(int), workload.wr["dst"].astype(int)
+    assert workload.accelerators == 4 and (src % 2 == dst % 2).all()     # port k to port k
+    assert (src // 2 != dst // 2).all()                                   # other accelerators
+    assert len(rtl.cnps) and len(rtl.pfc_frames)
+    if pattern == "rdma-allreduce":
+        assert sum(rtl.counters["retransmissions"]) > 0
+    else:
+        assert set(dst.tolist()) == {0, 1}
+
+
 #: A leaf-spine of 4 leaves of 2 accelerators under 2 spines: a build of its own, so in
 #: ``make bench``; the torus cases above keep the behaviour in ``make test``.
 LEAF_SPINE = ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
@@ -165,15 +191,20 @@ LEAF_SPINE = ["fabric.topology=fat_tree", "fabric.leaves=4", "fabric.spines=2",
 
 
 @pytest.mark.bench
+@pytest.mark.parametrize("ports", [1, 2])
 @pytest.mark.parametrize("pattern", ["rdma-allreduce", "rdma-incast"])
-def test_leaf_spine_exact(pattern, tmp_path):
+def test_leaf_spine_exact(pattern, ports, tmp_path):
     """The all-reduce over 1 % drops and the congested incast on the 4-leaf leaf-spine with
-    PFC, ECN and DCQCN: RTL equal to the model."""
+    PFC, ECN and DCQCN: RTL equal to the model; with two ports per accelerator (rail-style,
+    the same build), four accelerators each on a leaf of both rails."""
     require_simulator("verilator")
     drops, load, cycles = (["faults.drop_rate=0.01"], 0.5, 2000) if pattern == "rdma-allreduce" \
         else ([], 0.6, 400)
-    workload, model, rtl = _congested(_run("verilator", tmp_path, LEAF_SPINE + CONGESTED + drops,
+    rails = [f"fabric.ports_per_accelerator={ports}"]
+    workload, model, rtl = _congested(_run("verilator", tmp_path,
+                                           LEAF_SPINE + CONGESTED + drops + rails,
                                            pattern=pattern, load=load, cycles=cycles))
+    assert workload.accelerators == 8 // ports
     if pattern == "rdma-allreduce":
         assert sum(rtl.counters["retransmissions"]) > 0
     else:

@@ -24,8 +24,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from ...config import FabricConfig
 from ...formats.rdma_wire import STATUS_OK, payload_words
+from ...network.topology import Topology
 from ...sim.rdma.metrics import rate_steps
 from ...sim.rdma.records import RdmaRecords
 from ...sim.rdma.traffic import RdmaWorkload
@@ -162,36 +162,40 @@ _TIME_BINS = 64
 
 
 def _plot_accelerators(data: ReportData) -> Plot | None:
-    """A single run: every endpoint's goodput and message latency, side by side."""
+    """A single run: every accelerator's goodput and message latency, side by side."""
     runs = _single_run(data)
     if not runs or not (runs[0][1].dir / "workload.npz").is_file():
         return None
     wr = RdmaWorkload.load(runs[0][1].dir / "workload.npz").wr
-    E = FabricConfig.from_dict(runs[0][1].results["config"]).endpoints
+    topo = Topology.of_dict(runs[0][1].results["config"])
+    A, P = topo.accelerators, topo.ports_per_accelerator
+    src = np.array(topo.endpoint_accelerator, np.int64)[wr["src"]]
     fig, (ax_good, ax_lat) = figure(ncols=2)
     width = 0.8 / len(runs)
-    x = np.arange(E)
+    x = np.arange(A)
     for k, (sim, point, rec, ok) in enumerate(runs):
         style = line_style(k, sim, sim)
-        words = np.bincount(wr["src"][ok], weights=wr["length"][ok], minlength=E)[:E]
+        words = np.bincount(src[ok], weights=wr["length"][ok], minlength=A)[:A]
         ax_good.bar(x + k * width, words / max(rec.cycles, 1), width, color=style["color"],
                     label=sim)
         latency_ = (rec.done - wr["post"]).astype(np.float64)
-        for e in range(E):
-            mine = latency_[ok & (wr["src"] == e)]
+        for a in range(A):
+            mine = latency_[ok & (src == a)]
             if len(mine):
-                ax_lat.bar(e + k * width, np.percentile(mine, 99), width, color=style["color"],
+                ax_lat.bar(a + k * width, np.percentile(mine, 99), width, color=style["color"],
                            alpha=0.45)
-                ax_lat.bar(e + k * width, mine.mean(), width, color=style["color"])
-    ax_good.set(xlabel="endpoint (accelerator)", ylabel="goodput (payload words per cycle)",
-                title="Goodput per endpoint", xticks=x)
-    ax_lat.set(xlabel="endpoint (accelerator)", ylabel="message latency (cycles)",
+                ax_lat.bar(a + k * width, mine.mean(), width, color=style["color"])
+    who = "endpoint (accelerator)" if P == 1 else f"accelerator (its {P} ports together)"
+    ax_good.set(xlabel=who, ylabel="goodput (payload words per cycle)",
+                title="Goodput per accelerator", xticks=x)
+    ax_lat.set(xlabel=who, ylabel="message latency (cycles)",
                title="Mean (solid) and p99 (light) message latency", xticks=x)
     legend(fig, ax_good)
-    return Plot("rdma_endpoints.png", "Per endpoint", fig,
-                "One run: per endpoint (the sender), the payload words of its requests "
-                "completed OK per simulated cycle, and the mean and 99th percentile of their "
-                "latency (posting to completion); one bar per simulator.")
+    return Plot("rdma_endpoints.png", "Per accelerator", fig,
+                "One run: per accelerator (the sender; with several ports, all of them), the "
+                "payload words of its requests completed OK per simulated cycle, and the mean "
+                "and 99th percentile of their latency (posting to completion); one bar per "
+                "simulator.")
 
 
 def _plot_over_time(data: ReportData) -> Plot | None:
@@ -335,16 +339,18 @@ def _plot_rates(data: ReportData) -> Plot | None:
         return None
     fig, axes = figure(ncols=len(runs))
     for ax, (key, point, rec) in zip(axes, runs):
-        target = point.results["rdma"]["congestion"]["target"]
+        ports = _target_ports(point)
         C = int(point.results["config"]["rdma"]["channels_per_peer"])
-        channels = sorted({(int(e), int(ch)) for _, e, ch, _ in rec.rates if ch // C == target})
+        channels = sorted({(int(e), int(ch)) for _, e, ch, _ in rec.rates if ch // C in ports})
         for e, ch in channels:
             cycles, shares = rate_steps(rec, e, ch)
             ax.step(np.append(cycles, rec.cycles), np.append(shares, shares[-1]), where="post",
                     linewidth=1.0, label=f"endpoint {e}, channel {ch}")
-        senders = len(point.results["rdma"]["congestion"]["senders"])
-        ax.axhline(1 / (senders * C), color="0.3", linestyle=":", linewidth=1.2,
-                   label=f"fair share, 1/{senders * C}")
+        # Each of the target's ports is a downlink that its senders' channels share.
+        sharing = len(point.results["rdma"]["congestion"]["senders"]) * C
+        ax.axhline(len(ports) / sharing, color="0.3", linestyle=":", linewidth=1.2,
+                   label=f"fair share, {len(ports)}/{sharing}" if len(ports) > 1
+                   else f"fair share, 1/{sharing}")
         ax.set(xlabel="cycle", ylabel="rate (share of the line rate, log scale)", yscale="log",
                title=", ".join(key), xlim=(0, rec.cycles))
         plain_log_ticks(ax.yaxis)
@@ -357,6 +363,13 @@ def _plot_rates(data: ReportData) -> Plot | None:
                 f"the target's downlink.")
 
 
+def _target_ports(point) -> list[int]:
+    """The congested accelerator's endpoints; results written before accelerators had
+    several ports name the one endpoint only."""
+    congestion = point.results["rdma"]["congestion"]
+    return congestion.get("target_ports", [congestion["target"]])
+
+
 def _plot_queue(data: ReportData) -> Plot | None:
     runs = _congested_runs(data, needs_rates=False)
     if not runs:
@@ -364,8 +377,7 @@ def _plot_queue(data: ReportData) -> Plot | None:
     fig, (ax,) = figure()
     kmax = set()
     for key, point, rec in runs:
-        target = point.results["rdma"]["congestion"]["target"]
-        depth = rec.queue_depth[:, target]
+        depth = rec.queue_depth[:, _target_ports(point)].sum(axis=1)
         bins = -(-len(depth) // _QUEUE_BIN)
         padded = np.zeros(bins * _QUEUE_BIN, depth.dtype)
         padded[:len(depth)] = depth

@@ -11,10 +11,11 @@ import math
 import numpy as np
 
 from ...config import FabricConfig
+from ...formats.counters import DCQCN_COUNTERS
 from ...formats.dcqcn import LINE_RATE
-from ...network.topology import Topology
 from ...formats.rdma_wire import (EPOCH_BITS, OP_SEND, PSN_BITS, STATUS_NAMES, STATUS_OK,
                                  descriptor_fields, payload_words)
+from ...network.topology import Topology
 from ..metrics import latency_figures
 from .keys import KeyTable
 from .traffic import RdmaWorkload, incast_roles, wr_cost
@@ -55,7 +56,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         ``rx_completions``, the :data:`RECOVERY_COUNTERS` (``total`` and
         ``per_endpoint``), ``counters`` (all, per endpoint), ``per_endpoint``
         (``offered_words`` and ``goodput`` of each endpoint port, as sources),
-        ``per_accelerator`` (:func:`per_accelerator`), ``data``
+        ``per_accelerator`` and ``per_router`` (:func:`_by_place`), ``data``
         (:func:`data_check`), ``connection_state``
         (:func:`connection_state`), ``congestion`` (:func:`congestion`), ``cycles``,
         ``stalled``, ``stuck``.
@@ -95,7 +96,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
                   "per_endpoint": [int(v) for v in counters.get(name, [])]}
            for name in RECOVERY_COUNTERS},
         "counters": {name: [int(v) for v in values] for name, values in counters.items()},
-        **_by_source(cfg, workload, records),
+        **_by_place(cfg, workload, records),
         "data": data_check(cfg, workload, records),
         "connection_state": connection_state(cfg, workload),
         "congestion": congestion(cfg, workload, records),
@@ -105,10 +106,12 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
     }
 
 
-def _by_source(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
-    """``per_endpoint`` and ``per_accelerator`` of :func:`rdma_summary`: what each port and
-    each accelerator (its ports summed) offered and delivered, as sources, in payload words
-    per cycle of the posting window, and the accelerators' recovery counters."""
+def _by_place(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
+    """``per_endpoint``, ``per_accelerator`` and ``per_router`` of :func:`rdma_summary`: what
+    each port and each accelerator (its ports summed) offered and delivered, as sources, in
+    payload words per cycle of the posting window, and the accelerators' recovery counters;
+    per router, the pause frames it sent to its engines and its engines' retransmissions,
+    CE-marked arrivals and CNPs."""
     wr, topo = workload.wr, Topology.of(cfg)
     E, window = topo.endpoints, max(workload.cycles, 1)
     src, length = wr["src"].astype(np.int64), wr["length"].astype(np.int64)
@@ -117,15 +120,26 @@ def _by_source(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
     offered = np.bincount(src, weights=length, minlength=E) / window
     goodput = np.bincount(src, weights=length * delivered, minlength=E) / window
     ports = [list(p) for p in topo.accelerator_ports]
+    at = [[e for e in range(E) if topo.endpoint_router(e) == r] for r in range(topo.routers)]
     counters = records.counters
+    frames = np.asarray(records.pfc_frames)
+    paused = np.bincount(frames[:, 1], minlength=E) if len(frames) else np.zeros(E, np.int64)
+
+    def sums(names, groups):
+        return {name: [int(sum(counters[name][e] for e in g)) for g in groups]
+                for name in names if name in counters}
+
     return {
         "per_endpoint": {"offered_words": offered.tolist(), "goodput": goodput.tolist()},
         "per_accelerator": {
             "ports": ports,
             "offered_words": [float(offered[p].sum()) for p in ports],
             "goodput": [float(goodput[p].sum()) for p in ports],
-            **{name: [int(sum(counters[name][e] for e in p)) for p in ports]
-               for name in RECOVERY_COUNTERS if name in counters}},
+            **sums(RECOVERY_COUNTERS, ports)},
+        "per_router": {
+            "endpoints": at,
+            "pause_frames": [int(paused[g].sum()) for g in at],
+            **sums(("retransmissions", *DCQCN_COUNTERS), at)},
     }
 
 

@@ -187,3 +187,10 @@ def test_results_count_per_port_and_per_accelerator():
     assert acc["goodput"][0] == 0 and min(acc["goodput"][1:]) > 0
     assert sum(c["goodput_per_sender"]) == pytest.approx(sum(acc["goodput"]))
     assert c["queue"]["max"] > 0 and len(rec.pfc_frames)
+    # Per router: the leaves' engines, nothing at the spines, the totals kept.
+    routers = rd["per_router"]
+    assert routers["endpoints"] == [[0, 1], [2, 3], [4, 5], [6, 7], [], []]
+    assert sum(routers["pause_frames"]) == len(rec.pfc_frames) > 0
+    assert routers["pause_frames"][0] > 0 and routers["pause_frames"][2] > 0   # the target's
+    for name in ("retransmissions", "ecn_marked", "cnp_sent", "cnp_handled"):
+        assert sum(routers[name]) == sum(rec.counters[name]) and routers[name][4:] == [0, 0]

@@ -511,8 +511,8 @@ def test_rdma_report_of_a_congested_run(tmp_path):
     assert row["queue p99 (flits)"] == f"{c['queue']['p99']:.0f}"
     assert row["Jain's index"] == f"{c['jain']:.3f}"
     assert row["victim's share of its demand"] == f"{c['victim']['share']:.0%}"
-    assert "DCQCN's rate of every channel toward the congested endpoint" in md
-    assert "The flits inside the switch bound for the congested endpoint" in md
+    assert "DCQCN's rate of every channel toward the congested accelerator" in md
+    assert "The flits inside the switch or fabric bound for the congested accelerator" in md
 
 
 def test_rdma_report_connection_state(rdma_report):

@@ -349,18 +349,17 @@ def _plot_rates(data: ReportData) -> Plot | None:
         # Each of the target's ports is a downlink that its senders' channels share.
         sharing = len(point.results["rdma"]["congestion"]["senders"]) * C
         ax.axhline(len(ports) / sharing, color="0.3", linestyle=":", linewidth=1.2,
-                   label=f"fair share, {len(ports)}/{sharing}" if len(ports) > 1
-                   else f"fair share, 1/{sharing}")
+                   label=f"fair share, {len(ports)}/{sharing}")
         ax.set(xlabel="cycle", ylabel="rate (share of the line rate, log scale)", yscale="log",
                title=", ".join(key), xlim=(0, rec.cycles))
         plain_log_ticks(ax.yaxis)
         ax.legend(fontsize="x-small", ncols=2)
     return Plot("rdma_rates.png", "Channel rates against time", fig,
-                f"DCQCN's rate of every channel toward the congested endpoint against time, "
-                f"one run per series at load {data.chosen_load:g} (its first seed; the "
+                f"DCQCN's rate of every channel toward the congested accelerator against "
+                f"time, one run per series at load {data.chosen_load:g} (its first seed; the "
                 f"RTL's records at RTL points): a share of the line rate, cut by each CNP "
                 f"and recovered by the timers and byte counter; dotted, the fair share of "
-                f"the target's downlink.")
+                f"the target's downlinks.")
 
 
 def _target_ports(point) -> list[int]:
@@ -390,13 +389,13 @@ def _plot_queue(data: ReportData) -> Plot | None:
             kmax.add(int(ecn["kmax"]))
     for k in sorted(kmax):
         ax.axhline(k, color="0.3", linestyle=":", linewidth=1.2, label=f"ecn.kmax = {k}")
-    ax.set(xlabel="cycle", ylabel=f"flits bound for the congested endpoint (most per "
+    ax.set(xlabel="cycle", ylabel=f"flits bound for the congested accelerator (most per "
                                   f"{_QUEUE_BIN} cycles)", title="Congested queue")
     ax.set_ylim(bottom=0)
     legend(fig, ax)
     return Plot("rdma_queue.png", "The congested queue against time", fig,
-                f"The flits inside the switch bound for the congested endpoint (taken at an "
-                f"input, not yet handed to its sink) against time, the largest in each "
+                f"The flits inside the switch or fabric bound for the congested accelerator "
+                f"(taken at an input, not yet handed to a sink) against time, the largest in each "
                 f"{_QUEUE_BIN} cycles, one run per series at load {data.chosen_load:g} "
                 f"(its first seed); model dashed, RTL solid; dotted, the ECN marking "
                 f"threshold above which every ECN-capable packet is marked.")
@@ -551,7 +550,7 @@ def _congestion(data: ReportData) -> list[tuple]:
             ("p", "Per point with pause frames, CNPs or a victim (docs/architecture.md section "
                   "10.13): the pause frames that paused (non-zero time) sent by the switch, "
                   "the CNPs sent, the 99th percentile over the run's cycles of the flits bound "
-                  "for the congested endpoint, Jain's index over the senders' goodput toward "
+                  "for the congested accelerator, Jain's index over the senders' goodput toward "
                   "it, the first cycle from which every 8,192-cycle window is fair (index at "
                   "least 0.95), and for rdma-victim the victim's goodput to the bystander over "
                   "what it posted there. Figures are the RTL's at RTL points."),

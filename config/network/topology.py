@@ -152,6 +152,11 @@ class Topology:
         """The router endpoint ``e`` attaches to."""
         return e // self._per_router
 
+    def router_endpoints(self, r: int) -> range:
+        """The endpoints at router ``r``, its ports ``0..endpoint_ports(r)-1`` in order."""
+        first = r * self._per_router
+        return range(first, first + self.endpoint_ports(r))
+
     def endpoint_port(self, e: int) -> int:
         """The port of :meth:`endpoint_router` that endpoint ``e`` attaches to."""
         return e % self._per_router

@@ -120,7 +120,7 @@ def _by_place(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
     offered = np.bincount(src, weights=length, minlength=E) / window
     goodput = np.bincount(src, weights=length * delivered, minlength=E) / window
     ports = [list(p) for p in topo.accelerator_ports]
-    at = [[e for e in range(E) if topo.endpoint_router(e) == r] for r in range(topo.routers)]
+    at = [list(topo.router_endpoints(r)) for r in range(topo.routers)]
     counters = records.counters
     frames = np.asarray(records.pfc_frames)
     paused = np.bincount(frames[:, 1], minlength=E) if len(frames) else np.zeros(E, np.int64)

@@ -34,6 +34,9 @@ def test_torus_counts_and_wiring(dims, m):
             assert port == m + 2 * d + (1 - minus)
     for e in range(topo.endpoints):
         assert topo.endpoint_router(e) * m + topo.endpoint_port(e) == e
+        assert e in topo.router_endpoints(topo.endpoint_router(e))
+    assert [e for r in range(routers) for e in topo.router_endpoints(r)] == \
+        list(range(topo.endpoints))
 
 
 def test_fat_tree_counts_and_wiring():
@@ -46,6 +49,7 @@ def test_fat_tree_counts_and_wiring():
             assert topo.peer(leaf, 8 + s) == (8 + s, leaf)
             assert topo.peer(8 + s, leaf) == (leaf, 8 + s)
     assert topo.endpoint_router(63) == 7 and topo.endpoint_port(63) == 7
+    assert topo.router_endpoints(7) == range(56, 64) and not topo.router_endpoints(8)
 
 
 @pytest.mark.parametrize("topo", [

@@ -67,9 +67,10 @@ test-fast: $(BIN)/superfabric debian-tools
 
 # Every table is printed and written as a page of docs/results/ (stamped with date, commit
 # and machine). TABLES="model fabric" runs only those (model, fabric, scale, trace, rdma,
-# rdma-hops, rdma-state, rdma-fabrics, stimulus, fabric-stimulus, pool, compression, board,
-# tornado, blocks, fpga-fabric, switch-synth, collective-latency, collective-sweep,
-# collective-sweep-384, scheduling; all by default, collective-sweep-384 for about five hours);
+# rdma-hops, rdma-state, rdma-fabrics, stimulus, fabric-stimulus, rdma-hosted, pool,
+# compression, board, tornado, blocks, fpga-fabric, switch-synth, collective-latency,
+# collective-sweep, collective-sweep-384, scheduling; all by default, collective-sweep-384 for
+# about five hours);
 # AGAINST=REV also runs the golden model of commit REV side by side with this one;
 # DCQCN=DIR runs only the congestion-control table, its runs kept in DIR; PEERS=DIR names
 # the folder of BookSim2 for the scale and scheduling tables (default ../shared/peers

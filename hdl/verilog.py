@@ -17,6 +17,7 @@ from .packet import packet_layout
 from .ports import Packed, module_ports
 from .rdma.engine import RdmaEngine
 from .rdma.fabric import RdmaFabric
+from .rdma.hosted import HostedRdmaFabric
 from .fabric.router import Router
 from .skid_buffer import SkidBuffer
 from .stimulus.top import Stimulus
@@ -33,6 +34,8 @@ TOPS = {
     "rdma_engine": lambda cfg: RdmaEngine(cfg),
     # The simulation top: engines, host memories, injectors, and the switch or fabric.
     "rdma_fabric": lambda cfg: RdmaFabric(cfg),
+    # The same with the hosts in hardware: a run needs no testbench per cycle.
+    "rdma_hosted": lambda cfg: HostedRdmaFabric(cfg),
     # The switch, or the fabric, with hardware traffic generators and
     # statistics sinks at its endpoints; for simulators, which pay a clock cycle of
     # all of it for every read, it returns a page of words per read.
@@ -55,12 +58,12 @@ TOPS = {
 
 #: The tops each fabric.topology has.
 _TOPOLOGY_TOPS = {
-    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus", "compression",
-               "collective", "collective_fabric"),
-    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-              "compression", "collective", "collective_fabric"),
-    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "rdma_engine", "rdma_fabric", "stimulus",
-                 "compression", "collective", "collective_fabric"),
+    "switch": ("switch", "skid_buffer", "rdma_engine", "rdma_fabric", "rdma_hosted", "stimulus",
+               "compression", "collective", "collective_fabric"),
+    "torus": ("fabric", TORUS_ROUTER, "skid_buffer", "rdma_engine", "rdma_fabric", "rdma_hosted",
+              "stimulus", "compression", "collective", "collective_fabric"),
+    "fat_tree": ("fabric", LEAF, SPINE, "skid_buffer", "rdma_engine", "rdma_fabric",
+                 "rdma_hosted", "stimulus", "compression", "collective", "collective_fabric"),
 }
 
 
@@ -78,7 +81,7 @@ def verilator_build_args(cfg: FabricConfig, top: str) -> list[str]:
     """Extra Verilator arguments to build ``top`` with: a top that holds the fabric's
     router modules (the fabric, and the stimulus and RDMA tops around it) is built with
     ``--hierarchical``, each router module compiled once (see _mark)."""
-    return (["--hierarchical"] if top in ("fabric", "stimulus", "rdma_fabric",
+    return (["--hierarchical"] if top in ("fabric", "stimulus", "rdma_fabric", "rdma_hosted",
                                           "collective_fabric")
             and cfg.fabric.is_fabric else [])
 

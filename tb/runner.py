@@ -80,9 +80,10 @@ VERILATOR_FAST = ("-O3", "--x-assign", "fast", "--x-initial", "fast")
 #: the fabric it also spares the build a VPI symbol for every signal of every
 #: router instance; for the RDMA top, of every engine (with them all public,
 #: verilating the 64-accelerator torus ran out of the machine's 24 GB).
-PORTS_ONLY = ("stimulus", "fabric", "rdma_fabric", "collective_fabric")
-#: Tops built with :data:`VERILATOR_FAST`, for long runs.
-FAST = ("stimulus",)
+PORTS_ONLY = ("stimulus", "fabric", "rdma_fabric", "rdma_hosted", "collective_fabric")
+#: Tops built with :data:`VERILATOR_FAST`, for long runs: the benchmarks hold each against
+#: the same Verilog under a plain harness.
+FAST = ("stimulus", "rdma_hosted")
 
 
 #: Every cocotb run of this process: (simulator, test module, tests, failed).

@@ -96,7 +96,8 @@ def build_root():
 #: What an RTL test calls, itself or through a helper of its module: it needs Icarus or
 #: Verilator (a cocotb run, a build, a lint).
 RTL_CALLS = frozenset({"require_simulator", "find_simulator", "assert_lint_clean", "run_cocotb",
-                       "run_rdma_rtl", "run_board_rtl", "run_collective_rtl"})
+                       "run_rdma_rtl", "run_rdma_hosted", "build_harness", "run_board_rtl",
+                       "run_collective_rtl"})
 
 
 def _calls_rtl(function, module, seen) -> bool:

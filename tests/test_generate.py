@@ -328,7 +328,7 @@ def test_generate_leaves_out_the_constant_members_of_a_top(tmp_path):
     assert icarus.returncode == 0, icarus.stderr[:3000]
 
 
-@pytest.mark.parametrize("top", ["rdma_engine", "rdma_fabric", "collective_fabric"])
+@pytest.mark.parametrize("top", ["rdma_engine", "rdma_fabric", "rdma_hosted", "collective_fabric"])
 def test_generate_rdma_lint_clean(top, tmp_path):
     require_simulator("verilator")
     require_simulator("icarus")

@@ -3,7 +3,8 @@ sizes, loads and lengths; the fabrics' saturation throughput; the default 8x8 sw
 the RDMA fabric on the model and both RTL simulators; DCQCN over several hops of the
 4x4x4 torus on the model, and the connection state at 64 and 384 accelerators; the
 limit, the stimulus top under cocotb against the same Verilog under a plain Verilator
-harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the model at fabric
+harness; and the stimulus top around the 4x4x4 and the 8x8x6 tori; the RDMA all-reduce
+with its hosts in hardware, the same way; the model at fabric
 scale, side by side with BookSim2 when its peers folder is there (:mod:`.booksim`); the
 pooled memory's allocators on the training trace (:mod:`.pool`); training through the
 int4 all-reduce, and the all-reduce's error two-shot against per hop (:mod:`.train`); the
@@ -17,7 +18,8 @@ times are excluded; each RTL run is checked against the model. Each table is als
 written as a page of ``docs/results/`` stamped with date, commit and machine
 (:mod:`.results_page`; ``--no-pages`` only prints).
 ``python -m superfabric.tools.bench [model] [fabric] [scale] [trace] [rdma] [rdma-hops]
-[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [pool] [compression] [board] [tornado]
+[rdma-state] [rdma-fabrics] [stimulus] [fabric-stimulus] [rdma-hosted] [pool] [compression]
+[board] [tornado]
 [blocks] [fpga-fabric] [switch-synth] [collective-latency] [collective-sweep]
 [collective-sweep-384] [scheduling]
 [--cycles N]
@@ -1156,9 +1158,12 @@ def latency_table() -> ResultsPage:
 
 #: The plain Verilator harness of the stimulus top.
 HARNESS = Path(__file__).with_name("stimulus_harness.cpp")
+#: The plain Verilator harness of the hardware-hosted RDMA top.
+RDMA_HARNESS = Path(__file__).with_name("rdma_harness.cpp")
 #: The tables main() can print.
 TABLES = ("model", "fabric", "scale", "trace", "rdma", "rdma-hops", "rdma-state",
-          "rdma-fabrics", "stimulus", "fabric-stimulus", "pool", "compression", "board",
+          "rdma-fabrics", "stimulus", "fabric-stimulus", "rdma-hosted", "pool", "compression",
+          "board",
           "tornado", "blocks", "fpga-fabric", "switch-synth", "collective-latency",
           "collective-sweep", "collective-sweep-384", "scheduling")
 #: The stimulus top around fabrics: (name, overrides, loads, generation window).
@@ -1299,6 +1304,77 @@ def fabric_stimulus_table() -> ResultsPage:
     return page
 
 
+def rdma_hosted_table() -> ResultsPage:
+    """The all-reduce of ``make demo`` with its hosts in hardware (section 10.16): the
+    ``rdma_hosted`` top under a plain Verilator harness and under cocotb, alternately, each
+    run held against the model by its hashes; the per-cycle testbench for comparison; and a
+    planted fault, caught."""
+    from ..sim.rdma.fabric import RdmaFabricModel
+    from ..sim.rdma.traffic import generate_rdma
+    from ..tb.rdma.runner import run_rdma_hosted, run_rdma_plain, with_late_first_post
+    from ..tb.runner import build, build_harness
+
+    cfg = FabricConfig.load(preset="default", overrides=RDMA + ["rdma.qps=1024"])
+    load, cycles = 0.5, 10_000
+    workload = generate_rdma(cfg, "rdma-allreduce", load=load, cycles=cycles, seed=1)
+    exe = build_harness(cfg, top="rdma_hosted", harness=RDMA_HARNESS)
+    build(cfg, sim="verilator", top="rdma_hosted")
+    fabric = RdmaFabricModel(cfg)
+    fabric.warm()
+    t0 = time.perf_counter()
+    model = fabric.run(workload)
+    model_seconds = time.perf_counter() - t0
+    page = ResultsPage(
+        "rdma-hosted", "RDMA runs with the hosts in hardware", "make bench TABLES=rdma-hosted",
+        f"The ring all-reduce of RDMA WRITEs of `make demo` (the `default` preset's 8 "
+        f"endpoints, 1,024 QPs, 1 % of packets dropped on every link; load {load}, "
+        f"{cycles:,} cycles of posts, seed 1: {len(workload):,} WRs, {model.cycles:,} cycles "
+        f"to the cycle after the last completion) on the `rdma_hosted` top, whose hosts post "
+        f"the WRs by the send queues' rule in hardware (specification section 10.16): the "
+        f"same Verilog, built with the same Verilator flags, under a plain C++ harness "
+        f"(`tools/rdma_harness.cpp`) and under cocotb, {REPEATS} runs each, alternately, "
+        f"each run's cycles, counters and every endpoint's eight hashes held against the "
+        f"model's. Then the `rdma_fabric` top under the testbench that plays the hosts from "
+        f"Python every cycle, every event held against the model; and a planted fault: the "
+        f"plain harness run with endpoint 0's first WRs posted one cycle late. Build times "
+        f"excluded.")
+    page.table(Column("runner", 34, right=False), Column("cycles", 7), Column("cycles/s", 10),
+               Column("run s", 7), Column("against the model", 44, right=False))
+    best = {}
+
+    def verdict(match):
+        return "= model (cycles, counters, hashes)" if match["exact"] else \
+            f"MISMATCH: {match['first_mismatch'] or match['problems'][0]}"
+    for repeat in range(REPEATS):
+        for who in ("plain Verilator", "Verilator + cocotb"):
+            with tempfile.TemporaryDirectory() as work:
+                if who == "plain Verilator":
+                    rtl, match = run_rdma_plain(cfg, workload, exe, out_dir=work, model=model)
+                else:
+                    rtl, match = run_rdma_hosted(cfg, workload, sim="verilator", out_dir=work,
+                                                 model=model)
+            rate = rtl["cycles"] / rtl["run_seconds"]
+            page.row(f"{who} (run {repeat + 1})", rtl["cycles"], f"{rate:,.0f}",
+                     f"{rtl['run_seconds']:.2f}", verdict(match))
+            best[who] = max(best.get(who, 0.0), rate)
+    with tempfile.TemporaryDirectory() as out:
+        res = run_point(cfg, traffic="rdma-allreduce", load=load, cycles=cycles, seed=1,
+                        sim="verilator", out_dir=out)
+    page.row("per-cycle testbench (rdma_fabric)", res["rdma"]["cycles"],
+             f"{res['cycles_per_second']:,.0f}", f"{res['wall_seconds']:.2f}",
+             "= model (every event)" if res["match"]["exact"] else "MISMATCH")
+    page.row("golden model", model.cycles, f"{model.cycles / model_seconds:,.0f}",
+             f"{model_seconds:.2f}", "-")
+    late, _ = with_late_first_post(workload)
+    with tempfile.TemporaryDirectory() as work:
+        rtl, match = run_rdma_plain(cfg, late, exe, out_dir=work, model=model)
+    page.row("planted fault (plain Verilator)", rtl["cycles"], "", "",
+             f"caught: {match['first_mismatch']}" if not match["exact"] else "NOT CAUGHT")
+    page.note(f"cocotb / plain: {best['Verilator + cocotb'] / best['plain Verilator']:.1%} "
+              f"(the faster of {REPEATS} runs each)")
+    return page
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of :func:`main`, checked: the tables named (all when none), and the
     fabric-scale table's options."""
@@ -1361,6 +1437,7 @@ def main(argv: list[str] | None = None) -> int:
         + ([lambda: against_table(args.against)] if args.against else []) \
         + ([lambda: stimulus_table(args.cycles)] if "stimulus" in tables else []) \
         + ([fabric_stimulus_table] if "fabric-stimulus" in tables else []) \
+        + ([rdma_hosted_table] if "rdma-hosted" in tables else []) \
         + ([pool_table] if "pool" in tables else []) \
         + ([compression_table] if "compression" in tables else []) \
         + ([board_table] if "board" in tables else []) \

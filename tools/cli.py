@@ -117,10 +117,11 @@ def _generate_parser(sub) -> None:
     g.add_argument("--top", default=None,
                    help="top-level block: switch (the default), skid_buffer, rdma_engine (one "
                         "RDMA engine), rdma_fabric (the RDMA simulation top; rdma_* need "
-                        "--set rdma.enabled=true) or stimulus (the switch with hardware traffic "
+                        "--set rdma.enabled=true), rdma_hosted (the same with its hosts in "
+                        "hardware) or stimulus (the switch with hardware traffic "
                         "generators and statistics sinks); for a torus or fat_tree fabric: fabric "
                         "(the default), one router module (router; leaf_router, spine_router), "
-                        "rdma_engine, rdma_fabric or stimulus; "
+                        "rdma_engine, rdma_fabric, rdma_hosted or stimulus; "
                         "compression (the int4 gradient quantiser and dequantiser) and "
                         "collective (one accelerator's collective engine) and "
                         "collective_fabric (the collective simulation top: the RDMA top with "

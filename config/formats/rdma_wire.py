@@ -18,7 +18,7 @@ __all__ = [
     "STATUS_OK", "STATUS_LOCAL", "STATUS_REMOTE", "STATUS_BAD", "STATUS_NAMES",
     "ACCESS_LOCAL_READ", "ACCESS_REMOTE_WRITE",
     "pack", "unpack", "hcs", "psn_le", "psn_lt", "packet_opcode", "is_last_opcode",
-    "is_send_opcode", "payload_words", "free_slot_bits", "queue_depth_bits",
+    "is_send_opcode", "payload_words", "free_slot_bits", "queue_depth_bits", "host_entry_fields",
 ]
 
 PSN_BITS = 24
@@ -191,3 +191,14 @@ def queue_depth_bits(cfg: FabricConfig) -> int:
     most = (topo.endpoints * (sw.buffer_flits + 3) + ports * EGRESS_DEPTH
             + links * (pools * f.vc_buffer_flits + 3 + f.link_latency))
     return most.bit_length()
+
+
+def host_entry_fields(cfg: FabricConfig, depth: int) -> tuple[tuple[str, int], ...]:
+    """A WR in the memory of an endpoint's hardware host of ``depth`` WRs (section 10.16):
+    the WR as its engine takes it (:func:`wr_fields`, one field), the cycle it is posted,
+    its channel number, whether it names none (``bad``), the window slots it needs, and the
+    next WR of its QP in the memory unless it is the QP's ``last``."""
+    n, rd = cfg.endpoints, cfg.rdma
+    return (("wr", sum(width for _, width in wr_fields(n))), ("post", 32),
+            ("channel", port_bits(n * rd.channels_per_peer)), ("bad", 1),
+            ("slots", free_slot_bits(rd.window)), ("next", port_bits(depth)), ("last", 1))

@@ -24,8 +24,9 @@ __all__ = ["TrafficSink", "sink_signature", "crc32_network"]
 _CE = 3
 
 
-def crc32_network(m: Module, crc, record):
-    """``superfabric.formats.stimulus.crc32_update(crc, record, len(record))`` as logic, added to ``m``.
+def crc32_network(m: Module, crc, record, name: str = "crc"):
+    """``superfabric.formats.stimulus.crc32_update(crc, record, len(record))`` as logic, added
+    to ``m`` (its ROMs named after ``name``, so that a module can hold several).
 
     The update is linear: the result is a constant XOR one 32-bit column
     per input bit set. The input bits (32 of state, 96 or 112 of record)
@@ -51,7 +52,7 @@ def crc32_network(m: Module, crc, record):
                     word ^= columns[4 * nibble + b]
             table.append(word)
         rom = Memory(shape=32, depth=16, init=table)
-        m.submodules[f"crc_rom{nibble}"] = rom
+        m.submodules[f"{name}_rom{nibble}"] = rom
         lookup = rom.read_port(domain="comb")
         m.d.comb += lookup.addr.eq(bits[4 * nibble:4 * nibble + 4])
         result = result ^ lookup.data

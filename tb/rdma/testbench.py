@@ -28,16 +28,16 @@ from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
 from ...formats.dcqcn import RATE_BITS
 from ...formats.packet import port_bits
 from ...formats.pfc_frame import PRIORITIES, TIME_BITS, unpack_request
-from ...formats.lfsr import DRAW_THRESHOLD_BITS
 from ...sim.kernel import specialise
 from ...sim.rdma.kernels.send_queues import (send_queues_offer, send_queues_params,
                                              send_queues_state, send_queues_taken, window_state)
 from ...sim.rdma.records import (CNP_COLUMNS, RATE_COLUMNS, RX_COMPLETION_COLUMNS, RdmaRecords,
                                 event_rows)
-from ...sim.rdma.traffic import RdmaWorkload, key_entry
+from ...sim.rdma.traffic import RdmaWorkload
 from ...sim.rdma.fabric import default_stall_limit
 from .. import params as tb_params
 from ..reset import reset
+from .script import load_lines
 
 __all__ = ["RdmaTB"]
 
@@ -66,7 +66,6 @@ class RdmaTB:
         self.cpl_width = sum(w for _, w in self.cpl_fields)
         self.rcpl_fields = wire.rcpl_fields(self.n)
         self.rcpl_width = sum(w for _, w in self.rcpl_fields)
-        self.entry_fields = wire.key_entry_fields(cfg)
         self.channels = self.n * cfg.rdma.channels_per_peer       # per engine
         self.free_bits = wire.free_slot_bits(cfg.rdma.window)
         self.context_bits = port_bits(self.channels)
@@ -77,38 +76,18 @@ class RdmaTB:
         await reset(self.dut, [getattr(self.dut, name) for name in self.inputs])
 
     async def load(self, workload: RdmaWorkload):
-        """Tables, host memories and fault settings, one write per cycle, before cycle 0."""
-        dut, n = self.dut, self.n
-        dut.tbl_en.value = 1
-        for e in range(n):
-            dut.tbl_ep.value = e
-            dut.tbl_sel.value = 0
-            for index, row in enumerate(workload.keys[e].tolist()):
-                dut.tbl_index.value = index
-                dut.tbl_data.value = wire.pack(self.entry_fields, **key_entry(row))
-                await FallingEdge(dut.clk)
-            dut.tbl_sel.value = 1
-            for index, ppn in enumerate(workload.page_table[e].tolist()):
-                dut.tbl_index.value = index
-                dut.tbl_data.value = ppn
-                await FallingEdge(dut.clk)
-        dut.tbl_en.value = 0
-        # The memories start as zeros: only addresses with data are written.
-        memory = workload.memory
-        dut.mem_we.value = 1
-        for addr in np.flatnonzero(memory.any(axis=0)).tolist():
-            dut.mem_addr.value = addr
-            dut.mem_wdata.value = sum(int(memory[e, addr]) << (64 * e) for e in range(n))
+        """Tables, host memories and fault settings, one write per cycle, before cycle 0
+        (``script.load_lines``)."""
+        await self.play(load_lines(self.cfg, workload))
+        self.dut.fault_load.value = 0
+
+    async def play(self, lines: list[dict]) -> None:
+        """Drive each line's port values for one cycle (``script.py``)."""
+        dut = self.dut
+        for line in lines:
+            for name, value in line.items():
+                getattr(dut, name).value = value
             await FallingEdge(dut.clk)
-        dut.mem_we.value = 0
-        faults = self.cfg.faults
-        dut.fault_thresholds.value = sum(t << (DRAW_THRESHOLD_BITS * k)
-                                         for k, t in enumerate(faults.thresholds()))
-        dut.fault_reorder_cycles.value = faults.reorder_cycles
-        dut.fault_seed.value = faults.seed
-        dut.fault_load.value = 1
-        await FallingEdge(dut.clk)
-        dut.fault_load.value = 0
 
     async def run(self, workload: RdmaWorkload, stall_limit: int) -> RdmaRecords:
         """Post the WRs from cycle 0 (the cycle after loading) until every one completed."""

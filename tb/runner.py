@@ -44,6 +44,7 @@ from . import params as tb_params
 
 __all__ = ["SIMULATORS", "SimulatorMissing", "RunResult", "find_simulator", "resolve_waves",
            "coverage_dir", "build", "build_harness", "write_port_access", "run_cocotb",
+           "run_cocotb_following", "POLL_SECONDS",
            "COVERAGE_ENV", "THREADS_ENV", "MAX_THREADS", "verilator_threads", "CXX_OPT_ENV",
            "CXX_OPTS", "DEFAULT_CXX_OPT", "verilator_cxx_opt", "cxx_opt_args", "VERILATOR_FAST"]
 
@@ -502,3 +503,38 @@ def run_cocotb(cfg: FabricConfig, test_module: str, *, sim: str, test_dir: str |
     tests, failed = get_results(xml)
     RUNS.append((sim, test_module, tests, failed))
     return RunResult(tests=tests, failed=failed, results_xml=Path(xml), test_dir=test_dir)
+
+
+#: How often :func:`run_cocotb_following` looks at the progress file.
+POLL_SECONDS = 0.5
+
+
+def run_cocotb_following(progress_path: Path, progress, cfg: FabricConfig, test_module: str,
+                         **kwargs) -> RunResult:
+    """:func:`run_cocotb` (``kwargs`` as there), while following ``progress_path``, a file of
+    one JSON line per chunk that a testbench with no Python per cycle writes
+    (``tb/chunks.py``): ``progress(line)``, if given, gets each complete line as a dict, so
+    a long run can show a progress bar in the calling process."""
+    outcome = {}
+
+    def simulate():
+        try:
+            outcome["result"] = run_cocotb(cfg, test_module, **kwargs)
+        except BaseException as e:  # re-raised in the caller's thread
+            outcome["error"] = e
+
+    worker = threading.Thread(target=simulate, name=f"{test_module}-rtl")
+    worker.start()
+    lines_seen = 0
+    while worker.is_alive():
+        worker.join(POLL_SECONDS)
+        if progress is not None and progress_path.exists():
+            lines = progress_path.read_text().splitlines()
+            for line in lines[lines_seen:]:
+                if not line.endswith("}"):
+                    break       # still being written
+                progress(json.loads(line))
+                lines_seen += 1
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]

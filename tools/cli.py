@@ -162,7 +162,8 @@ def _run_parser(sub) -> None:
     r.add_argument("--stimulus", default="trace", metavar="trace|hardware",
                    help="trace: the testbench drives a trace and checks every packet (default); "
                         "hardware: the RTL's own generators and sinks, checked by hashes, "
-                        "counters and histograms")
+                        "counters and histograms; with an rdma-* pattern, the hosts in "
+                        "hardware, checked by hashes and counters")
     r.add_argument("--waves", action="store_true", help="write FST waves (RTL runs)")
     r.add_argument("--threads", type=int, default=None, metavar="N",
                    help="Verilator runs: threads of the Verilator model, a build of its own "

@@ -56,8 +56,10 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
     -------
     tuple of (str, object)
         ``("trace", Trace)`` for switch traffic (``None`` without
-        ``build``), ``("rdma", RdmaWorkload)`` for ``rdma-*`` patterns,
-        ``("hardware", StimulusSettings)`` for ``stimulus = "hardware"``.
+        ``build``), ``("rdma", RdmaWorkload)`` for ``rdma-*`` patterns (with
+        ``stimulus = "hardware"`` and an RTL simulator, one the hardware hosts can
+        play), ``("hardware", StimulusSettings)`` for switch traffic with
+        ``stimulus = "hardware"``.
 
     Raises
     ------
@@ -75,7 +77,8 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
                              ("pause_rate", pause_rate, "probability of a pause per period")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
             raise TrafficError(f"traffic.{name} = {value!r}: must be in [0, 1) ({doc})")
-    if stimulus == "hardware":
+    kind = pattern_kind(traffic) if isinstance(traffic, str) else "switch"
+    if stimulus == "hardware" and kind == "switch":
         from ..formats.stimulus import check_stimulus
         from ..sim.stimulus.traffic_gen import stimulus_settings
         for name, value in (("pause_rate", pause_rate), ("bad_fraction", bad_fraction)):
@@ -88,7 +91,6 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
                                              packet_lengths=packet_lengths,
                                              priority_weights=priority_weights,
                                              sink_stall=sink_stall)
-    kind = pattern_kind(traffic) if isinstance(traffic, str) else "switch"
     if kind != "switch":
         for key, value in (("sink_stall", sink_stall), ("pause_rate", pause_rate),
                            ("priority_weights", priority_weights)):
@@ -104,8 +106,13 @@ def prepare_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, 
                                    f"{traffic} (the collective engines post every request)")
             from ..sim.collective.pattern import parse_collective
             return "rdma", parse_collective(cfg, traffic, seed=seed)
-        return "rdma", generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
-                                     bad_fraction=bad_fraction)
+        workload = generate_rdma(cfg, traffic, load=load, cycles=cycles, seed=seed,
+                                 bad_fraction=bad_fraction)
+        if stimulus == "hardware" and sim != "model":
+            from ..hdl.rdma.host import DEPTH
+            from ..tb.rdma.script import check_hosted
+            check_hosted(cfg, workload, DEPTH)
+        return "rdma", workload
     if bad_fraction:
         raise TrafficError(f"traffic.bad_fraction = {bad_fraction!r}: only for "
                            f"{' and '.join(RDMA_PATTERNS)}")
@@ -182,7 +189,8 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     only, sink stalls and pauses are refused, and ``packet_lengths``,
     ``priority_weights`` (one per class, default uniform) and
     ``stall_limit`` do not apply. ``stimulus = "hardware"`` goes to
-    :func:`run_stimulus_point`. ``progress`` shows signs of life on stderr:
+    :func:`run_stimulus_point` for switch traffic; with an ``rdma-*`` pattern the RTL's
+    hosts are in hardware (section 10.16); a collective's engines always are. ``progress`` shows signs of life on stderr:
     the kernels' first compilation, and a long model or RTL run. ``capture_link``,
     ``ROUTER:PORT`` of a fabric, records the packets that cross that link
     (:func:`link_of`; ``superfabric pcap`` then writes them). ``threads``: the model steps the
@@ -204,7 +212,7 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
         return run_rdma_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed, sim=sim,
                               out_dir=out_dir, bad_fraction=bad_fraction, waves=waves,
                               build_root=build_root, workload=prepared, progress=progress,
-                              capture_link=capture_link, threads=threads)
+                              capture_link=capture_link, threads=threads, stimulus=stimulus)
     trace = prepared
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -276,7 +284,8 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                    sim: str, out_dir: str | Path, bad_fraction: float = 0.0,
                    waves: bool | None = None, build_root: str | Path = "build",
                    workload=None, progress: bool = False,
-                   capture_link: str | None = None, threads: int = 1) -> dict:
+                   capture_link: str | None = None, threads: int = 1,
+                   stimulus: str = "trace") -> dict:
     """Run one RDMA workload through the fabric model and, optionally, the RTL.
 
     Writes ``workload.npz``, ``model_records.npz`` and ``results.json`` into
@@ -292,11 +301,14 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
     (docs/spec/collective.md section 15.8.4); for an RTL simulator the
     ``collective_fabric`` top runs it too, and ``match`` holds it against the model
     (section 15.8.7). ``threads`` step the model's routers, as for :func:`run_point`.
+    ``stimulus = "hardware"``: the RTL's hosts are in hardware (``rdma_hosted``, section
+    10.16), the match is by cycles, counters and hashes, ``results.json`` gains a
+    ``hosted`` section, and its ``rdma`` section stays the model's.
     """
     link = link_of(cfg, capture_link)
     if workload is None:
         _, workload = prepare_point(cfg, traffic=traffic, load=load, cycles=cycles, seed=seed,
-                                    sim=sim, bad_fraction=bad_fraction)
+                                    sim=sim, bad_fraction=bad_fraction, stimulus=stimulus)
     # Imported here so that a switch run does not load the RDMA model.
     from ..sim.collective.fabric import CollectivePlan, collective_summary, run_collective
     from ..sim.rdma.fabric import RdmaFabricModel
@@ -348,7 +360,11 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
                        section="rdma", threads=fabric.threads)
     if link >= 0:
         results["capture_link"] = _captured(cfg, link, _crossed(model))
-    if sim != "model":
+    if sim != "model" and stimulus == "hardware":
+        results["rdma"] = model_summary
+        _hosted_rtl(cfg, workload, model, results, sim=sim, out=out, waves=waves,
+                    build_root=build_root, progress=progress)
+    elif sim != "model":
         from ..tb.rdma.runner import run_rdma_rtl
         waves, results["build_seconds"] = _build(cfg, sim, "rdma_fabric", waves, build_root)
         t0 = time.perf_counter()
@@ -362,6 +378,33 @@ def run_rdma_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int,
         results["cycles_per_second"] = rtl.cycles / wall if wall else None
     write_json(out / "results.json", results)
     return results
+
+
+def _hosted_rtl(cfg: FabricConfig, workload, model, results: dict, *, sim: str, out: Path,
+                waves: bool | None, build_root: str | Path, progress: bool) -> None:
+    """Run ``workload`` on ``sim``'s ``rdma_hosted`` top, its hosts in hardware (section
+    10.16), and add to ``results`` the ``hosted`` section (the run's cycles and every
+    endpoint's hashes, by name), its ``match`` against ``model`` by cycles, counters and
+    hashes, its build's seconds, and the run's: ``cycles_per_second`` from ``run`` to
+    ``done``, ``wall_seconds`` the whole simulator run. (The ``rdma`` section is the
+    model's: the hosted run records no single request, and matches it.)"""
+    from ..formats.rdma_hash import HASHES
+    from ..tb.rdma.runner import run_rdma_hosted
+    waves, results["build_seconds"] = _build(cfg, sim, "rdma_hosted", waves, build_root)
+    t0 = time.perf_counter()
+    # The bar runs to the model's end, the cycle the hosted run must end at too.
+    bar = _progress_bar(sim, model.cycles) if progress else None
+    rtl, match = run_rdma_hosted(
+        cfg, workload, sim=sim, out_dir=out, model=model, waves=waves, build_root=build_root,
+        progress=(lambda line: bar(line["cycle"], line["seconds"])) if bar else None)
+    results["hosted"] = {"finished": rtl["finished"], "cycles": rtl["cycles"],
+                         "run_seconds": rtl["run_seconds"],
+                         "hashes": [{kind: f"{h:08x}" for kind, h in zip(HASHES, hashes)}
+                                    for hashes in rtl["hashes"]]}
+    results["match"] = match
+    results["wall_seconds"] = time.perf_counter() - t0
+    results["cycles_per_second"] = (rtl["cycles"] / rtl["run_seconds"] if rtl["run_seconds"]
+                                    else None)
 
 
 def _collective_rtl(cfg: FabricConfig, collective, model, results: dict, *, sim: str, out: Path,

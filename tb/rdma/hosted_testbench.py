@@ -2,12 +2,13 @@
 the script, let the simulator run, read back; nothing per cycle.
 
 Parameters (``superfabric.tb.params``): ``script`` (a file of ``script.write_script``),
-``limit`` (the cycles the run may take) and ``rtl_run`` (where the results go, a JSON
-file). The lines before the script's ``wait`` load the hosts, tables, memories and faults
-and raise ``run`` (cycle 0); then the testbench waits, on one timer of the whole limit or
-the rise of ``done``, whichever comes first (cocotb wakes no Python per cycle: the clock
-is cocotb's C++ one), reads ``cycle`` and the counters in the cycle ``done`` rose, plays
-the lines after ``wait`` (the memories' sweep) and reads the hashes. The plain harness
+``limit`` (the cycles the run may take), ``rtl_run`` (where the results go, a JSON file)
+and ``progress`` (a file of one JSON line per chunk, optional). The lines before the
+script's ``wait`` load the hosts, tables, memories and faults and raise ``run`` (cycle 0);
+then the testbench waits in chunks of many cycles (``tb/chunks.py``: cocotb wakes no
+Python per cycle, the clock being cocotb's C++ one) or the rise of ``done``, whichever
+comes first, reads ``cycle`` and the counters in the cycle ``done`` rose, plays the lines
+after ``wait`` (the memories' sweep) and reads the hashes. The plain harness
 ``tools/rdma_harness.cpp`` does the same in C++.
 """
 
@@ -20,17 +21,35 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 
 from .. import params as tb_params
+from ..chunks import FIRST_CHUNK, next_chunk
 from ..reset import CLOCK_PERIOD_NS, RESET_CYCLES
 from .script import WAIT, read_script
+from .testbench import play
 
 __all__ = ["rdma_hosted"]
 
 
-async def _play(dut, lines) -> None:
-    for line in lines:
-        for name, value in line.items():
-            getattr(dut, name).value = value
-        await FallingEdge(dut.clk)
+async def _wait(dut, limit: int, progress_path) -> None:
+    """Until ``done`` or ``limit`` cycles, chunk by chunk, a progress line after each."""
+    chunk = FIRST_CHUNK
+    t0 = time.perf_counter()
+    log = open(progress_path, "a") if progress_path else None
+    try:
+        while True:
+            t_chunk = time.perf_counter()
+            await First(Timer(chunk * CLOCK_PERIOD_NS, unit="ns"), RisingEdge(dut.done))
+            await ReadOnly()
+            cycle, done = int(dut.cycle.value), bool(int(dut.done.value))
+            if log is not None:
+                log.write(json.dumps({"cycle": cycle, "limit": limit, "done": done,
+                                      "seconds": time.perf_counter() - t0}) + "\n")
+                log.flush()
+            if done or cycle >= limit:
+                return
+            chunk = next_chunk(chunk, time.perf_counter() - t_chunk)
+    finally:
+        if log is not None:
+            log.close()
 
 
 @cocotb.test()
@@ -46,15 +65,14 @@ async def rdma_hosted(dut):
     for _ in range(RESET_CYCLES):
         await FallingEdge(dut.clk)
     dut.rst.value = 0
-    await _play(dut, lines[:wait])
+    await play(dut, lines[:wait])
     t0 = time.perf_counter()
-    await First(RisingEdge(dut.done), Timer(p["limit"] * CLOCK_PERIOD_NS, unit="ns"))
-    await ReadOnly()
+    await _wait(dut, p["limit"], p.get("progress"))
     run_seconds = time.perf_counter() - t0
     out = {"finished": bool(int(dut.done.value)), "cycles": int(dut.cycle.value),
            "run_seconds": run_seconds, "counters": hex(int(dut.counters.value))}
     await FallingEdge(dut.clk)
-    await _play(dut, lines[wait + 1:])
+    await play(dut, lines[wait + 1:])
     await ReadOnly()
     out["hashes"] = hex(int(dut.hashes.value))
     Path(p["rtl_run"]).write_text(json.dumps(out) + "\n")

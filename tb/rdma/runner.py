@@ -21,7 +21,7 @@ from ...sim.rdma.records import RdmaRecords
 from ...sim.rdma.traffic import RdmaWorkload
 from .scoreboard import compare, verify
 from .script import hosted_script, write_script
-from ..runner import DEFAULT_BUILD_ROOT, run_cocotb
+from ..runner import DEFAULT_BUILD_ROOT, run_cocotb, run_cocotb_following
 
 __all__ = ["run_rdma_rtl", "run_rdma_hosted", "run_rdma_plain", "model_outcome",
            "hosted_outcome", "run_limit", "judge_hosted", "with_late_first_post"]
@@ -122,24 +122,28 @@ def judge_hosted(cfg: FabricConfig, rtl: dict, expected: dict | None) -> dict:
 
 def run_rdma_hosted(cfg: FabricConfig, workload: RdmaWorkload, *, sim: str,
                     out_dir: str | Path, model: RdmaRecords | None = None,
-                    waves: bool | None = None,
-                    build_root: str | Path = DEFAULT_BUILD_ROOT) -> tuple[dict, dict]:
+                    waves: bool | None = None, build_root: str | Path = DEFAULT_BUILD_ROOT,
+                    progress=None) -> tuple[dict, dict]:
     """Run ``workload`` on the ``rdma_hosted`` top, its hosts in hardware (section 10.16);
     return the run's results (:func:`hosted_outcome`) and its match against ``model``
     (:func:`judge_hosted`), which it was run from: cycles, counters and every endpoint's
-    hashes. A workload the hosts cannot play raises a one-line ConfigError. Files go into
-    ``out_dir``: ``script.txt`` (the cycles it drives, as the plain harness reads them),
-    ``rtl_run.json``, ``mismatch.txt`` when something is wrong, and ``sim/``.
+    hashes. A workload the hosts cannot play raises a one-line ConfigError.
+    ``progress(line)``, if given, gets each chunk's progress line (``cycle``, ``limit``,
+    ``done``, ``seconds``). Files go into ``out_dir``: ``script.txt`` (the cycles it drives,
+    as the plain harness reads them), ``rtl_run.json``, ``progress.jsonl``,
+    ``mismatch.txt`` when something is wrong, and ``sim/``.
     """
     out = Path(out_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     write_script(out / "script.txt", hosted_script(cfg, workload, HOST_DEPTH))
     params = {"script": str(out / "script.txt"), "rtl_run": str(out / "rtl_run.json"),
-              "limit": run_limit(cfg, workload, model)}
-    (out / "rtl_run.json").unlink(missing_ok=True)
-    result = run_cocotb(cfg, "superfabric.tb.rdma.hosted_testbench", sim=sim,
-                        test_dir=out / "sim", top="rdma_hosted", waves=waves, params=params,
-                        build_root=build_root)
+              "limit": run_limit(cfg, workload, model), "progress": str(out / "progress.jsonl")}
+    for name in ("rtl_run.json", "progress.jsonl"):
+        (out / name).unlink(missing_ok=True)
+    result = run_cocotb_following(out / "progress.jsonl", progress, cfg,
+                                  "superfabric.tb.rdma.hosted_testbench", sim=sim,
+                                  test_dir=out / "sim", top="rdma_hosted", waves=waves,
+                                  params=params, build_root=build_root)
     if not (out / "rtl_run.json").exists():
         raise RuntimeError(f"{sim} run of the hosted RDMA top wrote no results; see "
                            f"{result.test_dir / 'sim.log'}")

@@ -39,7 +39,7 @@ from .. import params as tb_params
 from ..reset import reset
 from .script import load_lines
 
-__all__ = ["RdmaTB"]
+__all__ = ["RdmaTB", "play"]
 
 #: Bits of one pause request on the ``pfc_tx`` port.
 _REQUEST_BITS = PRIORITIES + TIME_BITS * PRIORITIES
@@ -78,16 +78,8 @@ class RdmaTB:
     async def load(self, workload: RdmaWorkload):
         """Tables, host memories and fault settings, one write per cycle, before cycle 0
         (``script.load_lines``)."""
-        await self.play(load_lines(self.cfg, workload))
+        await play(self.dut, load_lines(self.cfg, workload))
         self.dut.fault_load.value = 0
-
-    async def play(self, lines: list[dict]) -> None:
-        """Drive each line's port values for one cycle (``script.py``)."""
-        dut = self.dut
-        for line in lines:
-            for name, value in line.items():
-                getattr(dut, name).value = value
-            await FallingEdge(dut.clk)
 
     async def run(self, workload: RdmaWorkload, stall_limit: int) -> RdmaRecords:
         """Post the WRs from cycle 0 (the cycle after loading) until every one completed."""
@@ -269,6 +261,14 @@ class RdmaTB:
                 out[e, addr] = (bits >> (64 * e)) & mask
             await FallingEdge(dut.clk)
         return out
+
+
+async def play(dut, lines: list[dict]) -> None:
+    """Drive each line's port values (``script.py``) for one cycle, after a falling edge."""
+    for line in lines:
+        for name, value in line.items():
+            getattr(dut, name).value = value
+        await FallingEdge(dut.clk)
 
 
 def _owing(workload, rec, cfg) -> str:

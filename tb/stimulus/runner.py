@@ -11,19 +11,15 @@ a long run can show a progress bar in the calling process.
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 from ...config import FabricConfig
 from ...sim.stimulus.top import StimulusStats
 from ...sim.fabric.top import DEFAULT_STALL_LIMIT
 from ...formats.stimulus import StimulusSettings
-from ..runner import DEFAULT_BUILD_ROOT, run_cocotb
+from ..runner import DEFAULT_BUILD_ROOT, run_cocotb_following
 
-__all__ = ["run_stimulus_rtl", "POLL_SECONDS"]
-
-#: How often the progress file is looked at.
-POLL_SECONDS = 0.5
+__all__ = ["run_stimulus_rtl"]
 
 
 def run_stimulus_rtl(cfg: FabricConfig, settings: StimulusSettings, *, sim: str,
@@ -49,31 +45,11 @@ def run_stimulus_rtl(cfg: FabricConfig, settings: StimulusSettings, *, sim: str,
     params = {"settings": settings.to_dict(), "rtl_stats": str(stats_path),
               "timing": str(timing_path), "progress": str(progress_path),
               "stall_limit": stall_limit}
-    outcome = {}
-
-    def simulate():
-        try:
-            outcome["result"] = run_cocotb(cfg, "superfabric.tb.stimulus.testbench", sim=sim,
-                                           test_dir=out / "sim", top="stimulus", waves=waves,
-                                           params=params, build_root=build_root)
-        except BaseException as e:  # re-raised in the caller's thread
-            outcome["error"] = e
-
-    worker = threading.Thread(target=simulate, name="stimulus-rtl")
-    worker.start()
-    lines_seen = 0
-    while worker.is_alive():
-        worker.join(POLL_SECONDS)
-        if progress is not None and progress_path.exists():
-            lines = progress_path.read_text().splitlines()
-            for line in lines[lines_seen:]:
-                if not line.endswith("}"):
-                    break       # still being written
-                progress(json.loads(line))
-                lines_seen += 1
-    if "error" in outcome:
-        raise outcome["error"]
+    result = run_cocotb_following(progress_path, progress, cfg,
+                                  "superfabric.tb.stimulus.testbench", sim=sim,
+                                  test_dir=out / "sim", top="stimulus", waves=waves,
+                                  params=params, build_root=build_root)
     if not stats_path.exists():
         raise RuntimeError(f"the {sim} run wrote no statistics; see "
-                           f"{outcome['result'].test_dir / 'sim.log'}")
+                           f"{result.test_dir / 'sim.log'}")
     return StimulusStats.load(stats_path), json.loads(timing_path.read_text())

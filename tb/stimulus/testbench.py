@@ -2,9 +2,7 @@
 
 No Python runs per cycle while the traffic flows. After reset the testbench
 writes the run's settings through the configuration port, starts the run,
-then waits in chunks of many cycles on one ``Timer`` of the chunk's length
-(cocotb 2.1's ``ClockCycles`` awaits every single edge in Python, so it
-would cost as much as a per-cycle testbench) or the rise of ``done``,
+then waits in chunks of many cycles (``tb/chunks.py``) or the rise of ``done``,
 whichever comes first. Between chunks it reads the progress ports
 (``cycle``, ``generated``, ``delivered``, ``dropped``): they feed the
 progress file and the stall detector. The clock is cocotb's C++ (GPI)
@@ -32,15 +30,12 @@ from ...sim.fabric.top import DEFAULT_STALL_LIMIT
 from ...formats.stimulus import (CSR_DATA_BITS, RegisterMap, StimulusSettings, latency_bucket,
                                  readout_blocks, readout_values)
 from .. import params as tb_params
+from ..chunks import FIRST_CHUNK, next_chunk
 
 __all__ = ["StimulusTB", "PERIOD_NS", "run_settings"]
 
 #: Clock period, in ns.
 PERIOD_NS = 10
-#: The first chunk, in cycles; later ones are sized to take about CHUNK_SECONDS.
-FIRST_CHUNK = 1024
-CHUNK_SECONDS = 1.0
-MAX_CHUNK = 1 << 22
 
 
 class StimulusTB:
@@ -118,8 +113,7 @@ class StimulusTB:
                 elif now[0] - since >= stall_limit:
                     return True, chunks
                 seen = now
-                wall = time.perf_counter() - t_chunk
-                chunk = int(min(MAX_CHUNK, max(FIRST_CHUNK, chunk * CHUNK_SECONDS / max(wall, 1e-3))))
+                chunk = next_chunk(chunk, time.perf_counter() - t_chunk)
         finally:
             if log is not None:
                 log.close()

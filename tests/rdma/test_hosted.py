@@ -9,6 +9,7 @@ changes one hash.
 """
 
 import io
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -22,6 +23,7 @@ from superfabric.sim.rdma.traffic import generate_rdma
 from superfabric.tb import runner
 from superfabric.tb.rdma.runner import run_rdma_hosted, run_rdma_plain, with_late_first_post
 from superfabric.tb.rdma.script import host_lines
+from superfabric.tools.run import run_failure, run_point
 
 from conftest import BUILD_ROOT, CONGESTED, RDMA_SMALL, require_simulator
 
@@ -121,3 +123,20 @@ def test_a_workload_the_hosts_cannot_play_is_one_line():
     with pytest.raises(ConfigError, match=r"^workload: endpoint 1's work requests are not "
                                           r"posted in row order"):
         host_lines(cfg, replace(workload, wr=wr), 1024)
+
+
+def test_superfabric_run_with_the_hosts_in_hardware(tmp_path):
+    """``run --stimulus hardware`` with an RDMA pattern (``run_point``): the hosted top runs
+    it, ``match`` is exact, ``results.json`` has the run's hashes by name, and the ``rdma``
+    section, the model's, ends where the hosted run ended."""
+    require_simulator("verilator")
+    cfg = FabricConfig.load(preset="tiny", overrides=BASE + FAULTS)
+    res = run_point(cfg, traffic="rdma-allreduce", load=0.3, cycles=800, seed=2,
+                    sim="verilator", stimulus="hardware", out_dir=tmp_path,
+                    build_root=BUILD_ROOT)
+    assert res["match"]["exact"] and run_failure(res) is None, res["match"]["problems"]
+    hosted = res["hosted"]
+    assert hosted["finished"] and hosted["cycles"] == res["rdma"]["cycles"]
+    assert [sorted(h) for h in hosted["hashes"]] == [sorted(HASHES)] * cfg.endpoints
+    assert json.loads((tmp_path / "results.json").read_text())["hosted"] == hosted
+    assert (tmp_path / "script.txt").is_file() and not (tmp_path / "mismatch.txt").exists()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from superfabric.config import FabricConfig
+from superfabric.network.topology import Topology
 from superfabric.tools.report.build import (TABLE_HEADER, ReportError, format_latency,
                                       format_throughput, hol_saturation, oq_queueing_delay,
                                       write_report)
@@ -488,6 +489,38 @@ def test_rdma_single_run_bars_are_each_endpoints_words(tmp_path):
     time_ax = _plot_over_time(data).figure.axes[0]
     x, y = time_ax.lines[0].get_data()
     assert np.isclose((y * np.diff(np.append(x, rec.cycles))).sum(), wr["length"][ok].sum())
+
+
+def test_rdma_report_of_a_torus_run_draws_its_links(tmp_path):
+    """An RDMA run on the 2x2x2 torus: the report draws the link heatmap, every router's
+    busiest outgoing link per plane, from the run's flits per link; the switch has none."""
+    from superfabric.sim.rdma.records import RdmaRecords
+    from superfabric.tools.report.data import ReportData, measures
+    from superfabric.tools.report.rdma import RDMA as RDMA_REPORT, _plot_links
+    from superfabric.tools.report.source import load_source
+
+    cfg = FabricConfig.load(preset="tiny", overrides=RDMA + [
+        "rdma.memory_words=4096", "fabric.topology=torus", "fabric.dims=[2, 2, 2]"])
+    run_point(cfg, traffic="rdma-allreduce", load=0.3, cycles=RDMA_CYCLES, seed=3,
+              sim="model", out_dir=tmp_path / "run")
+    out = write_report(tmp_path / "run", tmp_path / "report").parent
+    assert (out / "rdma_links.png").stat().st_size > 0
+    assert "![Link utilisation](" in (out / "report.md").read_text()
+    source = load_source(tmp_path / "run")
+    data = ReportData(source=source, measures=measures(source.ok, RDMA_REPORT), chosen_load=0.3,
+                      kind=RDMA_REPORT)
+    rec = RdmaRecords.load(tmp_path / "run" / "model_records.npz")
+    topo = Topology.of(cfg)
+    busiest = np.zeros(topo.routers)
+    for k, (r, _, _, _) in enumerate(topo.links):
+        busiest[r] = max(busiest[r], rec.link_flits[k] / rec.cycles)
+    planes = [ax.images[0].get_array() for ax in _plot_links(data).figure.axes
+              if ax.images]
+    assert np.allclose(np.concatenate([p.ravel() for p in planes]), busiest) and busiest.max() > 0
+    switch = tmp_path / "switch"
+    run_point(rdma_config(0.0), traffic="rdma-allreduce", load=0.3, cycles=RDMA_CYCLES, seed=3,
+              sim="model", out_dir=switch)
+    assert not (write_report(switch, tmp_path / "switch-report").parent / "rdma_links.png").exists()
 
 
 def test_rdma_report_of_a_congested_run(tmp_path):

@@ -31,6 +31,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...config import FabricConfig
+from ...network.topology import Topology
 from ...formats.counters import COUNTER_WIDTH, RDMA_COUNTERS
 from ...formats.dcqcn import LINE_RATE, RATE_BITS
 from ...formats.packet import port_bits
@@ -59,7 +60,8 @@ class RdmaFabric(wiring.Component):
     ``e`` changed at the last edge), ``pfc_tx`` (the frames), ``cnp_context``,
     ``rate`` (per endpoint, every channel's rate), ``rate_changed`` (per channel),
     ``queue_depth`` (per output, the flits taken at an input and not yet
-    handed to its sink) and ``free`` (per channel, free window slots).
+    handed to its sink), ``free`` (per channel, free window slots) and, on a fabric,
+    ``link_flits`` (per directed link, the flits sent over it).
     """
 
     def __init__(self, cfg: FabricConfig):
@@ -103,10 +105,23 @@ class RdmaFabric(wiring.Component):
             "rate": Out(nc * RATE_BITS).array(n), "rate_changed": Out(n * nc),
             "queue_depth": Out(n * queue_depth_bits(cfg)),
             "free": Out(n * nc * free_bits),
+            # On a fabric, the flits sent over each directed link (Topology.links order).
+            **({"link_flits": Out(COUNTER_WIDTH * len(Topology.of(cfg).links))}
+               if cfg.fabric.is_fabric else {}),
         })
 
     #: Whether the host memories have an apply unit's ports (:class:`HostMemory`).
     apply_ports = False
+
+    #: The inputs that load the tables, the host memories and the fault settings.
+    LOAD_INPUTS = ("tbl_en", "tbl_ep", "tbl_sel", "tbl_index", "tbl_data", "mem_we", "mem_addr",
+                   "mem_wdata", "fault_thresholds", "fault_reorder_cycles", "fault_seed",
+                   "fault_load")
+
+    def _load_inputs(self, m: Module) -> dict:
+        """The signals :data:`LOAD_INPUTS` drive, by name, as the top's blocks take them:
+        here the ports themselves."""
+        return {name: getattr(self, name) for name in self.LOAD_INPUTS}
 
     def _host_ports(self) -> dict:
         """The ports of the hosts' side: the testbench posts WRs and takes completions."""
@@ -134,6 +149,7 @@ class RdmaFabric(wiring.Component):
         cfg = self._cfg
         n = cfg.endpoints
         m = Module()
+        load = self._load_inputs(m)
         switch = self._core
         m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = switch
         nc = n * cfg.rdma.channels_per_peer
@@ -173,18 +189,19 @@ class RdmaFabric(wiring.Component):
                 cnps.append(Const(0, 1))
             t = DRAW_THRESHOLD_BITS
             m.d.comb += [
-                inject.thresholds[k].eq(self.fault_thresholds[t * k:t * (k + 1)]) for k in range(4)
+                inject.thresholds[k].eq(load["fault_thresholds"][t * k:t * (k + 1)])
+                for k in range(4)
             ]
             # FaultsConfig.link_seed, applied to the seed input.
-            m.d.comb += [inject.reorder_cycles.eq(self.fault_reorder_cycles),
-                         inject.seed.eq(lfsr_start(self.fault_seed, e)),
-                         inject.load.eq(self.fault_load)]
+            m.d.comb += [inject.reorder_cycles.eq(load["fault_reorder_cycles"]),
+                         inject.seed.eq(lfsr_start(load["fault_seed"], e)),
+                         inject.load.eq(load["fault_load"])]
 
             self._host_side(m, e, engine, host)
             m.d.comb += [
-                engine.tables.en.eq(self.tbl_en & (self.tbl_ep == e)),
-                engine.tables.sel.eq(self.tbl_sel), engine.tables.index.eq(self.tbl_index),
-                engine.tables.data.eq(self.tbl_data),
+                engine.tables.en.eq(load["tbl_en"] & (load["tbl_ep"] == e)),
+                engine.tables.sel.eq(load["tbl_sel"]), engine.tables.index.eq(load["tbl_index"]),
+                engine.tables.data.eq(load["tbl_data"]),
             ]
             counters.extend(engine.counters)
             m.d.comb += self.retired[e].eq(engine.retired)
@@ -192,10 +209,12 @@ class RdmaFabric(wiring.Component):
             # Host memory: the engine's DMA ports, and the testbench's port
             # for loading and reading back.
             wiring.connect(m, engine.dma, host.dma)
-            m.d.comb += [host.load_we.eq(self.mem_we), host.load_addr.eq(self.mem_addr),
-                         host.load_wdata.eq(self.mem_wdata[64 * e:64 * e + 64]),
+            m.d.comb += [host.load_we.eq(load["mem_we"]), host.load_addr.eq(load["mem_addr"]),
+                         host.load_wdata.eq(load["mem_wdata"][64 * e:64 * e + 64]),
                          self.mem_rdata[64 * e:64 * e + 64].eq(host.load_rdata)]
         m.d.comb += self.counters.eq(Cat(*counters))
+        if cfg.fabric.is_fabric:
+            m.d.comb += self.link_flits.eq(Cat(*switch.link_flits))
         m.d.comb += [self.free.eq(Cat(*frees)),
                      self.rate_changed.eq(Cat(*changed)),
                      self.cnp_context.eq(Cat(*contexts))]

@@ -56,8 +56,8 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
         ``rx_completions``, the :data:`RECOVERY_COUNTERS` (``total`` and
         ``per_endpoint``), ``counters`` (all, per endpoint), ``per_endpoint``
         (``offered_words`` and ``goodput`` of each endpoint port, as sources),
-        ``per_accelerator`` and ``per_router`` (:func:`_by_place`), ``data``
-        (:func:`data_check`), ``connection_state``
+        ``per_accelerator`` and ``per_router`` (:func:`_by_place`), ``links``
+        (:func:`_links`), ``data`` (:func:`data_check`), ``connection_state``
         (:func:`connection_state`), ``congestion`` (:func:`congestion`), ``cycles``,
         ``stalled``, ``stuck``.
     """
@@ -97,6 +97,7 @@ def rdma_summary(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
            for name in RECOVERY_COUNTERS},
         "counters": {name: [int(v) for v in values] for name, values in counters.items()},
         **_by_place(cfg, workload, records),
+        "links": _links(cfg, records),
         "data": data_check(cfg, workload, records),
         "connection_state": connection_state(cfg, workload),
         "congestion": congestion(cfg, workload, records),
@@ -141,6 +142,17 @@ def _by_place(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:
             "pause_frames": [int(paused[g].sum()) for g in at],
             **sums(("retransmissions", *DCQCN_COUNTERS), at)},
     }
+
+
+def _links(cfg: FabricConfig, records) -> dict | None:
+    """On a fabric, every directed link (``Topology.links``: router, port, peer router,
+    peer port), the flits sent over it and its ``utilisation`` (flits per cycle of the run),
+    which the report draws as the fabric's heatmap; None for the switch."""
+    if not cfg.fabric.is_fabric:
+        return None
+    flits = np.asarray(records.link_flits, np.int64)
+    return {"links": [list(link) for link in Topology.of(cfg).links], "flits": flits.tolist(),
+            "utilisation": (flits / max(records.cycles, 1)).tolist()}
 
 
 def data_check(cfg: FabricConfig, workload: RdmaWorkload, records) -> dict:

@@ -59,6 +59,8 @@ class RdmaRecords:
     delivered_words : uint64 array, the flits of the delivered packets one after the
         other, as they entered the switch (``delivered``'s ``flits`` say where each
         packet starts).
+    link_flits : int64 array, on a fabric the flits sent over each directed link of the
+        topology (``Topology.links`` order) by the run's end; empty for the switch.
     cycles : the cycle after the last one simulated.
     stalled : the run stopped because no WR was taken and no completion given
         for the stall limit.
@@ -81,6 +83,7 @@ class RdmaRecords:
     delivered: np.ndarray = field(
         default_factory=lambda: np.zeros((0, len(DELIVERED_COLUMNS)), np.int64))
     delivered_words: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
+    link_flits: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     cycles: int = 0
     stalled: bool = False
     stuck: str = ""
@@ -103,13 +106,14 @@ class RdmaRecords:
                  rx_completions=self.rx_completions, memory=self.memory, cnps=self.cnps,
                  rates=self.rates, pfc_frames=self.pfc_frames, queue_depth=self.queue_depth,
                  delivered=self.delivered, delivered_words=self.delivered_words,
-                 cycles=self.cycles, stalled=self.stalled, stuck=np.str_(self.stuck),
+                 link_flits=self.link_flits, cycles=self.cycles, stalled=self.stalled,
+                 stuck=np.str_(self.stuck),
                  **{f"counter_{k}": np.asarray(v, np.int64) for k, v in self.counters.items()})
 
     @classmethod
     def load(cls, path: str | Path) -> "RdmaRecords":
-        """Read a file written by :meth:`save` (one written before the delivered packets
-        were recorded reads with none)."""
+        """Read a file written by :meth:`save` (one written before the delivered packets,
+        or the links' flits, were recorded reads with none)."""
         with np.load(path) as z:
             counters = {k[len("counter_"):]: z[k].tolist() for k in z.files
                         if k.startswith("counter_")}
@@ -117,6 +121,7 @@ class RdmaRecords:
             if delivered.shape[1] < len(DELIVERED_COLUMNS):     # written before links were captured
                 delivered = np.hstack([delivered, np.tile([-1, 0], (len(delivered), 1))])
             words = z["delivered_words"] if "delivered_words" in z.files else np.zeros(0, np.uint64)
+            links = z["link_flits"] if "link_flits" in z.files else np.zeros(0, np.int64)
             return cls(taken=z["taken"], done=z["done"], status=z["status"],
                        completions=z["completions"], order=z["order"],
                        rx_completions=z["rx_completions"].reshape(-1, len(RX_COMPLETION_COLUMNS)),
@@ -125,5 +130,5 @@ class RdmaRecords:
                        rates=z["rates"].reshape(-1, len(RATE_COLUMNS)),
                        pfc_frames=z["pfc_frames"].reshape(-1, FRAME_COLUMNS),
                        queue_depth=z["queue_depth"], delivered=delivered,
-                       delivered_words=words, cycles=int(z["cycles"]),
+                       delivered_words=words, link_flits=links, cycles=int(z["cycles"]),
                        stalled=bool(z["stalled"]), stuck=str(z["stuck"]))

@@ -10,7 +10,7 @@ range wrote nothing); one receive completion per successful SEND; no stall.
 :func:`compare` holds the RTL's records against the model's, request by
 request: the cycle each was taken and completed, its status and completion
 order, the receive completions, the CNPs, the rate changes, the pause
-frames, the queue depths, the counters, the final memories. Each problem is
+frames, the queue depths, the counters, on a fabric each link's flits, the final memories. Each problem is
 one line naming the request (row, endpoint, QP), the event or the cycle.
 """
 
@@ -172,6 +172,13 @@ def compare(workload: RdmaWorkload, rtl: RdmaRecords, model: RdmaRecords) -> lis
         if list(rtl.counters.get(name, [])) != list(model.counters.get(name, [])):
             problems.append(f"counter {name}: RTL {list(rtl.counters.get(name, []))}, "
                             f"model {list(model.counters.get(name, []))}")
+    a, b = rtl.link_flits, model.link_flits
+    if a.shape != b.shape:
+        problems.append(f"link flits: RTL {len(a)} links, model {len(b)}")
+    elif (a != b).any():
+        k = int(np.flatnonzero(a != b)[0])
+        problems.append(f"link flits: {int((a != b).sum())} links differ; first link {k}: "
+                        f"RTL {int(a[k])}, model {int(b[k])}")
     if rtl.memory.shape != model.memory.shape:
         problems.append(f"memories: RTL {len(rtl.memory)} endpoints of {rtl.memory.shape[1]} "
                         f"words, model {len(model.memory)} of {model.memory.shape[1]}")

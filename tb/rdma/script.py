@@ -113,9 +113,10 @@ def host_lines(cfg: FabricConfig, workload: RdmaWorkload, depth: int) -> list[di
 
 
 def hosted_script(cfg: FabricConfig, workload: RdmaWorkload, depth: int) -> list:
-    """The cycles of a hardware-hosted run: the hosts, the tables, memories and faults
-    (whose load is the cycle before cycle 0), ``run`` in cycle 0, :data:`WAIT`, then the
-    sweep of the host memories, an address a cycle, and a cycle to end it."""
+    """The cycles of a hardware-hosted run: the hosts, the tables, memories and faults, then
+    ``run`` (the top takes every input a cycle late, so the fault settings load in the
+    cycle before cycle 0, as under the per-cycle testbench), :data:`WAIT`, then the sweep
+    of the host memories, an address a cycle, and a cycle to fold the last."""
     lines = host_lines(cfg, workload, depth) + load_lines(cfg, workload)
     lines.append({"fault_load": 0, "run": 1})
     lines.append(WAIT)

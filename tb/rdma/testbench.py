@@ -13,8 +13,8 @@ offers each endpoint's WRs from its send queues (the model's own,
 ``superfabric.sim.rdma.kernels.send_queues``, with the engines' free window
 slots read from the RTL), and records every completion, pause frame, CNP,
 rate change and each output's queue depth;
-after the last completion it reads the counters and reads the host
-memories back. All per-endpoint signals are packed vectors, so a cycle
+after the last completion it reads the counters (and on a fabric each link's flits) and
+reads the host memories back. All per-endpoint signals are packed vectors, so a cycle
 costs a handful of signal accesses whatever the endpoint count.
 """
 
@@ -171,6 +171,9 @@ class RdmaTB:
         counters = self.read_counters()
         for k, name in enumerate(RDMA_COUNTERS):
             rec.counters[name][:] = counters[:, k].tolist()
+        if cfg.fabric.is_fabric:
+            rec.link_flits = self.fields(dut.link_flits, COUNTER_WIDTH,
+                                         len(dut.link_flits) // COUNTER_WIDTH)
         rec.taken[:], rec.done[:], rec.status[:] = taken, done, status
         rec.completions[:], rec.order[:] = count, order
         rec.rx_completions = np.array(rx, np.int64).reshape(-1, len(RX_COMPLETION_COLUMNS))

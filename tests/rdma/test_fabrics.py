@@ -194,3 +194,21 @@ def test_results_count_per_port_and_per_accelerator():
     assert routers["pause_frames"][0] > 0 and routers["pause_frames"][2] > 0   # the target's
     for name in ("retransmissions", "ecn_marked", "cnp_sent", "cnp_handled"):
         assert sum(routers[name]) == sum(rec.counters[name]) and routers[name][4:] == [0, 0]
+
+
+def test_links_carry_every_delivered_flit_once_per_hop():
+    """The links' flit counts (``link_flits``, the report's heatmap): on the 2x2x2 torus by
+    dimension order, a packet crosses one link per coordinate its source's and target's
+    routers differ in, so the links carried every delivered packet's flits once per hop;
+    the summary's ``links`` are the topology's with their flits per cycle."""
+    cfg, workload, rec = _run("torus", "alltoall")
+    topo = Topology.of(cfg)
+    src, dst, flits = rec.delivered[:, 2], rec.delivered[:, 1], rec.delivered[:, 3]
+    hops = np.array([sum(a != b for a, b in zip(topo.coords(topo.endpoint_router(int(s))),
+                                               topo.coords(topo.endpoint_router(int(d)))))
+                     for s, d in zip(src, dst)])
+    assert len(rec.link_flits) == len(topo.links)
+    assert rec.link_flits.sum() == (flits * hops).sum() > 0
+    links = rdma_summary(cfg, workload, rec)["links"]
+    assert links["links"] == [list(link) for link in topo.links]
+    assert links["utilisation"] == (rec.link_flits / rec.cycles).tolist()

@@ -140,12 +140,14 @@ TORUS = ["fabric.topology=torus", "fabric.dims=[2, 2, 2]", "rdma.memory_words=40
 
 def test_torus_allreduce_with_drops_exact(tmp_path):
     """The all-reduce over 1 % link drops on the 2x2x2 torus: RTL equal to the model
-    packet by packet, with retransmissions."""
+    packet by packet, with retransmissions, and link by link in the flits each carried."""
     require_simulator("verilator")
     workload, model, rtl = _congested(_run("verilator", tmp_path,
                                            TORUS + CONGESTED + ["faults.drop_rate=0.01"],
                                            pattern="rdma-allreduce", load=0.5, cycles=2000))
     assert sum(rtl.counters["retransmissions"]) > 0
+    assert len(rtl.link_flits) == 48 and rtl.link_flits.tolist() == model.link_flits.tolist()
+    assert rtl.link_flits.sum() > 0
 
 
 def test_torus_incast_congestion_exact(tmp_path):

@@ -247,3 +247,19 @@ def test_a_queue_depth_difference_is_named_with_its_cycle_and_output(congested):
     assert compare(workload, rtl, model) == [
         f"queue depth: first at cycle {cycle}, output 0: RTL {int(rtl.queue_depth[cycle, 0])}, "
         f"model {int(model.queue_depth[cycle, 0])}"]
+
+
+def test_link_flits_difference():
+    """On a fabric the flits each link carried are compared too: one link's count off by
+    one is one line naming the link and both counts."""
+    cfg = FabricConfig.load(preset="tiny", overrides=RDMA_SMALL + [
+        "rdma.memory_words=4096", "fabric.topology=torus", "fabric.dims=[2, 2, 2]"])
+    workload = generate_rdma(cfg, "rdma-allreduce", load=0.3, cycles=400, seed=1)
+    model = RdmaFabricModel(cfg).run(workload)
+    rtl = copy.deepcopy(model)
+    assert compare(workload, rtl, model) == [] and model.link_flits.sum() > 0
+    k = int(np.flatnonzero(model.link_flits)[0])
+    rtl.link_flits[k] += 1
+    assert compare(workload, rtl, model) == [
+        f"link flits: 1 links differ; first link {k}: RTL {int(model.link_flits[k]) + 1}, "
+        f"model {int(model.link_flits[k])}"]

@@ -20,7 +20,7 @@ from .plots import Plot, figure, latency_plot, legend, throughput_plot
 from .switch import (plot_ecn, plot_latency_cdf, plot_pfc, switch_match_summary,
                             switch_tables, switch_traffic)
 
-__all__ = ["FABRIC", "is_fabric"]
+__all__ = ["FABRIC", "is_fabric", "link_heatmap"]
 
 
 def is_fabric(results: dict) -> bool:
@@ -140,13 +140,10 @@ def _busiest(data: ReportData):
     return best
 
 
-def _plot_links(data: ReportData) -> Plot | None:
-    found = _busiest(data)
-    if found is None:
-        return None
-    _, m, f = found
-    topo = Topology.of_dict(m.point.results["config"])
-    util = np.asarray(f["link_utilisation"])
+def link_heatmap(topo: Topology, util: np.ndarray):
+    """The figure of every directed link's utilisation ``util`` (``topo.links`` order): on a
+    torus each router's busiest outgoing link, per plane of the last dimension; on a
+    leaf-spine every uplink and downlink, per tier. Returns the figure and what it shows."""
     if topo.kind == "torus":
         # Per plane of the last dimension, every router's busiest outgoing link.
         dims = list(topo.dims) + [1] * (3 - len(topo.dims))
@@ -179,6 +176,16 @@ def _plot_links(data: ReportData) -> Plot | None:
         right.set(title="spine to leaf (down)", xlabel="leaf", ylabel="spine")
         what = "every uplink and downlink, per tier"
     fig.colorbar(image, ax=fig.axes, label="flits per cycle", shrink=0.8)
+    return fig, what
+
+
+def _plot_links(data: ReportData) -> Plot | None:
+    found = _busiest(data)
+    if found is None:
+        return None
+    _, m, f = found
+    topo = Topology.of_dict(m.point.results["config"])
+    fig, what = link_heatmap(topo, np.asarray(f["link_utilisation"]))
     return Plot("links.png", "Link utilisation", fig,
                 f"Link utilisation (flits per cycle over the run) of {what}, in the "
                 f"{m.sim} run of {m.point.pattern} at load {data.chosen_load:g} "

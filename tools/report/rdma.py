@@ -33,6 +33,7 @@ from .data import (ReportData, ReportKind, curve, latency, line_style, offered_l
                           sim_rank)
 from .document import (compared_cells, count, failed_row, format_latency, format_throughput,
                               match_cell, row_head, sort_key)
+from .fabric import link_heatmap
 from .plots import Plot, figure, latency_cdf, legend, plain_log_ticks
 from .source import Point, distinct, variant_label
 
@@ -238,6 +239,19 @@ def _plot_over_time(data: ReportData) -> Plot | None:
                 "dashed, RTL solid.")
 
 
+def _plot_links(data: ReportData) -> Plot | None:
+    """A single run on a fabric: the link heatmap of its RTL run, else of the model's."""
+    runs = [run for run in _single_run(data) if len(run[2].link_flits)]
+    if not runs:
+        return None
+    sim, point, rec, _ = runs[-1]
+    topo = Topology.of_dict(point.results["config"])
+    fig, what = link_heatmap(topo, np.asarray(rec.link_flits) / max(rec.cycles, 1))
+    return Plot("rdma_links.png", "Link utilisation", fig,
+                f"Link utilisation (flits per cycle over the run: data, acknowledgements, CNPs) "
+                f"of {what}, in the {sim} run of {point.pattern}.")
+
+
 def _plot_message_latency_cdf(data: ReportData) -> Plot | None:
     return latency_cdf(data, _message_latencies, name="rdma_latency_cdf.png", what="message",
                         population="requests completed OK", files="workload and records")
@@ -403,7 +417,7 @@ def _plot_queue(data: ReportData) -> Plot | None:
 
 #: The figures of an RDMA report, in order. Each returns None when its data is absent.
 PLOTS = (_plot_goodput, _plot_message_latency, _plot_accelerators, _plot_over_time,
-         _plot_message_latency_cdf, _plot_recovery, _plot_rates, _plot_queue)
+         _plot_links, _plot_message_latency_cdf, _plot_recovery, _plot_rates, _plot_queue)
 
 
 # --------------------------------------------------------------------------

@@ -616,6 +616,8 @@ def _records(cfg: FabricConfig, rs: RunState, fst, est, memory, stalled: bool,
         rec.queue_depth = rs.depth_rows[:cycle].copy()
     rec.delivered = rs.delivered[:rs.scalars[DELIVERED_COUNT]].copy()
     rec.delivered_words = rs.delivered_words[:rs.scalars[WORDS_COUNT]].copy()
+    if cfg.fabric.is_fabric:
+        rec.link_flits = fst.link_flits.astype(np.int64)
     rec.cycles, rec.stalled = cycle, stalled
     return rec
 

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import FallingEdge, ReadOnly
 
 from .. import params as tb_params
-from ..chunks import FIRST_CHUNK, next_chunk
+from ..chunks import wait_in_chunks
 from ..reset import CLOCK_PERIOD_NS, RESET_CYCLES
 from .script import WAIT, read_script
 from .testbench import play
@@ -31,25 +31,11 @@ __all__ = ["rdma_hosted"]
 
 async def _wait(dut, limit: int, progress_path) -> None:
     """Until ``done`` or ``limit`` cycles, chunk by chunk, a progress line after each."""
-    chunk = FIRST_CHUNK
-    t0 = time.perf_counter()
-    log = open(progress_path, "a") if progress_path else None
-    try:
-        while True:
-            t_chunk = time.perf_counter()
-            await First(Timer(chunk * CLOCK_PERIOD_NS, unit="ns"), RisingEdge(dut.done))
-            await ReadOnly()
-            cycle, done = int(dut.cycle.value), bool(int(dut.done.value))
-            if log is not None:
-                log.write(json.dumps({"cycle": cycle, "limit": limit, "done": done,
-                                      "seconds": time.perf_counter() - t0}) + "\n")
-                log.flush()
-            if done or cycle >= limit:
-                return
-            chunk = next_chunk(chunk, time.perf_counter() - t_chunk)
-    finally:
-        if log is not None:
-            log.close()
+    def look():
+        cycle, done = int(dut.cycle.value), bool(int(dut.done.value))
+        return ({"cycle": cycle, "limit": limit, "done": done},
+                True if done or cycle >= limit else None)
+    await wait_in_chunks(dut, CLOCK_PERIOD_NS, progress_path, look)
 
 
 @cocotb.test()

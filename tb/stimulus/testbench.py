@@ -23,14 +23,14 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
+from cocotb.triggers import FallingEdge
 
 from ...sim.stimulus.top import StimulusStats
 from ...sim.fabric.top import DEFAULT_STALL_LIMIT
 from ...formats.stimulus import (CSR_DATA_BITS, RegisterMap, StimulusSettings, latency_bucket,
                                  readout_blocks, readout_values)
 from .. import params as tb_params
-from ..chunks import FIRST_CHUNK, next_chunk
+from ..chunks import wait_in_chunks
 
 __all__ = ["StimulusTB", "PERIOD_NS", "run_settings"]
 
@@ -85,38 +85,27 @@ class StimulusTB:
         Stalled: packets are in flight and none was generated, delivered or
         dropped for at least ``stall_limit`` cycles, as seen between chunks.
         """
-        dut = self.dut
-        chunk = FIRST_CHUNK
         chunks = 0
         seen = self._progress()
         since = 0
-        t0 = time.perf_counter()
-        log = open(progress_path, "a") if progress_path else None
-        try:
-            while True:
-                t_chunk = time.perf_counter()
-                await First(Timer(chunk * PERIOD_NS, unit="ns"), RisingEdge(dut.done))
-                await ReadOnly()
-                chunks += 1
-                now = self._progress()
-                done = bool(dut.done.value)
-                if log is not None:
-                    log.write(json.dumps({"cycle": now[0], "run_cycles": settings.run_cycles,
-                                          "generated": now[1], "delivered": now[2],
-                                          "dropped": now[3], "done": done,
-                                          "seconds": time.perf_counter() - t0}) + "\n")
-                    log.flush()
-                if done:
-                    return False, chunks
-                if now[1:] != seen[1:] or now[1] == now[2] + now[3]:
-                    since = now[0]
-                elif now[0] - since >= stall_limit:
-                    return True, chunks
-                seen = now
-                chunk = next_chunk(chunk, time.perf_counter() - t_chunk)
-        finally:
-            if log is not None:
-                log.close()
+
+        def look():
+            nonlocal chunks, seen, since
+            chunks += 1
+            now = self._progress()
+            done = bool(self.dut.done.value)
+            line = {"cycle": now[0], "run_cycles": settings.run_cycles, "generated": now[1],
+                    "delivered": now[2], "dropped": now[3], "done": done}
+            if done:
+                return line, False
+            if now[1:] != seen[1:] or now[1] == now[2] + now[3]:
+                since = now[0]
+            elif now[0] - since >= stall_limit:
+                return line, True
+            seen = now
+            return line, None
+        stalled = await wait_in_chunks(self.dut, PERIOD_NS, progress_path, look)
+        return stalled, chunks
 
     async def read(self, addresses):
         """The words at ``addresses``: every block that holds one is read, one per cycle

@@ -154,6 +154,7 @@ def test_rtl_never_imports_the_model(name):
 
 
 @pytest.mark.parametrize("name", ["superfabric.tb.trace_tb", "superfabric.tb.rdma.testbench",
+                                  "superfabric.tb.rdma.hosted_testbench",
                                   "superfabric.tb.skid_buffer_tb", "superfabric.tb.stimulus.testbench",
                                   "superfabric.tb.board.testbench"])
 def test_cocotb_testbenches_do_not_load_amaranth(name):

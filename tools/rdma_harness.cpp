@@ -32,7 +32,8 @@ static Words parse_hex(const std::string &hex) {
     Words words;
     for (size_t end = hex.size(); end > 0; end = end > 8 ? end - 8 : 0) {
         const size_t begin = end > 8 ? end - 8 : 0;
-        words.push_back(static_cast<uint32_t>(std::stoul(hex.substr(begin, end - begin), nullptr, 16)));
+        const std::string digits = hex.substr(begin, end - begin);
+        words.push_back(static_cast<uint32_t>(std::stoul(digits, nullptr, 16)));
     }
     return words;
 }
@@ -98,9 +99,11 @@ int main(int argc, char **argv) {
         std::string item;
         while (items >> item) {
             const size_t eq = item.find('=');
-            const auto port = eq == std::string::npos ? inputs.end() : inputs.find(item.substr(0, eq));
+            const auto port =
+                eq == std::string::npos ? inputs.end() : inputs.find(item.substr(0, eq));
             if (port == inputs.end()) {
-                std::fprintf(stderr, "%s: not an input of rdma_hosted: %s\n", argv[1], item.c_str());
+                std::fprintf(stderr, "%s: not an input of rdma_hosted: %s\n", argv[1],
+                             item.c_str());
                 std::exit(2);
             }
             port->second(parse_hex(item.substr(eq + 1)));

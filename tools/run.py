@@ -190,8 +190,9 @@ def run_point(cfg: FabricConfig, *, traffic: str, load: float, cycles: int, seed
     ``priority_weights`` (one per class, default uniform) and
     ``stall_limit`` do not apply. ``stimulus = "hardware"`` goes to
     :func:`run_stimulus_point` for switch traffic; with an ``rdma-*`` pattern the RTL's
-    hosts are in hardware (section 10.16); a collective's engines always are. ``progress`` shows signs of life on stderr:
-    the kernels' first compilation, and a long model or RTL run. ``capture_link``,
+    hosts are in hardware (section 10.16); a collective's engines always are.
+    ``progress`` shows signs of life on stderr: the kernels' first compilation, and a long
+    model or RTL run. ``capture_link``,
     ``ROUTER:PORT`` of a fabric, records the packets that cross that link
     (:func:`link_of`; ``superfabric pcap`` then writes them). ``threads``: the model steps the
     fabric's routers on that many threads (spec 5.9; the run is the same), but for

@@ -19,6 +19,7 @@ __all__ = [
     "ACCESS_LOCAL_READ", "ACCESS_REMOTE_WRITE",
     "pack", "unpack", "hcs", "psn_le", "psn_lt", "packet_opcode", "is_last_opcode",
     "is_send_opcode", "payload_words", "free_slot_bits", "queue_depth_bits", "host_entry_fields",
+    "host_rows_bits",
 ]
 
 PSN_BITS = 24
@@ -202,3 +203,8 @@ def host_entry_fields(cfg: FabricConfig, depth: int) -> tuple[tuple[str, int], .
     return (("wr", sum(width for _, width in wr_fields(n))), ("post", 32),
             ("channel", port_bits(n * rd.channels_per_peer)), ("bad", 1),
             ("slots", free_slot_bits(rd.window)), ("next", port_bits(depth)), ("last", 1))
+
+
+def host_rows_bits(depth: int) -> int:
+    """Bits of the WR count of a hardware host of ``depth`` WRs, 0 .. ``depth``."""
+    return depth.bit_length()

@@ -118,7 +118,7 @@ class RdmaFabric(wiring.Component):
                    "mem_wdata", "fault_thresholds", "fault_reorder_cycles", "fault_seed",
                    "fault_load")
 
-    def _load_inputs(self, m: Module) -> dict:
+    def _load_inputs(self) -> dict:
         """The signals :data:`LOAD_INPUTS` drive, by name, as the top's blocks take them:
         here the ports themselves."""
         return {name: getattr(self, name) for name in self.LOAD_INPUTS}
@@ -149,7 +149,7 @@ class RdmaFabric(wiring.Component):
         cfg = self._cfg
         n = cfg.endpoints
         m = Module()
-        load = self._load_inputs(m)
+        load = self._load_inputs()
         switch = self._core
         m.submodules["fabric" if cfg.fabric.is_fabric else "switch"] = switch
         nc = n * cfg.rdma.channels_per_peer

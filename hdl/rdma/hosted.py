@@ -23,18 +23,13 @@ from amaranth.lib.wiring import In, Out
 
 from ...formats.packet import port_bits
 from ...formats.rdma_hash import CYCLE_BITS, HASH_BITS, HASHES
-from ...formats.rdma_wire import queue_depth_bits
+from ...formats.rdma_wire import host_rows_bits, queue_depth_bits
 from ..pfc_frame import REQUEST_LAYOUT
 from ..ports import SharedModule, add_instance
 from .fabric import RdmaFabric
 from .host import DEPTH, RdmaHost, entry_layout, host_signature
 
-__all__ = ["HostedRdmaFabric", "rows_bits"]
-
-
-def rows_bits(depth: int) -> int:
-    """Bits of an endpoint's WR count, 0 .. ``depth``."""
-    return depth.bit_length()
+__all__ = ["HostedRdmaFabric"]
 
 
 class HostedRdmaFabric(RdmaFabric):
@@ -63,13 +58,13 @@ class HostedRdmaFabric(RdmaFabric):
         return {
             "host_en": In(1), "host_ep": In(port_bits(n)), "host_sel": In(1),
             "host_addr": In(range(depth)), "host_data": In(entry_layout(self._cfg, depth).size),
-            "rows": In(n * rows_bits(depth)), "run": In(1), "sweep": In(1),
+            "rows": In(n * host_rows_bits(depth)), "run": In(1), "sweep": In(1),
             "cycle": Out(CYCLE_BITS), "done": Out(1),
             "hashes": Out(n * len(HASHES) * HASH_BITS),
         }
 
     def _host_side(self, m: Module, e: int, engine, host) -> None:
-        rb = rows_bits(self._depth)
+        rb = host_rows_bits(self._depth)
         hw = add_instance(m, self.modules, "rdma_host", f"rdma_host{e}")
         self._hosts.append(hw)
         wiring.connect(m, hw.wr, engine.wr)
@@ -85,7 +80,7 @@ class HostedRdmaFabric(RdmaFabric):
             hw.sweep.eq(r["sweep"]),
         ]
 
-    def _load_inputs(self, m: Module) -> dict:
+    def _load_inputs(self) -> dict:
         return {name: self._registered[name] for name in self.LOAD_INPUTS}
 
     def elaborate(self, platform):
@@ -125,7 +120,8 @@ class HostedRdmaFabric(RdmaFabric):
             m.d.comb += [
                 hw.cnp_valid.eq(self.events[n + e]),
                 hw.cnp_context.eq(self.cnp_context[e * cb:(e + 1) * cb]),
-                hw.rate.eq(self.rate[e]), hw.rate_changed.eq(self.rate_changed[e * nc:(e + 1) * nc]),
+                hw.rate.eq(self.rate[e]),
+                hw.rate_changed.eq(self.rate_changed[e * nc:(e + 1) * nc]),
                 hw.pause_valid.eq(self.events[e]), hw.pause.eq(self.pfc_tx[e * rq:(e + 1) * rq]),
                 hw.depth.eq(self.queue_depth[e * db:(e + 1) * db]),
                 hw.word.eq(word[64 * e:64 * (e + 1)]),

@@ -10,8 +10,8 @@ range wrote nothing); one receive completion per successful SEND; no stall.
 :func:`compare` holds the RTL's records against the model's, request by
 request: the cycle each was taken and completed, its status and completion
 order, the receive completions, the CNPs, the rate changes, the pause
-frames, the queue depths, the counters, on a fabric each link's flits, the final memories. Each problem is
-one line naming the request (row, endpoint, QP), the event or the cycle.
+frames, the queue depths, the counters, on a fabric each link's flits, the final memories.
+Each problem is one line naming the request (row, endpoint, QP), the event or the cycle.
 """
 
 import numpy as np

@@ -17,7 +17,6 @@ import numpy as np
 from ...config import ConfigError, FabricConfig
 from ...formats import rdma_wire as wire
 from ...formats.lfsr import DRAW_THRESHOLD_BITS
-from ...hdl.rdma.hosted import rows_bits
 from ...sim.rdma.host import WR_ROW_FIELDS
 from ...sim.rdma.kernels.send_queues import send_queues_state
 from ...sim.rdma.traffic import RdmaWorkload, key_entry
@@ -107,7 +106,7 @@ def host_lines(cfg: FabricConfig, workload: RdmaWorkload, depth: int) -> list[di
             if head >= 0:
                 lines.append({"host_en": 1, "host_ep": e, "host_sel": 1, "host_addr": local[head],
                               "host_data": wire.pack(fields, wr=wire.pack(wr_fields, qp=q))})
-    rb = rows_bits(depth)
+    rb = wire.host_rows_bits(depth)
     lines.append({"host_en": 0, "rows": sum(c << (rb * e) for e, c in enumerate(counts))})
     return lines
 

@@ -4,12 +4,14 @@ modules a top writes once and instances many times."""
 from dataclasses import dataclass
 from typing import Callable
 
-from amaranth.hdl import (Cat, ClockSignal, Const, Elaboratable, Instance, Module, ResetSignal,
+from amaranth.hdl import (Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Elaboratable,
+                          Instance, Module, ResetSignal,
                           Signal, Value)
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-__all__ = ["module_ports", "Packed", "SharedModule", "instance", "add_instance", "stream_wires"]
+__all__ = ["module_ports", "Packed", "SharedModule", "instance", "add_instance", "stream_wires",
+           "behind_registered_reset"]
 
 
 def module_ports(signature: wiring.Signature, interface) -> list[tuple[str, wiring.Flow, Value]]:
@@ -171,3 +173,20 @@ def stream_wires(port: str, interface) -> dict[str, Value]:
     for a port that drives, or reads, a stream of the top."""
     return {f"{port}__{name}": Value.cast(getattr(interface, name))
             for name in ("payload", "valid", "ready")}
+
+
+def behind_registered_reset(body, domain: str) -> Module:
+    """``body``, an elaboratable of the ``sync`` domain, as submodule ``domain`` of a module
+    whose reset reaches it through a register, a cycle late: logic that depends
+    combinationally on a top-level input is evaluated by a simulator at every evaluation
+    (both clock edges, and each of cocotb's callbacks), and through the reset of each
+    register that would be all of it. The tops whose runs need no testbench per cycle (the
+    stimulus top, the hosted RDMA top) register their other inputs too."""
+    m = Module()
+    rst = Signal(init=1, reset_less=True)
+    m.d.sync += rst.eq(ResetSignal())
+    inner = ClockDomain(domain, local=True)
+    m.domains += inner
+    m.d.comb += [inner.clk.eq(ClockSignal()), inner.rst.eq(rst)]
+    m.submodules[domain] = DomainRenamer(domain)(body)
+    return m

@@ -10,8 +10,7 @@ simulator build, or one FPGA bitstream, serves every point of a sweep. The
 model is ``sim/stimulus/top.py``; ``docs/architecture.md`` section 12.
 """
 
-from amaranth.hdl import (Array, Cat, ClockDomain, ClockSignal, Const, DomainRenamer, Module,
-                          Mux, ResetSignal, Signal, Value)
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -20,7 +19,7 @@ from ...formats.stimulus import (CSR_DATA_BITS, ENABLE_BITS, GENERATOR_KEY, PAGE
                                  TIMESTAMP_BITS, RegisterMap, check_stimulus, port_key)
 from ..fabric.top import Fabric
 from ..packet import packet_layout
-from ..ports import SharedModule, add_instance, stream_wires
+from ..ports import SharedModule, add_instance, behind_registered_reset, stream_wires
 from ..switch import Switch
 from .traffic_gen import TrafficGenerator, generator_signature
 from .traffic_sink import TrafficSink, sink_signature
@@ -146,17 +145,8 @@ class Stimulus(wiring.Component):
         })
 
     def elaborate(self, platform):
-        m = Module()
-        # The reset is registered on the way in, like the configuration port:
-        # logic that depends combinationally on a top-level input is
-        # re-evaluated by a simulator at every clock edge, and through the
-        # reset of each register that would be all of it.
-        rst = Signal(init=1, reset_less=True)
-        m.d.sync += rst.eq(ResetSignal())
-        m.domains.fabric = fabric = ClockDomain(local=True)
-        m.d.comb += [fabric.clk.eq(ClockSignal()), fabric.rst.eq(rst)]
-        m.submodules.fabric = DomainRenamer("fabric")(self._fabric())
-        return m
+        # The reset is registered on the way in, like the configuration port.
+        return behind_registered_reset(self._fabric(), "fabric")
 
     def _fabric(self):
         """Everything but the reset register, in the ``sync`` domain."""
